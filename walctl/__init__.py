@@ -1,0 +1,30 @@
+"""walctl: verify, inspect and mend write-ahead logs, checkpoints and JSON-lines logs.
+
+The library API mirrors the CLI verbs; every function returns a frozen report and never prints.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+# The API is loaded on first use (PEP 562) so that `walctl verify` does not pay for inspect and stats.
+_API = {
+    "WalctlError": "errors", "UsageError": "errors", "EnvironmentProblem": "errors",
+    "UnsupportedInput": "errors", "Refused": "errors",
+    "verify_path": "ops.verify", "verify_paths": "ops.verify",
+    "Record": "ops.records", "RecordFilter": "ops.records", "RecordWalk": "ops.records",
+    "collect_stats": "ops.stats",
+}
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_API[name]}", __name__), name)
+    raise AttributeError(f"module 'walctl' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(__all__)

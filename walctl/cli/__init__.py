@@ -1,0 +1,105 @@
+"""The command line: parse -> one ops call -> render -> exit code. Errors are caught once, here."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import typer
+from typer._click import exceptions as click_exceptions  # typer 0.27 vendors click
+
+from .. import __version__
+from ..errors import EXIT_ENVIRONMENT, EXIT_USAGE, WalctlError
+from . import inspect_cmd, stats_cmd, verify_cmd
+from .render import error_line
+
+EXIT_TABLE = """Exit codes (several findings: the first present in the order 6, 3, 4, 5, 1):
+  0 clean (anomalies are warnings unless --strict)
+  1 torn tail only: repair can cut it
+  2 usage error
+  3 corruption: acknowledged data is damaged (under --strict, any anomaly)
+  4 sequence discontinuity: gap, repeat or regression
+  5 unsupported: not a known format or version
+  6 environment: I/O error, permission, or locked by a live writer
+  7 refused: a safety bound would be exceeded; nothing was changed"""
+
+app = typer.Typer(
+    name="walctl",
+    help="Verify, inspect and mend write-ahead logs, checkpoints and JSON-lines logs.\n\n"
+         + EXIT_TABLE.replace("\n", "\n\n") + "\n\nExample: walctl verify /var/lib/agent/wal --json",
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+
+_debug = {"on": bool(os.environ.get("WALCTL_DEBUG"))}
+
+
+def _version(value: bool):
+    if value:
+        print(f"walctl {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+    debug: bool = typer.Option(False, "--debug", help="Show a Python traceback on internal errors."),
+):
+    """walctl: durability toolkit for WAL chunks, checkpoints and JSON-lines logs."""
+    if debug:
+        _debug["on"] = True
+
+
+app.command("verify", help=verify_cmd.HELP, no_args_is_help=True)(verify_cmd.verify)
+app.command("inspect", help=inspect_cmd.HELP, no_args_is_help=True)(inspect_cmd.inspect)
+app.command("stats", help=stats_cmd.HELP, no_args_is_help=True)(stats_cmd.stats)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point. Returns (and exits with) the documented exit code."""
+    if hasattr(signal, "SIGPIPE"):
+        # `walctl inspect ... | head` should end quietly, like any Unix filter.
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    code = run(argv)
+    sys.exit(code)
+
+
+def run(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if "--debug" in args:
+        _debug["on"] = True
+    command = typer.main.get_command(app)
+    try:
+        rv = command.main(args=args, prog_name="walctl", standalone_mode=False)
+        return rv if isinstance(rv, int) else 0
+    except click_exceptions.UsageError as e:
+        sub = f" {e.ctx.info_name}" if e.ctx is not None and e.ctx.info_name != "walctl" else ""
+        error_line(f"{e.format_message()} (see 'walctl{sub} --help')")
+        return EXIT_USAGE
+    except click_exceptions.ClickException as e:
+        error_line(e.format_message())
+        return e.exit_code
+    except click_exceptions.Abort:
+        return 130
+    except WalctlError as e:
+        error_line(str(e))
+        return e.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except MemoryError:
+        error_line("out of memory")
+        return EXIT_ENVIRONMENT
+    except OSError as e:
+        if _debug["on"]:
+            raise
+        error_line(f"{getattr(e, 'filename', None) or 'I/O'}: {e.strerror or e}")
+        return EXIT_ENVIRONMENT
+    except Exception as e:  # the one place: never show a traceback to an operator unless asked
+        if _debug["on"]:
+            raise
+        error_line(f"internal error: {type(e).__name__}: {e} (run with --debug for a traceback)")
+        return EXIT_ENVIRONMENT

@@ -1,0 +1,187 @@
+from __future__ import annotations
+
+import os
+import sys
+from typing import List, Optional
+
+import typer
+
+from ..errors import UsageError
+from .render import emit, paint, rich_console, warn_line
+
+# Kept here, not imported: the command modules load their ops only when run (cold start of verify).
+PAYLOAD_MODES = ("auto", "text", "hex", "base64", "json", "msgpack")
+
+HELP = """Show the records of a WAL chunk or directory, and the bytes around damage. Read-only.
+
+Reads past damage: every valid record is shown, damaged ranges are listed where they occur. Filters
+combine (AND). Payloads are shown decoded (inflated when compressed): as JSON, text or msgpack when
+they are one, else hex. Exit code as for verify (0 when --limit stopped the walk early).
+
+Example: walctl inspect wal/ --from-seq 100 --type REMEMBER --jsonl | jq .payload_hex
+Example: walctl inspect wal/wal-000003.bin --around 2368 --context 64"""
+
+
+def _parse_time(text: str | None, name: str) -> int | None:
+    if text is None:
+        return None
+    from datetime import datetime, timezone
+
+    t = text.strip()
+    if t.lstrip("-").isdigit():
+        return int(t)
+    try:
+        dt = datetime.fromisoformat(t[:-1] + "+00:00" if t.endswith(("Z", "z")) else t)
+    except ValueError:
+        raise UsageError(f"{name}: {text!r} is neither epoch milliseconds nor an ISO-8601 time") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+def inspect(
+    path: str = typer.Argument(..., help="A chunk directory or one chunk file (also a quarantined one)."),
+    jsonl: bool = typer.Option(False, "--jsonl", help="One JSON object per valid record on stdout."),
+    from_seq: Optional[int] = typer.Option(None, "--from-seq", help="Only sequences >= N."),
+    to_seq: Optional[int] = typer.Option(None, "--to-seq", help="Only sequences <= N."),
+    types: Optional[List[str]] = typer.Option(None, "--type", help="Only this event type (name or ordinal); repeatable."),
+    memory_id: Optional[str] = typer.Option(None, "--id", help="Only records with this memoryId."),
+    since: Optional[str] = typer.Option(None, "--since", help="Only timestamps >= T (epoch ms or ISO-8601)."),
+    until: Optional[str] = typer.Option(None, "--until", help="Only timestamps <= T (epoch ms or ISO-8601)."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Stop after N matching records."),
+    payload: str = typer.Option("auto", "--payload", help=f"Payload view: {', '.join(PAYLOAD_MODES)}, none."),
+    hexdump: bool = typer.Option(False, "--hexdump", help="Annotated hex dump of each matching record."),
+    around_offset: Optional[int] = typer.Option(None, "--around", min=0,
+                                                help="Annotated bytes around this offset of a chunk file."),
+    context: int = typer.Option(64, "--context", min=0, max=1 << 20, help="Bytes each side of --around."),
+) -> int:
+    from ..format.v2 import parse_type
+    from ..ops.records import RecordFilter, RecordWalk
+
+    if payload not in PAYLOAD_MODES + ("none",):
+        raise UsageError(f"--payload must be one of {', '.join(PAYLOAD_MODES)}, none (got {payload!r})")
+    if around_offset is not None:
+        if os.path.isdir(path):
+            raise UsageError("--around needs a chunk file, not a directory")
+        return _render_around(path, around_offset, context)
+    try:
+        type_set = frozenset(parse_type(t) for t in types) if types else None
+    except ValueError as e:
+        raise UsageError(f"--type: {e}") from None
+    flt = RecordFilter(from_seq, to_seq, type_set, memory_id.encode("utf-8") if memory_id is not None else None,
+                       _parse_time(since, "--since"), _parse_time(until, "--until"), limit)
+    walk = RecordWalk(path, flt, keep_raw=hexdump)
+    if jsonl:
+        _render_jsonl(walk, payload)
+    elif hexdump:
+        _render_hexdump(walk)
+    else:
+        _render_table(walk, payload)
+    if walk.report is None:
+        return 0
+    _summarise(walk)
+    raise typer.Exit(walk.report.exit_code)
+
+
+def _summarise(walk) -> None:
+    rep = walk.report
+    bad = [f for f in rep.findings if f.exit_code != 0]
+    for f in bad:
+        warn_line(f"{rep.path}: {f.cls}: {f.one_line()}")
+    sys.stderr.write(f"walctl: {walk.matched} records shown; {rep.path} is {rep.verdict} (exit {rep.exit_code})\n")
+
+
+def _damage_text(item) -> str:
+    d = item.damage
+    what = f"{d.kind}" + (f" ({d.tail_kind})" if d.tail_kind else "")
+    return f"{item.file}: offset {d.offset}..{d.end}: {what} damage: {d.reason}"
+
+
+def _render_jsonl(walk, payload_mode: str) -> None:
+    import json
+
+    from ..ops.records import Record, render_payload
+
+    out = sys.stdout
+    for item in walk:
+        if isinstance(item, Record):
+            obj = item.to_json()
+            if payload_mode not in ("auto", "hex", "none"):
+                obj["payload_view"], obj["payload"] = render_payload(item.payload, payload_mode)
+            out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        else:
+            warn_line(_damage_text(item))
+
+
+def _render_table(walk, payload_mode: str) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from ..format.hexdump import format_timestamp_ms
+    from ..ops.records import Record, render_payload
+
+    console = rich_console()
+
+    def new_table(header: bool):
+        t = Table(box=None, pad_edge=False, header_style="bold", show_header=header)
+        for col in ("seq", "type", "memoryId", "timestamp (UTC)", "z", "stored", "at", "payload"):
+            folds = col in ("memoryId", "payload")
+            t.add_column(col, no_wrap=not folds, overflow="fold" if folds else "ignore",
+                         ratio=1 if col == "payload" else None)
+        return t
+
+    table = new_table(True)
+    for item in walk:
+        if isinstance(item, Record):
+            view = "" if payload_mode == "none" else render_payload(item.payload, payload_mode)[1]
+            if len(view) > 160:
+                view = view[:157] + "..."
+            table.add_row(str(item.sequence), str(item.type), Text(item.memory_id_text[:40]),
+                          format_timestamp_ms(item.timestamp_ms), "z" if item.compressed else "",
+                          str(item.stored_len), f"{item.file}@{item.offset}", Text(view))
+        else:
+            table.add_row("!!", Text("DAMAGE", style="bold red"), "", "", "", "",
+                          f"{item.file}@{item.damage.offset}", Text(_damage_text(item), style="red"))
+        if table.row_count >= 2000:  # print in slices: a big WAL streams instead of building one table
+            console.print(table)
+            table = new_table(False)
+    if table.row_count or not walk.matched:
+        console.print(table)
+
+
+def _render_hexdump(walk) -> None:
+    from ..format.hexdump import hex_lines, record_fields
+    from ..ops.records import RawDamage
+
+    for item in walk:
+        if isinstance(item, RawDamage):
+            emit(paint(f"== {_damage_text(item)}", "red"))
+            continue
+        emit(f"== {item.file} offset {item.offset} seq {item.sequence} ({item.size} bytes)")
+        _emit_fields(record_fields(item.raw, 0, base=item.offset))
+        for line in hex_lines(item.raw, item.offset, item.offset + item.size, base=item.offset):
+            emit(line)
+
+
+def _emit_fields(fields) -> None:
+    for f in fields:
+        status = {"valid": paint("valid", "green"), "invalid": paint("INVALID", "red"),
+                  "unknown": paint("unknown", "yellow")}.get(f.status, "")
+        emit(f"  {f.start:>10}..{f.end:<10} {f.name:<20} {f.value} {status}".rstrip())
+
+
+def _render_around(path: str, offset: int, context: int) -> int:
+    from ..ops.forensics import around
+
+    view = around(path, offset, context)
+    emit(f"== {path}: {view.size} bytes; offset {offset} +/- {context}: bytes {view.window_start}..{view.window_end}")
+    if view.note:
+        emit(f"  note: {view.note}")
+    for rec in view.records:
+        label = "file header" if rec.start == 0 and rec.fields and rec.fields[0].name.startswith("file") else \
+            f"record at offset {rec.start}"
+        emit(f"-- {label}" + (paint(" (damaged)", "red") if rec.damaged else ""))
+        _emit_fields(rec.fields)
+    for line in view.lines:
+        emit(line)
+    return 0

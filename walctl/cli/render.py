@@ -1,0 +1,101 @@
+"""The one renderer: JSON documents, plain aligned tables, rich tables, one-line errors.
+
+verify renders plain text on purpose: importing rich costs ~30 ms, a third of the cold-start budget,
+and cron runs verify far more often than a person reads inspect's tables.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from .. import __version__
+
+_COLORS = {"red": "31", "yellow": "33", "green": "32", "dim": "2", "bold": "1", "cyan": "36"}
+
+
+def use_color(stream=None) -> bool:
+    stream = stream or sys.stdout
+    if os.environ.get("NO_COLOR"):
+        return False
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def paint(text: str, color: str | None, stream=None) -> str:
+    if not color or not use_color(stream):
+        return text
+    return f"\033[{_COLORS[color]}m{text}\033[0m"
+
+
+def error_line(message: str) -> None:
+    sys.stderr.write(f"walctl: error: {_one_line(message)}\n")
+
+
+def warn_line(message: str) -> None:
+    sys.stderr.write(f"walctl: warning: {_one_line(message)}\n")
+
+
+def _one_line(message: str) -> str:
+    return " ".join(str(message).split("\n"))
+
+
+def json_document(schema: str, body: dict) -> str:
+    import json
+
+    doc = {"schema": schema, "walctl_version": __version__}
+    doc.update(body)
+    return json.dumps(doc, indent=2, ensure_ascii=False)
+
+
+def emit(text: str) -> None:
+    sys.stdout.write(text + "\n")
+
+
+def plain_table(headers: list[str], rows: list[list], indent: str = "  ") -> list[str]:
+    cells = [[str(h) for h in headers]] + [["" if v is None else str(v) for v in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return [indent + "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
+
+
+def rich_console(stderr: bool = False):
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    # Piped output keeps whole values (rich would squeeze tables to 80 columns); COLUMNS still wins.
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else 240
+    return Console(stderr=stderr, no_color=bool(os.environ.get("NO_COLOR")), highlight=False,
+                   soft_wrap=False, width=width)
+
+
+def seq_range(a, b) -> str:
+    if a is None:
+        return "-"
+    return f"{a}..{b}" if a != b else str(a)
+
+
+class Progress:
+    """A rich progress bar on stderr, only on a TTY and only for work big enough to take a second."""
+
+    MIN_BYTES = 256 * 1024 * 1024
+
+    def __init__(self, total_bytes: int, label: str):
+        self.bar = None
+        if total_bytes < self.MIN_BYTES or not sys.stderr.isatty():
+            return
+        from rich.progress import BarColumn, DownloadColumn, Progress as RichProgress, TimeRemainingColumn
+
+        self.bar = RichProgress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                                TimeRemainingColumn(), console=rich_console(stderr=True), transient=True)
+        self.task = self.bar.add_task(label, total=total_bytes)
+        self.bar.start()
+
+    def advance(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.advance(self.task, n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    @property
+    def callback(self):
+        return self.advance if self.bar is not None else None

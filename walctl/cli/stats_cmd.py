@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import typer
+
+from .render import emit, json_document, rich_console, seq_range
+
+HELP = """Counts and bytes per event type, compression ratio, sequence and time ranges, per chunk. Read-only.
+
+Counts cover the valid records; damaged bytes are counted per chunk. Exit code as for verify.
+
+Example: walctl stats /var/lib/agent/wal --json | jq '.types[] | {type, records}'"""
+
+
+def stats(
+    path: str = typer.Argument(..., help="A chunk directory or one chunk file."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.stats/1) on stdout."),
+) -> int:
+    from ..ops.stats import collect_stats
+
+    st = collect_stats(path)
+    if json_out:
+        emit(json_document("walctl.stats/1", st.to_json()))
+    else:
+        _render(st)
+    raise typer.Exit(st.report.exit_code)
+
+
+def _ratio(st) -> str:
+    r = st.compression_ratio
+    return "no compressed records" if r is None else f"{r:.2f}x over {st.compressed_stored_bytes} stored bytes"
+
+
+def _render(st) -> None:
+    from rich.table import Table
+
+    from ..format.hexdump import format_timestamp_ms
+
+    rep = st.report
+    console = rich_console()
+    console.print(f"{st.path}: {rep.verdict} (exit {rep.exit_code}); {st.records} records in "
+                  f"{len(rep.chunks)} chunks, {sum(c.size for c in rep.chunks)} bytes", markup=False)
+    console.print(f"  sequences {seq_range(st.min_sequence, st.max_sequence)}; time "
+                  + (f"{format_timestamp_ms(st.min_timestamp_ms)} .. {format_timestamp_ms(st.max_timestamp_ms)}"
+                     if st.records else "-") + f"; compression {_ratio(st)}", markup=False)
+    types = Table(box=None, pad_edge=False, header_style="bold", title=None)
+    for col in ("type", "ordinal", "records", "record bytes", "stored payload", "payload", "compressed"):
+        types.add_column(col, justify="left" if col == "type" else "right")
+    for k in sorted(st.types):
+        t = st.types[k]
+        types.add_row(str(t.type), str(t.type_ordinal), str(t.records), str(t.record_bytes), str(t.stored_bytes),
+                      str(t.payload_bytes), str(t.compressed_records))
+    console.print(types)
+    chunks = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("chunk", "bytes", "records", "sequences", "first (UTC)", "last (UTC)", "damaged", "verdict"):
+        chunks.add_column(col)
+    for c in rep.chunks:
+        cs = st.chunks.get(c.file)
+        chunks.add_row(c.file, str(c.size), str(cs.records if cs else 0),
+                       seq_range(cs.first_sequence, cs.last_sequence) if cs else "-",
+                       format_timestamp_ms(cs.first_timestamp_ms) if cs else "-",
+                       format_timestamp_ms(cs.last_timestamp_ms) if cs else "-", str(c.damaged_bytes), c.verdict)
+    console.print(chunks)

@@ -1,0 +1,57 @@
+"""One error tree. Each class carries its exit code from the CLI contract (docs: man/walctl.1)."""
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_TORN = 1
+EXIT_USAGE = 2
+EXIT_CORRUPT = 3
+EXIT_SEQUENCE = 4
+EXIT_UNSUPPORTED = 5
+EXIT_ENVIRONMENT = 6
+EXIT_REFUSED = 7
+
+# When several findings are present the exit code is the first of these that occurs.
+EXIT_PRECEDENCE = (EXIT_ENVIRONMENT, EXIT_CORRUPT, EXIT_SEQUENCE, EXIT_UNSUPPORTED, EXIT_TORN)
+
+
+def combine_exit_codes(codes) -> int:
+    present = set(codes)
+    for code in EXIT_PRECEDENCE:
+        if code in present:
+            return code
+    return EXIT_OK
+
+
+class WalctlError(Exception):
+    """A failure the user can act on: one line, a path, maybe an offset."""
+    exit_code = EXIT_ENVIRONMENT
+
+    def __init__(self, reason: str, path: str | None = None, offset: int | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.path = path
+        self.offset = offset
+
+    def __reduce__(self):  # keep path and offset across --jobs worker processes
+        return (self.__class__, (self.reason, self.path, self.offset))
+
+    def __str__(self) -> str:
+        parts = [p for p in (self.path, None if self.offset is None else f"offset {self.offset}") if p]
+        return ": ".join(parts + [self.reason])
+
+
+class UsageError(WalctlError):
+    exit_code = EXIT_USAGE
+
+
+class EnvironmentProblem(WalctlError):
+    """I/O error, permission, missing path, or a live writer holding the lock."""
+    exit_code = EXIT_ENVIRONMENT
+
+
+class UnsupportedInput(WalctlError):
+    exit_code = EXIT_UNSUPPORTED
+
+
+class Refused(WalctlError):
+    exit_code = EXIT_REFUSED

@@ -1,0 +1,1 @@
+"""Pure codecs: bytes <-> values. Nothing here opens a file, reads a clock or prints."""

@@ -1,0 +1,51 @@
+"""Legacy Spector V1 records, for forensics only (`inspect`); walctl never writes them. Pure.
+
+Record: [u32 len][i64 seq][u8 type][u32 idLen][id][i64 ts][u32 payloadLen][payload], where len counts
+everything after itself. No CRC, no padding: a V1 chunk can be read but not verified.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Iterator, NamedTuple
+
+V1_PREFIX = struct.Struct(">IqBI")  # len, seq, type, idLen
+assert V1_PREFIX.size == 17
+V1_TAIL = struct.Struct(">qI")  # timestamp_ms, payloadLen
+assert V1_TAIL.size == 12
+
+
+class V1Record(NamedTuple):
+    offset: int
+    size: int
+    sequence: int
+    type_ordinal: int
+    memory_id: bytes
+    timestamp_ms: int
+    payload: bytes
+
+
+class V1Stop(NamedTuple):
+    offset: int
+    reason: str
+
+
+def iter_v1_records(buf, start: int = 8) -> Iterator[V1Record | V1Stop]:
+    """Yields records in order; a V1Stop ends the iteration when a record does not parse."""
+    off, end = start, len(buf)
+    while off < end:
+        if end - off < V1_PREFIX.size:
+            yield V1Stop(off, f"{end - off} bytes left, fewer than a record prefix")
+            return
+        length, seq, typ, idlen = V1_PREFIX.unpack_from(buf, off)
+        rec_end = off + 4 + length
+        id_end = off + V1_PREFIX.size + idlen
+        if length < V1_PREFIX.size - 4 + V1_TAIL.size or rec_end > end or id_end + V1_TAIL.size > rec_end:
+            yield V1Stop(off, f"record length {length} does not fit the file")
+            return
+        ts, plen = V1_TAIL.unpack_from(buf, id_end)
+        p = id_end + V1_TAIL.size
+        if p + plen != rec_end:
+            yield V1Stop(off, f"payload length {plen} disagrees with record length {length}")
+            return
+        yield V1Record(off, 4 + length, seq, typ, bytes(buf[off + V1_PREFIX.size:id_end]), ts, bytes(buf[p:rec_end]))
+        off = rec_end

@@ -1,0 +1,147 @@
+"""Spector V2 chunk layout: bytes <-> values. Pure: no I/O, no clock.
+
+docs/format.md is the source of truth; tests/test_docs_format.py checks these constants against it.
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import NamedTuple
+
+FILE_MAGIC = b"SPEC"
+FORMAT_VERSION = 2
+LEGACY_VERSION = 1
+FILE_HEADER = struct.Struct(">4sI")
+assert FILE_HEADER.size == 8
+
+# magic, version, flags, type, idLen, reserved8, sequence, timestamp_ms, payloadLen, payloadCrc,
+# reserved32, headerCrc
+RECORD_HEADER = struct.Struct(">HBBBHBqqIIII")
+assert RECORD_HEADER.size == 40
+HEADER_CRC_SPAN = 36  # the header CRC covers bytes 0..35
+RECORD_MAGIC = 0x5741  # "WA"
+RECORD_VERSION = 2
+FLAG_COMPRESSED = 0x01
+KNOWN_FLAGS = FLAG_COMPRESSED
+ALIGNMENT = 8
+MAX_ID_BYTES = 0xFFFF
+MAX_PAYLOAD_BYTES = 0xFFFFFFFF
+
+EVENT_TYPES = (
+    "REMEMBER", "FORGET", "REINFORCE", "REFLECT", "TAG_MERGE", "RECALL_HIT", "RECORD_WRITE",
+    "ADJ_ADD_EDGE", "ADJ_DEL_EDGE", "REGISTRY_INTERN", "APPEND", "SNAPSHOT_MARK", "GRAPH_ADD_NODE",
+    "GRAPH_LINK_MEMORY", "CHAIN_LINK", "HYPEREDGE_ADD",
+)
+TYPE_ORDINALS = {name: i for i, name in enumerate(EVENT_TYPES)}
+
+# DEFLATE cannot expand by more than ~1032x; this cap never rejects a real payload but bounds a bomb.
+INFLATE_RATIO_CAP = 1032
+INFLATE_SLACK_BYTES = 1024
+
+
+class RecordHeader(NamedTuple):
+    magic: int
+    version: int
+    flags: int
+    type_ordinal: int
+    id_len: int
+    reserved8: int
+    sequence: int
+    timestamp_ms: int
+    stored_len: int
+    payload_crc: int
+    reserved32: int
+    header_crc: int
+
+
+def type_name(ordinal: int) -> str | None:
+    return EVENT_TYPES[ordinal] if 0 <= ordinal < len(EVENT_TYPES) else None
+
+
+def parse_type(text: str) -> int:
+    """A type given by name (any case) or ordinal -> ordinal. Raises ValueError."""
+    key = text.strip().upper()
+    if key in TYPE_ORDINALS:
+        return TYPE_ORDINALS[key]
+    if key.isdigit() and int(key) < 256:
+        return int(key)
+    raise ValueError(f"unknown event type {text!r} (names: {', '.join(EVENT_TYPES)}; or an ordinal 0..255)")
+
+
+def padding_len(id_len: int, stored_len: int) -> int:
+    return -(id_len + stored_len) % ALIGNMENT
+
+
+def record_size(id_len: int, stored_len: int) -> int:
+    return RECORD_HEADER.size + id_len + stored_len + padding_len(id_len, stored_len)
+
+
+def encode_file_header(version: int = FORMAT_VERSION) -> bytes:
+    return FILE_HEADER.pack(FILE_MAGIC, version)
+
+
+def decode_file_header(buf) -> tuple[bytes, int] | None:
+    """(magic, version), or None when fewer than 8 bytes are there."""
+    if len(buf) < FILE_HEADER.size:
+        return None
+    magic, version = FILE_HEADER.unpack_from(buf, 0)
+    return magic, version
+
+
+def compress_payload(payload: bytes, threshold: int | None) -> tuple[bytes, int]:
+    """(stored bytes, flags). Compresses when strictly longer than threshold, as the Java writer does,
+    even when the result is larger."""
+    if threshold is not None and len(payload) > threshold:
+        return zlib.compress(payload), FLAG_COMPRESSED
+    return payload, 0
+
+
+def encode_record(sequence: int, type_ordinal: int, memory_id: bytes, timestamp_ms: int, stored: bytes,
+                  flags: int = 0, *, version: int = RECORD_VERSION, reserved8: int = 0,
+                  reserved32: int = 0) -> bytes:
+    """One record, padded to 8 bytes. `stored` is the payload as written (already compressed when the
+    compressed flag is set). The keyword arguments exist so tests can build anomalous records."""
+    if len(memory_id) > MAX_ID_BYTES:
+        raise ValueError(f"memory id is {len(memory_id)} bytes; the format allows {MAX_ID_BYTES}")
+    if len(stored) > MAX_PAYLOAD_BYTES:
+        raise ValueError(f"payload is {len(stored)} bytes; the format allows {MAX_PAYLOAD_BYTES}")
+    head = RECORD_HEADER.pack(RECORD_MAGIC, version, flags, type_ordinal, len(memory_id), reserved8,
+                              sequence, timestamp_ms, len(stored), zlib.crc32(stored), reserved32, 0)
+    head = head[:HEADER_CRC_SPAN] + zlib.crc32(head[:HEADER_CRC_SPAN]).to_bytes(4, "big")
+    return head + memory_id + stored + bytes(padding_len(len(memory_id), len(stored)))
+
+
+def decode_header(buf, offset: int) -> RecordHeader | None:
+    """The 40 header bytes at offset as fields, unchecked; None when they are not all there."""
+    if offset < 0 or len(buf) - offset < RECORD_HEADER.size:
+        return None
+    return RecordHeader(*RECORD_HEADER.unpack_from(buf, offset))
+
+
+def header_crc(buf, offset: int) -> int:
+    return zlib.crc32(memoryview(buf)[offset:offset + HEADER_CRC_SPAN])
+
+
+class Inflated(NamedTuple):
+    payload: bytes | None  # None: undecodable
+    error: str | None  # why it is undecodable
+    trailing: int  # bytes after the end of the zlib stream (an anomaly, not damage)
+
+
+def inflate_bounded(stored) -> Inflated:
+    """Inflates a zlib stream without trusting it: a truncated stream, garbage, or output beyond the
+    ratio cap is undecodable; nothing loops or allocates without bound."""
+    if len(stored) == 0:
+        return Inflated(None, "compressed flag set on an empty payload", 0)
+    cap = INFLATE_RATIO_CAP * len(stored) + INFLATE_SLACK_BYTES
+    d = zlib.decompressobj()
+    try:
+        out = d.decompress(stored, cap)
+    except zlib.error as e:
+        return Inflated(None, f"zlib stream does not decode: {e}", 0)
+    if d.unconsumed_tail:
+        return Inflated(None, f"zlib stream inflates beyond {cap} bytes (cap {INFLATE_RATIO_CAP}x stored + "
+                              f"{INFLATE_SLACK_BYTES})", 0)
+    if not d.eof:
+        return Inflated(None, "zlib stream ends before its end marker (truncated)", 0)
+    return Inflated(out, None, len(d.unused_data))

@@ -1,0 +1,1 @@
+"""One use case per module; each returns a frozen report and never prints."""

@@ -1,0 +1,80 @@
+"""Findings: what verify, inspect and stats report. A finding names the file, the offset, the
+sequences involved, the class of problem and the values stored vs computed (etcd's rule)."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..errors import (
+    EXIT_CORRUPT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED,
+)
+
+# Finding classes (docs/format.md, "Damage classes"; man/walctl-verify.1)
+TAIL_DAMAGE = "tail-damage"
+MID_LOG_DAMAGE = "mid-log-damage"
+UNDECODABLE_PAYLOAD = "undecodable-payload"
+SHORT_CHUNK = "short-chunk"
+SEQUENCE_GAP = "sequence-gap"
+SEQUENCE_REPEAT = "sequence-repeat"
+SEQUENCE_REGRESSION = "sequence-regression"
+UNSUPPORTED = "unsupported"
+UNREADABLE = "unreadable"
+ANOMALY = "anomaly"
+IN_PROGRESS = "in-progress"
+FOREIGN_FILE = "foreign-file"
+DUPLICATE_INDEX = "duplicate-chunk-index"
+NO_CHUNKS = "no-chunks"
+
+SEVERITY_BY_EXIT = {
+    EXIT_OK: "warning", EXIT_TORN: "torn", EXIT_CORRUPT: "error", EXIT_SEQUENCE: "error",
+    EXIT_UNSUPPORTED: "error", EXIT_ENVIRONMENT: "error",
+}
+
+
+class Finding(NamedTuple):
+    cls: str
+    exit_code: int
+    reason: str
+    file: str | None = None
+    offset: int | None = None
+    end_offset: int | None = None
+    sequence_range: tuple[int, int] | None = None
+    stored: int | None = None
+    computed: int | None = None
+    extra: dict = {}  # class-specific keys for JSON (never mutated: _replace builds a new one)
+
+    @property
+    def severity(self) -> str:
+        if self.cls == IN_PROGRESS:
+            return "note"
+        return SEVERITY_BY_EXIT.get(self.exit_code, "error")
+
+    def to_json(self) -> dict:
+        d = {
+            "class": self.cls,
+            "severity": self.severity,
+            "exit_code": self.exit_code,
+            "file": self.file,
+            "offset": self.offset,
+            "end_offset": self.end_offset,
+            "length": None if self.offset is None or self.end_offset is None else self.end_offset - self.offset,
+            "sequence_range": list(self.sequence_range) if self.sequence_range else None,
+            "reason": self.reason,
+            "stored": self.stored,
+            "computed": self.computed,
+        }
+        d.update(self.extra)
+        return d
+
+    def one_line(self) -> str:
+        where = self.file or ""
+        if self.offset is not None:
+            where += f": offset {self.offset}"
+            if self.end_offset is not None and self.end_offset != self.offset:
+                where += f"..{self.end_offset}"
+        parts = [p for p in (where, self.reason) if p]
+        if self.stored is not None and self.computed is not None:
+            parts.append(f"stored 0x{self.stored:08x}, computed 0x{self.computed:08x}")
+        if self.sequence_range:
+            a, b = self.sequence_range
+            parts.append(f"sequences {a}..{b}" if a != b else f"sequence {a}")
+        return ": ".join(parts[:2]) + ("; " + "; ".join(parts[2:]) if len(parts) > 2 else "")

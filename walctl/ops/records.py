@@ -1,0 +1,210 @@
+"""Walking the records of a V2 path in directory order, for inspect, stats and (later) replay.
+
+The walk yields each chunk's valid records and raw damage in file order as it goes (memory stays
+bounded by one chunk's matches), and afterwards the same stitched PathReport that verify gives.
+"""
+from __future__ import annotations
+
+import base64
+import json
+from typing import Iterator, NamedTuple
+
+from ..errors import WalctlError
+from ..format import scan as fscan
+from ..format.scan import Damage
+from ..format.v1 import V1Record, iter_v1_records
+from ..format.v2 import FLAG_COMPRESSED, type_name
+from ..store.chunkread import ChunkOutcome, scan_chunk_file
+from ..store.fs import DEFAULT_FS
+from .verify import PathReport, assemble, resolve_chunks
+
+
+class Record(NamedTuple):
+    file: str
+    offset: int
+    size: int
+    version: int
+    flags: int
+    type_ordinal: int
+    sequence: int
+    timestamp_ms: int
+    memory_id: bytes
+    stored_len: int
+    payload: bytes  # decoded (inflated when compressed)
+    payload_crc: int | None = None
+    header_crc: int | None = None
+    raw: bytes | None = None  # the record's bytes on disk, when the walk keeps them (--hexdump)
+
+    @property
+    def type(self) -> str | int:
+        return type_name(self.type_ordinal) or self.type_ordinal
+
+    @property
+    def compressed(self) -> bool:
+        return bool(self.flags & FLAG_COMPRESSED)
+
+    @property
+    def memory_id_text(self) -> str:
+        return self.memory_id.decode("utf-8", "replace")
+
+    def to_json(self) -> dict:
+        """The `--jsonl` record object of the CLI contract."""
+        return {
+            "sequence": self.sequence, "type": self.type, "type_ordinal": self.type_ordinal,
+            "memory_id": self.memory_id_text, "memory_id_hex": self.memory_id.hex(),
+            "timestamp_ms": self.timestamp_ms, "compressed": self.compressed,
+            "payload_hex": self.payload.hex(), "stored_len": self.stored_len,
+            "file": self.file, "offset": self.offset,
+        }
+
+
+class RecordFilter(NamedTuple):
+    from_seq: int | None = None
+    to_seq: int | None = None
+    types: frozenset | None = None
+    memory_id: bytes | None = None
+    since_ms: int | None = None
+    until_ms: int | None = None
+    limit: int | None = None
+
+    def header_matches(self, seq: int, typ: int, ts: int) -> bool:
+        return not ((self.from_seq is not None and seq < self.from_seq)
+                    or (self.to_seq is not None and seq > self.to_seq)
+                    or (self.types is not None and typ not in self.types)
+                    or (self.since_ms is not None and ts < self.since_ms)
+                    or (self.until_ms is not None and ts > self.until_ms))
+
+
+class RawDamage(NamedTuple):
+    """Damage met while walking, before the directory-level judgement (torn or corrupt)."""
+    file: str
+    damage: Damage
+
+
+class RecordWalk:
+    """Iterate for Record and RawDamage items in directory order; `report` is set when done."""
+
+    def __init__(self, path: str, flt: RecordFilter | None = None, fs=DEFAULT_FS, keep_raw: bool = False):
+        self.path = path
+        self.keep_raw = keep_raw
+        self.filter = flt or RecordFilter()
+        self.fs = fs
+        self.report: PathReport | None = None
+        self.matched = 0
+        self.truncated = False  # stopped by --limit
+
+    def __iter__(self) -> Iterator[Record | RawDamage]:
+        chunks, foreign, kind, writer = resolve_chunks(self.path, self.fs)
+        outcomes: list[ChunkOutcome] = []
+        for c in chunks:
+            if self.truncated:
+                break
+            if c.kind != "file":
+                outcomes.append(ChunkOutcome(None, WalctlError("not a regular file", c.path)))
+                continue
+            found: list = []
+            outcome = scan_chunk_file(c.path, self.fs, self._visitor(c.name, found))
+            outcomes.append(outcome)
+            if outcome.scan is not None and outcome.scan.header == fscan.HEADER_LEGACY:
+                found = self._legacy(c.path, c.name)
+            elif outcome.scan is not None:
+                found.extend(RawDamage(c.name, d) for d in outcome.scan.damage)
+                found.sort(key=lambda x: x.offset if isinstance(x, Record) else x.damage.offset)
+            yield from found
+        if not self.truncated:
+            self.report = assemble(self.path, kind, chunks, outcomes, foreign, writer, False)
+
+    def _visitor(self, name: str, found: list):
+        flt = self.filter
+        mid = flt.memory_id
+        keep_raw = self.keep_raw
+
+        def visit(buf, off, h, p, q, nxt, payload):
+            _, ver, flags, typ, idlen, _, seq, ts, plen, pcrc, _, hcrc = h
+            if not flt.header_matches(seq, typ, ts):
+                return False
+            memory_id = bytes(buf[off + 40:p])
+            if mid is not None and memory_id != mid:
+                return False
+            found.append(Record(name, off, nxt - off, ver, flags, typ, seq, ts, memory_id, plen,
+                                payload if payload is not None else bytes(buf[p:q]), pcrc, hcrc,
+                                bytes(buf[off:nxt]) if keep_raw else None))
+            return self._count()
+
+        return visit
+
+    def _count(self) -> bool:
+        self.matched += 1
+        if self.filter.limit is not None and self.matched >= self.filter.limit:
+            self.truncated = True
+            return True
+        return False
+
+    def _legacy(self, path: str, name: str) -> list:
+        out: list = []
+        with self.fs.map_read(path) as buf:
+            for item in iter_v1_records(buf):
+                if not isinstance(item, V1Record):
+                    out.append(RawDamage(name, Damage(fscan.TAIL, item.offset, len(buf), item.reason)))
+                    break
+                if not self.filter.header_matches(item.sequence, item.type_ordinal, item.timestamp_ms):
+                    continue
+                if self.filter.memory_id is not None and item.memory_id != self.filter.memory_id:
+                    continue
+                out.append(Record(name, item.offset, item.size, 1, 0, item.type_ordinal, item.sequence,
+                                  item.timestamp_ms, item.memory_id, len(item.payload), item.payload))
+                if self._count():
+                    break
+        return out
+
+
+# ---- payload rendering -------------------------------------------------------------------------
+
+PAYLOAD_MODES = ("auto", "text", "hex", "base64", "json", "msgpack")
+
+
+def render_payload(payload: bytes, mode: str = "auto") -> tuple[str, str]:
+    """(mode actually used, text). `auto` picks JSON, text, msgpack or hex, in that order."""
+    if mode == "hex":
+        return "hex", payload.hex()
+    if mode == "base64":
+        return "base64", base64.b64encode(payload).decode("ascii")
+    if mode in ("auto", "text", "json"):
+        try:
+            text = payload.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text is not None:
+            if mode in ("auto", "json"):
+                try:
+                    value = json.loads(text)
+                    if mode == "json" or isinstance(value, (dict, list)):
+                        return "json", json.dumps(value, ensure_ascii=False, sort_keys=True)
+                except ValueError:
+                    pass
+            if mode == "text" or (mode == "auto" and text.isprintable()):
+                return "text", text
+        if mode in ("text", "json"):
+            return "hex", payload.hex()
+    if mode in ("auto", "msgpack"):
+        value = _msgpack_value(payload, strict=(mode == "auto"))
+        if value is not None:
+            return "msgpack", json.dumps(value, ensure_ascii=False, sort_keys=True, default=_json_default)
+    return "hex", payload.hex()
+
+
+def _msgpack_value(payload: bytes, strict: bool):
+    # In auto mode only a map or array counts: almost any short byte string is *some* msgpack scalar.
+    if not payload or (strict and not (0x80 <= payload[0] <= 0x9F or 0xDC <= payload[0] <= 0xDF)):
+        return None
+    import msgpack
+    try:
+        return msgpack.unpackb(payload, raw=False, strict_map_key=False, max_buffer_size=len(payload))
+    except Exception:  # msgpack raises many unrelated types for bad input; all mean "not msgpack"
+        return None
+
+
+def _json_default(value):
+    if isinstance(value, bytes):
+        return {"$bytes_hex": value.hex()}
+    return repr(value)

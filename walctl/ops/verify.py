@@ -1,0 +1,418 @@
+"""verify: is a V2 WAL intact, and if not, exactly what is damaged, where, and what is still readable.
+
+Read-only. Chunks are scanned one by one (or by --jobs worker processes); the per-chunk results are
+then stitched in directory order, which is where torn-vs-corrupt and sequence continuity are decided.
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable, NamedTuple
+
+from ..errors import (
+    EXIT_CORRUPT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED, WalctlError,
+    combine_exit_codes,
+)
+from ..format import scan as fscan
+from ..format.scan import ChunkScan, Damage, Run
+from ..format.v2 import FILE_HEADER, FILE_MAGIC
+from ..store.chunkdir import ChunkFile, list_chunks
+from ..store.chunkread import ChunkOutcome, scan_chunk_file, scan_chunk_file_default
+from ..store.fs import DEFAULT_FS
+from ..store.lock import probe_writer
+from . import findings as F
+from .findings import Finding
+
+VERDICTS = {
+    EXIT_OK: "clean", EXIT_TORN: "torn", EXIT_CORRUPT: "corrupt", EXIT_SEQUENCE: "discontinuous",
+    EXIT_UNSUPPORTED: "unsupported", EXIT_ENVIRONMENT: "environment",
+}
+
+KIND_DIR = "spector-v2-dir"
+KIND_CHUNK = "spector-v2-chunk"
+
+
+class ChunkReport(NamedTuple):
+    file: str
+    index: int
+    size: int
+    state: str  # file-header state, or "unreadable" / "not-a-file"
+    version: int | None
+    verdict: str
+    exit_code: int
+    records: int
+    first_sequence: int | None
+    last_sequence: int | None
+    valid_bytes: int
+    damaged_bytes: int
+    anomalies: dict
+
+    def to_json(self) -> dict:
+        return {
+            "file": self.file, "index": self.index, "size": self.size, "state": self.state,
+            "version": self.version, "verdict": self.verdict, "exit_code": self.exit_code,
+            "records": self.records, "first_sequence": self.first_sequence,
+            "last_sequence": self.last_sequence, "valid_bytes": self.valid_bytes,
+            "damaged_bytes": self.damaged_bytes, "anomalies": dict(self.anomalies),
+        }
+
+
+class PathReport(NamedTuple):
+    path: str
+    kind: str | None
+    exit_code: int
+    live_writer: str | None
+    chunks: tuple[ChunkReport, ...]
+    findings: tuple[Finding, ...]
+
+    @property
+    def verdict(self) -> str:
+        return VERDICTS[self.exit_code]
+
+    @property
+    def records(self) -> int:
+        return sum(c.records for c in self.chunks)
+
+    @property
+    def first_sequence(self) -> int | None:
+        return next((c.first_sequence for c in self.chunks if c.first_sequence is not None), None)
+
+    @property
+    def last_sequence(self) -> int | None:
+        return next((c.last_sequence for c in reversed(self.chunks) if c.last_sequence is not None), None)
+
+    @property
+    def damaged_bytes(self) -> int:
+        return sum(c.damaged_bytes for c in self.chunks)
+
+    def to_json(self) -> dict:
+        return {
+            "path": self.path, "kind": self.kind, "verdict": self.verdict, "exit_code": self.exit_code,
+            "live_writer": self.live_writer,
+            "summary": {
+                "chunks": len(self.chunks), "records": self.records,
+                "first_sequence": self.first_sequence, "last_sequence": self.last_sequence,
+                "bytes": sum(c.size for c in self.chunks), "damaged_bytes": self.damaged_bytes,
+                "findings": len(self.findings),
+            },
+            "chunks": [c.to_json() for c in self.chunks],
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+
+class VerifyReport(NamedTuple):
+    paths: tuple[PathReport, ...]
+    strict: bool
+
+    @property
+    def exit_code(self) -> int:
+        return combine_exit_codes(p.exit_code for p in self.paths)
+
+    @property
+    def verdict(self) -> str:
+        return VERDICTS[self.exit_code]
+
+
+class _Barrier:
+    """A chunk walctl cannot read records from: continuity is not judged across it."""
+    __slots__ = ("finding",)
+
+    def __init__(self, finding: Finding):
+        self.finding = finding
+
+
+def verify_paths(paths, *, strict: bool = False, jobs: int = 1, fs=DEFAULT_FS,
+                 progress: Callable[[int], None] | None = None) -> VerifyReport:
+    return VerifyReport(tuple(verify_path(p, strict=strict, jobs=jobs, fs=fs, progress=progress)
+                              for p in paths), strict)
+
+
+def verify_path(path: str, *, strict: bool = False, jobs: int = 1, fs=DEFAULT_FS,
+                progress: Callable[[int], None] | None = None) -> PathReport:
+    try:
+        chunks, foreign, kind, writer = resolve_chunks(path, fs)
+    except WalctlError as e:
+        return PathReport(path, None, e.exit_code, None, (),
+                          (Finding(F.UNSUPPORTED if e.exit_code == EXIT_UNSUPPORTED else F.UNREADABLE,
+                                   e.exit_code, e.reason, file=e.path),))
+    outcomes = scan_chunks(chunks, jobs=jobs, fs=fs, progress=progress)
+    return assemble(path, kind, chunks, outcomes, foreign, writer, strict)
+
+
+def resolve_chunks(path: str, fs=DEFAULT_FS):
+    """(chunk files, foreign-file findings, kind, live writer) for a directory or a single chunk."""
+    entry = fs.stat(path)
+    if entry.kind == "dir":
+        listing = list_chunks(path, fs)
+        foreign = [Finding(F.FOREIGN_FILE, EXIT_OK, "not a chunk file; left alone", file=e.name)
+                   for e in listing.foreign]
+        if not listing.chunks:
+            raise _unsupported_dir(path)
+        seen: dict[int, str] = {}
+        for c in listing.chunks:
+            if c.index in seen:
+                foreign.append(Finding(F.DUPLICATE_INDEX, EXIT_OK,
+                                       f"chunk index {c.index} also claimed by {seen[c.index]}", file=c.name))
+            seen.setdefault(c.index, c.name)
+        return listing.chunks, foreign, KIND_DIR, probe_writer(path)
+    if entry.kind != "file":
+        from ..errors import UnsupportedInput
+        raise UnsupportedInput("not a regular file or directory", path)
+    head = fs.read_head(path, len(FILE_MAGIC))
+    if head != FILE_MAGIC and len(head) == len(FILE_MAGIC):
+        from ..errors import UnsupportedInput
+        raise UnsupportedInput(f"not a Spector WAL chunk (starts {head.hex()}, expected {FILE_MAGIC.hex()} "
+                               f"'SPEC')", path)
+    from ..format.names import parse_chunk_name
+    index = parse_chunk_name(os.path.basename(path))
+    chunk = ChunkFile(index if index is not None else 0, os.path.basename(path), path, entry.kind, entry.size)
+    # A lone file is judged as the last chunk of its WAL; verify the directory for the rules that
+    # need the chunks after it.
+    return [chunk], [], KIND_CHUNK, None
+
+
+def _unsupported_dir(path):
+    from ..errors import UnsupportedInput
+    return UnsupportedInput("no Spector V2 chunk files (wal-NNNNNN.bin) in this directory", path)
+
+
+def scan_chunks(chunks: list[ChunkFile], *, jobs: int = 1, fs=DEFAULT_FS,
+                progress: Callable[[int], None] | None = None, visit=None) -> list[ChunkOutcome]:
+    def not_a_file(c):
+        from ..errors import UnsupportedInput
+        return ChunkOutcome(None, UnsupportedInput("not a regular file", c.path))
+
+    readable = [c for c in chunks if c.kind == "file"]
+    if jobs > 1 and len(readable) > 1 and fs is DEFAULT_FS and visit is None:
+        results = dict(zip((c.path for c in readable), _parallel_scan(readable, jobs, progress)))
+    else:
+        results = {}
+        for c in readable:
+            results[c.path] = scan_chunk_file(c.path, fs, visit)
+            if progress:
+                progress(c.size)
+    return [results[c.path] if c.kind == "file" else not_a_file(c) for c in chunks]
+
+
+def _parallel_scan(chunks, jobs, progress):
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # fork: workers start in milliseconds and need nothing re-imported; walctl runs no threads here.
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+    ctx = multiprocessing.get_context(method)
+    # Largest first keeps both workers busy to the end.
+    order = sorted(range(len(chunks)), key=lambda i: -chunks[i].size)
+    out: list = [None] * len(chunks)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futures = {pool.submit(scan_chunk_file_default, chunks[i].path): i for i in order}
+        from concurrent.futures import as_completed
+        for fut in as_completed(futures):
+            i = futures[fut]
+            out[i] = fut.result()
+            if progress:
+                progress(chunks[i].size)
+    return out
+
+
+def assemble(path, kind, chunks, outcomes, foreign, writer, strict) -> PathReport:
+    findings, chunk_codes = stitch(chunks, outcomes, writer, strict)
+    findings = list(foreign) + findings
+    reports = []
+    for pos, (c, o) in enumerate(zip(chunks, outcomes)):
+        reports.append(_chunk_report(c, o, combine_exit_codes(chunk_codes.get(pos, ()))))
+    code = combine_exit_codes(f.exit_code for f in findings)
+    return PathReport(path, kind, code, writer, tuple(reports), tuple(findings))
+
+
+def _chunk_report(c: ChunkFile, o: ChunkOutcome, code: int) -> ChunkReport:
+    s = o.scan
+    if s is None:
+        state = "unreadable" if o.error.exit_code == EXIT_ENVIRONMENT else "not-a-file"
+        return ChunkReport(c.name, c.index, c.size, state, None, VERDICTS[code], code, 0, None, None, 0, 0, {})
+    damaged = sum(d.end - d.offset for d in s.damage)
+    verdict = "header-only" if code == EXIT_OK and s.header_only else VERDICTS[code]
+    if s.header == fscan.HEADER_SHORT and code == EXIT_TORN:
+        damaged = s.size
+    return ChunkReport(c.name, c.index, s.size, s.header, s.version, verdict, code, s.records,
+                       s.first_seq, s.last_seq, s.valid_bytes, damaged, dict(s.anomaly_counts))
+
+
+def stitch(chunks: list[ChunkFile], outcomes: list[ChunkOutcome], writer: str | None,
+           strict: bool) -> tuple[list[Finding], dict[int, list[int]]]:
+    """Judges the per-chunk scans in directory order: torn vs corrupt, sequence continuity, lost
+    sequences, salvageable records. Returns findings in file order and the exit codes per chunk."""
+    last_pos = len(chunks) - 1
+    entries: list[tuple[int, object]] = []
+    for pos, (c, o) in enumerate(zip(chunks, outcomes)):
+        if o.scan is None:
+            cls = F.UNREADABLE if o.error.exit_code == EXIT_ENVIRONMENT else F.UNSUPPORTED
+            entries.append((pos, _Barrier(Finding(cls, o.error.exit_code, o.error.reason, file=c.name))))
+            continue
+        s = o.scan
+        if s.header == fscan.HEADER_OK:
+            entries.extend((pos, item) for item in s.items)
+        elif s.header == fscan.HEADER_SHORT:
+            entries.append((pos, _Barrier(_short_chunk(c, s, pos == last_pos, writer))))
+        else:
+            entries.append((pos, _Barrier(_unsupported_chunk(c, s))))
+
+    # Pass 1: the last valid sequence before each entry, lost ranges, sequence findings.
+    before: list[int | None] = []
+    lost: dict[int, tuple[int, int]] = {}
+    seq_findings: dict[int, Finding] = {}
+    prev_last: int | None = None
+    prev_where: tuple[int, Run] | None = None
+    pending: list[int] = []
+    for k, (pos, item) in enumerate(entries):
+        before.append(prev_last)
+        if not isinstance(item, Run):
+            pending.append(k)
+            continue
+        if prev_last is not None and item.first_seq != prev_last + 1:
+            if item.first_seq > prev_last + 1 and pending:
+                lost[pending[0]] = (prev_last + 1, item.first_seq - 1)
+            else:
+                seq_findings[k] = _sequence_finding(chunks, prev_where, prev_last, pos, item)
+        prev_last, prev_where, pending = item.last_seq, (pos, item), []
+
+    # Pass 2: findings in file order.
+    out: list[Finding] = []
+    codes: dict[int, list[int]] = {}
+    for k, (pos, item) in enumerate(entries):
+        c = chunks[pos]
+        f: Finding | None = None
+        if isinstance(item, Run):
+            f = seq_findings.get(k)
+        elif isinstance(item, _Barrier):
+            f = item.finding
+            if k in lost:
+                f = _with_lost(f, lost[k])
+        elif isinstance(item, Damage):
+            f = _damage_finding(c, item, k, entries, before[k], lost.get(k), pos == last_pos, writer)
+        if f is not None:
+            out.append(f)
+            codes.setdefault(pos, []).append(f.exit_code)
+    for pos, (c, o) in enumerate(zip(chunks, outcomes)):
+        if o.scan is not None and o.scan.anomaly_counts:
+            for f in _anomaly_findings(c, o.scan, strict):
+                out.append(f)
+                codes.setdefault(pos, []).append(f.exit_code)
+    out.sort(key=lambda f: (_file_pos(chunks, f.file), f.offset if f.offset is not None else -1))
+    return out, codes
+
+
+def _file_pos(chunks, name):
+    for i, c in enumerate(chunks):
+        if c.name == name:
+            return i
+    return -1
+
+
+def _with_lost(f: Finding, rng: tuple[int, int]) -> Finding:
+    extra = dict(f.extra, lost_sequence_range=list(rng))
+    return Finding(f.cls, f.exit_code, f.reason, f.file, f.offset, f.end_offset, f.sequence_range or rng,
+                   f.stored, f.computed, extra)
+
+
+def _short_chunk(c: ChunkFile, s: ChunkScan, is_last: bool, writer: str | None) -> Finding:
+    reason = f"file is {s.size} bytes, shorter than the 8-byte chunk header"
+    if is_last and writer:
+        return Finding(F.IN_PROGRESS, EXIT_OK, reason + " (a live writer is creating it)", file=c.name,
+                       offset=0, end_offset=s.size, extra={"torn": True, "writer": writer})
+    if is_last:
+        return Finding(F.SHORT_CHUNK, EXIT_TORN, reason + " (last chunk: torn while being created)",
+                       file=c.name, offset=0, end_offset=s.size, extra={"torn": True})
+    return Finding(F.SHORT_CHUNK, EXIT_CORRUPT, reason + " (not the last chunk: acknowledged data may be lost)",
+                   file=c.name, offset=0, end_offset=s.size, extra={"torn": False})
+
+
+def _unsupported_chunk(c: ChunkFile, s: ChunkScan) -> Finding:
+    if s.header == fscan.HEADER_BAD_MAGIC:
+        reason = f"not a Spector WAL chunk (file magic {s.magic.hex()}, expected {FILE_MAGIC.hex()} 'SPEC')"
+        return Finding(F.UNSUPPORTED, EXIT_UNSUPPORTED, reason, file=c.name, offset=0,
+                       stored=int.from_bytes(s.magic, "big"), computed=int.from_bytes(FILE_MAGIC, "big"))
+    if s.header == fscan.HEADER_LEGACY:
+        reason = ("legacy V1 chunk (file version 1, records without CRCs): unsupported for verify; "
+                  "`walctl inspect` can read it")
+    else:
+        reason = f"unsupported chunk version {s.version} (walctl reads version 2)"
+    return Finding(F.UNSUPPORTED, EXIT_UNSUPPORTED, reason, file=c.name, offset=4, stored=s.version,
+                   extra={"version": s.version})
+
+
+def _sequence_finding(chunks, prev_where, prev_last, pos, run: Run) -> Finding:
+    ppos, prun = prev_where
+    here = f"{chunks[pos].name}@{run.offset}"
+    there = f"{chunks[ppos].name}@{prun.offset}"
+    if run.first_seq > prev_last + 1:
+        a, b = prev_last + 1, run.first_seq - 1
+        reason = (f"sequence gap: {b - a + 1} missing ({a}..{b}) between seq {prev_last} (run from {there}) "
+                  f"and seq {run.first_seq}")
+        missing_idx = [i for i in range(chunks[ppos].index + 1, chunks[pos].index)
+                       if all(c.index != i for c in chunks)]
+        if missing_idx:
+            reason += f"; chunk index {missing_idx[0]}..{missing_idx[-1]} absent"
+        return Finding(F.SEQUENCE_GAP, EXIT_SEQUENCE, reason, file=chunks[pos].name, offset=run.offset,
+                       sequence_range=(a, b), extra={"missing": [a, b], "previous_sequence": prev_last})
+    a, b = run.first_seq, min(run.last_seq, prev_last)
+    cls = F.SEQUENCE_REPEAT if run.first_seq == prev_last else F.SEQUENCE_REGRESSION
+    reason = (f"sequence {'repeats' if cls == F.SEQUENCE_REPEAT else 'goes back'}: seq {run.first_seq} at {here} "
+              f"after seq {prev_last}; {a}..{b} appear twice")
+    return Finding(cls, EXIT_SEQUENCE, reason, file=chunks[pos].name, offset=run.offset,
+                   sequence_range=(a, b), extra={"repeated": [a, b], "previous_sequence": prev_last})
+
+
+def _damage_finding(c, d: Damage, k, entries, last_before, lost_rng, is_last, writer) -> Finding:
+    extra: dict = {"field": d.field, "last_good_sequence": last_before}
+    if d.sequence is not None:
+        extra["claimed_sequence"] = d.sequence
+    if lost_rng:
+        extra["lost_sequence_range"] = list(lost_rng)
+    if d.kind == fscan.UNDECODABLE:
+        return Finding(F.UNDECODABLE_PAYLOAD, EXIT_CORRUPT,
+                       f"CRC-valid compressed payload does not decode: {d.reason}", c.name, d.offset, d.end,
+                       (d.sequence, d.sequence), extra=extra)
+    if d.kind == fscan.MID_LOG:
+        after = [item for p, item in entries[k + 1:] if p == entries[k][0] and isinstance(item, Run)]
+        extra.update(next_good_sequence=d.resync_sequence, salvageable_records=sum(r.count for r in after),
+                     salvageable_sequence_range=[after[0].first_seq, after[-1].last_seq] if after else None)
+        return Finding(F.MID_LOG_DAMAGE, EXIT_CORRUPT,
+                       f"{d.reason}; intact records resume at offset {d.end}", c.name, d.offset, d.end,
+                       lost_rng, d.stored, d.computed, extra)
+    # Tail damage: torn when nothing intact follows it, or when the next readable record (after only
+    # header-only chunks) carries the very next sequence: the writer crashed, restarted and went on.
+    extra["tail_kind"] = d.tail_kind
+    nxt = entries[k + 1][1] if k + 1 < len(entries) else None
+    torn = (nxt is None
+            or (isinstance(nxt, Run) and (last_before is None or nxt.first_seq == last_before + 1))
+            or (isinstance(nxt, _Barrier) and nxt.finding.cls in (F.SHORT_CHUNK, F.IN_PROGRESS)
+                and nxt.finding.exit_code in (EXIT_TORN, EXIT_OK)))
+    extra["torn"] = torn
+    reason = f"{d.tail_kind} tail: {d.reason}"
+    if is_last and writer and d.tail_kind == fscan.INCOMPLETE:
+        extra["writer"] = writer
+        return Finding(F.IN_PROGRESS, EXIT_OK, f"append in progress by a live writer ({writer}): {d.reason}",
+                       c.name, d.offset, d.end, None, d.stored, d.computed, extra)
+    if torn:
+        if d.tail_kind == fscan.CHECKSUM:
+            reason += " (a complete record fails its check: it may have been acknowledged; repair keeps it as evidence)"
+        elif not is_last:
+            reason += " (the next chunk continues the sequence: the writer restarted)"
+        return Finding(F.TAIL_DAMAGE, EXIT_TORN, reason, c.name, d.offset, d.end, lost_rng, d.stored,
+                       d.computed, extra)
+    reason += " (in a closed chunk that the next chunk does not continue: acknowledged data is damaged)"
+    return Finding(F.TAIL_DAMAGE, EXIT_CORRUPT, reason, c.name, d.offset, d.end, lost_rng, d.stored,
+                   d.computed, extra)
+
+
+def _anomaly_findings(c: ChunkFile, s: ChunkScan, strict: bool) -> list[Finding]:
+    code = EXIT_CORRUPT if strict else EXIT_OK
+    out = [Finding(F.ANOMALY, code, a.detail, c.name, a.offset, None, (a.sequence, a.sequence),
+                   extra={"code": a.code}) for a in s.anomalies]
+    shown = len(s.anomalies)
+    total = sum(s.anomaly_counts.values())
+    if total > shown:
+        counts = ", ".join(f"{k} x{v}" for k, v in sorted(s.anomaly_counts.items()))
+        out.append(Finding(F.ANOMALY, code, f"{total - shown} more anomalies not listed ({counts})", c.name,
+                           extra={"code": "more", "counts": dict(s.anomaly_counts)}))
+    return out

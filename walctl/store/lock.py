@@ -1,0 +1,32 @@
+"""The writer's lock file. A writer holds an exclusive flock on it; readers only probe.
+
+Probing takes a shared lock for an instant and releases it: it writes nothing and creates nothing,
+so read-only commands stay read-only.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+
+LOCK_NAME = ".walctl.lock"
+
+
+def probe_writer(directory: str) -> str | None:
+    """A description of the live writer holding `directory`'s lock, or None when nobody holds it."""
+    path = os.path.join(directory, LOCK_NAME)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None  # no lock file (or unreadable): no walctl writer to detect
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 512).decode("utf-8", "replace").strip()
+            return holder or "unknown holder"
+        except OSError:
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

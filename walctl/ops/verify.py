@@ -297,7 +297,7 @@ def stitch(chunks: list[ChunkFile], outcomes: list[ChunkOutcome], writer: str | 
             for f in _anomaly_findings(c, o.scan, strict):
                 out.append(f)
                 codes.setdefault(pos, []).append(f.exit_code)
-    out.sort(key=lambda f: (_file_pos(chunks, f.file), f.offset if f.offset is not None else -1))
+    out.sort(key=lambda f: (_file_pos(chunks, f.file), f.offset if f.offset is not None else 1 << 62))
     return out, codes
 
 

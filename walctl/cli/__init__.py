@@ -40,7 +40,28 @@ _debug = {"on": bool(os.environ.get("WALCTL_DEBUG"))}
 def _version(value: bool):
     if value:
         print(f"walctl {__version__}")
+        print(dependency_line())
         raise typer.Exit(0)
+
+
+def dependency_line() -> str:
+    """Versions that matter for speed: crcmod without its C extension is ~40x slower."""
+    from importlib import metadata
+
+    def ver(name):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "missing"
+
+    try:
+        import crcmod.crcmod as crc_impl  # noqa: F401 (the submodule holds the flag)
+
+        ext = "C extension" if sys.modules["crcmod.crcmod"]._usingExtension else "pure Python: slow"
+    except ImportError:
+        ext = "not importable"
+    return (f"python {sys.version.split()[0]}; typer {ver('typer')}; rich {ver('rich')}; "
+            f"zstandard {ver('zstandard')}; msgpack {ver('msgpack')}; crcmod {ver('crcmod')} ({ext})")
 
 
 @app.callback()
@@ -77,13 +98,16 @@ def run(argv: list[str] | None = None) -> int:
         rv = command.main(args=args, prog_name="walctl", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
     except click_exceptions.UsageError as e:
+        if type(e).__name__ == "NoArgsIsHelpError" and e.ctx is not None:
+            sys.stdout.write(e.ctx.get_help() + "\n")  # `walctl` or `walctl verify` alone: the help
+            return EXIT_USAGE
         sub = f" {e.ctx.info_name}" if e.ctx is not None and e.ctx.info_name != "walctl" else ""
         error_line(f"{e.format_message()} (see 'walctl{sub} --help')")
         return EXIT_USAGE
     except click_exceptions.ClickException as e:
         error_line(e.format_message())
         return e.exit_code
-    except click_exceptions.Abort:
+    except typer.Abort:
         return 130
     except WalctlError as e:
         error_line(str(e))

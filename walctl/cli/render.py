@@ -84,13 +84,15 @@ class Progress:
         from rich.progress import BarColumn, DownloadColumn, Progress as RichProgress, TimeRemainingColumn
 
         self.bar = RichProgress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                                TimeRemainingColumn(), console=rich_console(stderr=True), transient=True)
+                                TimeRemainingColumn(), console=rich_console(stderr=True), transient=True,
+                                auto_refresh=False)  # no refresh thread: --jobs forks workers
         self.task = self.bar.add_task(label, total=total_bytes)
         self.bar.start()
 
     def advance(self, n: int) -> None:
         if self.bar is not None:
             self.bar.advance(self.task, n)
+            self.bar.refresh()
 
     def close(self) -> None:
         if self.bar is not None:

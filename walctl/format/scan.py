@@ -5,6 +5,7 @@ about damage; ops/ does (torn or corrupt depends on the chunks after this one).
 """
 from __future__ import annotations
 
+import struct
 import zlib
 from typing import Callable, NamedTuple
 
@@ -14,7 +15,6 @@ from .v2 import (
 )
 
 MAX_ANOMALY_DETAILS = 100  # per chunk; counts are always complete
-_ZERO_PAD = tuple(bytes(n) for n in range(ALIGNMENT))
 _MAGIC_BYTES = RECORD_MAGIC.to_bytes(2, "big")
 _N_TYPES = len(EVENT_TYPES)
 
@@ -269,37 +269,49 @@ def classify_tail(buf, dmg: Damage, end: int) -> Damage:
     return dmg
 
 
+# The 8 bytes before a record header are the last 8 bytes of the previous record (or the file header):
+# reading them in the same unpack checks the previous record's padding without another slice.
+_PREFIXED_HEADER = struct.Struct(">Q" + RECORD_HEADER.format.lstrip(">"))
+assert _PREFIXED_HEADER.size == 8 + RECORD_HEADER.size
+_PAD_MASKS = tuple((1 << (8 * n)) - 1 for n in range(ALIGNMENT))
+
+
 def _scan_records(buf, off: int, scan: ChunkScan, visit: Visitor | None) -> None:
-    # The hot loop: locals only, one unpack and two CRCs per healthy record, everything else on the
-    # rare path. Keep it in step with check_intact/describe_invalid.
+    # The hot loop: locals only, one unpack and two CRCs per healthy record; everything else is on the
+    # rare path. Runs are tracked in locals and materialised only where they break. Keep the validity
+    # predicate in step with check_intact/describe_invalid.
     end = len(buf)
     mv = memoryview(buf)
-    unpack = RECORD_HEADER.unpack_from
+    unpack = _PREFIXED_HEADER.unpack_from
     crc = zlib.crc32
     items = scan.items
-    zero_pad = _ZERO_PAD
+    pad_masks = _PAD_MASKS
     hsize = RECORD_HEADER.size
     n_types = _N_TYPES
-    run: Run | None = None
     budget = ResyncBudget(end)
-    records = 0
-    valid_bytes = 0
+    run_first = run_last = None  # the open run of consecutive sequences
+    run_off = last_off = off
+    pmask = 0  # padding mask of the previous valid record, checked through the next unpack
     while off < end:
         if end - off >= hsize:
-            (magic, ver, flags, typ, idlen, r8, seq, ts, plen, pcrc, r32, hcrc) = unpack(buf, off)
+            (word, magic, ver, flags, typ, idlen, r8, seq, ts, plen, pcrc, r32, hcrc) = unpack(buf, off - 8)
+            if word & pmask:
+                _padding_anomaly(buf, scan, last_off, off, run_last)
+            pmask = 0
             if magic == 0x5741 and crc(mv[off:off + 36]) == hcrc:
                 p = off + hsize + idlen
                 q = p + plen
-                nxt = q + (-(idlen + plen) & 7)
+                pad = -(idlen + plen) & 7
+                nxt = q + pad
                 if nxt <= end and crc(mv[p:q]) == pcrc:
                     payload = None
-                    if flags or ver != 2 or typ >= n_types or r8 or r32 or (nxt != q and buf[q:nxt] != zero_pad[nxt - q]):
+                    if flags or ver != 2 or typ >= n_types or r8 or r32:
                         if flags & FLAG_COMPRESSED:
                             inf = inflate_bounded(mv[p:q])
                             if inf.payload is None:
-                                if run is not None:
-                                    items.append(run)
-                                    run = None
+                                if run_last is not None:
+                                    items.append(Run(run_first, run_last, run_last - run_first + 1, run_off, off))
+                                    run_first = run_last = None
                                 items.append(Damage(UNDECODABLE, off, nxt, inf.error, field="zlib", sequence=seq))
                                 off = nxt
                                 continue
@@ -307,33 +319,30 @@ def _scan_records(buf, off: int, scan: ChunkScan, visit: Visitor | None) -> None
                             if inf.trailing:
                                 scan.add_anomaly("zlib-trailing-bytes", off, seq,
                                                  f"{inf.trailing} bytes after the end of the zlib stream")
-                        _record_anomalies(buf, scan, off, seq, ver, flags, typ, r8, r32, q, nxt)
+                        _record_anomalies(scan, off, seq, ver, flags, typ, r8, r32)
                     if idlen and not buf[off + hsize:p].isascii():
-                        try:
-                            bytes(mv[off + hsize:p]).decode("utf-8")
-                        except UnicodeDecodeError as e:
-                            scan.add_anomaly("memory-id-utf8", off, seq, f"memoryId is not valid UTF-8 ({e.reason} "
-                                                                          f"at id byte {e.start})")
-                    if run is not None and seq == run.last_seq + 1:
-                        run.last_seq = seq
-                        run.count += 1
-                        run.end = nxt
-                    else:
-                        if run is not None:
-                            items.append(run)
-                        run = Run(seq, seq, 1, off, nxt)
-                    records += 1
-                    valid_bytes += nxt - off
-                    if visit is not None and visit(buf, off, (magic, ver, flags, typ, idlen, r8, seq, ts, plen, pcrc, r32, hcrc),
-                                                   p, q, nxt, payload):
-                        scan.stopped_at = nxt
+                        _check_id_utf8(mv, scan, off, p, seq)
+                    if seq - 1 != run_last:
+                        if run_last is not None:
+                            items.append(Run(run_first, run_last, run_last - run_first + 1, run_off, off))
+                        run_first = seq
+                        run_off = off
+                    run_last = seq
+                    pmask = pad_masks[pad]
+                    last_off = off
+                    if visit is not None and visit(buf, off, (magic, ver, flags, typ, idlen, r8, seq, ts, plen,
+                                                              pcrc, r32, hcrc), p, q, nxt, payload):
+                        scan.stopped_at = off = nxt
                         break
                     off = nxt
                     continue
+        elif pmask:
+            _check_padding(buf, scan, last_off, off, run_last, pmask)
+            pmask = 0
         # Not intact: find the next intact record or call the rest tail damage.
-        if run is not None:
-            items.append(run)
-            run = None
+        if run_last is not None:
+            items.append(Run(run_first, run_last, run_last - run_first + 1, run_off, off))
+            run_first = run_last = None
         dmg = describe_invalid(buf, off, end)
         nxt = resync(buf, off + ALIGNMENT - (off % ALIGNMENT), end, budget)
         if nxt is None:
@@ -344,13 +353,34 @@ def _scan_records(buf, off: int, scan: ChunkScan, visit: Visitor | None) -> None
         dmg.resync_sequence = RECORD_HEADER.unpack_from(buf, nxt)[6]
         items.append(dmg)
         off = nxt
-    if run is not None:
-        items.append(run)
-    scan.records = records
-    scan.valid_bytes = valid_bytes
+    if pmask:
+        _check_padding(buf, scan, last_off, off, run_last, pmask)
+    if run_last is not None:
+        items.append(Run(run_first, run_last, run_last - run_first + 1, run_off, off))
+    runs = [i for i in items if type(i) is Run]
+    scan.records = sum(r.count for r in runs)
+    scan.valid_bytes = sum(r.end - r.offset for r in runs)
 
 
-def _record_anomalies(buf, scan, off, seq, ver, flags, typ, r8, r32, q, nxt) -> None:
+def _check_padding(buf, scan, rec_off, rec_end, seq, pmask) -> None:
+    if int.from_bytes(buf[rec_end - 8:rec_end], "big") & pmask:
+        _padding_anomaly(buf, scan, rec_off, rec_end, seq)
+
+
+def _padding_anomaly(buf, scan, rec_off, rec_end, seq) -> None:
+    idlen, plen = RECORD_HEADER.unpack_from(buf, rec_off)[4], RECORD_HEADER.unpack_from(buf, rec_off)[8]
+    q = rec_off + RECORD_HEADER.size + idlen + plen
+    scan.add_anomaly("padding-nonzero", rec_off, seq, f"padding bytes {bytes(buf[q:rec_end]).hex()} are not zero")
+
+
+def _check_id_utf8(mv, scan, off, p, seq) -> None:
+    try:
+        bytes(mv[off + RECORD_HEADER.size:p]).decode("utf-8")
+    except UnicodeDecodeError as e:
+        scan.add_anomaly("memory-id-utf8", off, seq, f"memoryId is not valid UTF-8 ({e.reason} at id byte {e.start})")
+
+
+def _record_anomalies(scan, off, seq, ver, flags, typ, r8, r32) -> None:
     if ver != RECORD_VERSION:
         scan.add_anomaly("record-version", off, seq, f"record version {ver}, expected {RECORD_VERSION}")
     if flags & ~KNOWN_FLAGS & 0xFF:
@@ -360,5 +390,3 @@ def _record_anomalies(buf, scan, off, seq, ver, flags, typ, r8, r32, q, nxt) -> 
     if r8 or r32:
         scan.add_anomaly("reserved-nonzero", off, seq,
                          f"reserved fields not zero (byte 7 = 0x{r8:02x}, bytes 32..35 = 0x{r32:08x})")
-    if nxt != q and buf[q:nxt] != _ZERO_PAD[nxt - q]:
-        scan.add_anomaly("padding-nonzero", off, seq, f"padding bytes {bytes(buf[q:nxt]).hex()} are not zero")

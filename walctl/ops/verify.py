@@ -16,7 +16,7 @@ from ..format import scan as fscan
 from ..format.scan import ChunkScan, Damage, Run
 from ..format.v2 import FILE_HEADER, FILE_MAGIC
 from ..store.chunkdir import ChunkFile, list_chunks
-from ..store.chunkread import ChunkOutcome, scan_chunk_file, scan_chunk_file_default
+from ..store.chunkread import ChunkOutcome, scan_chunk_file
 from ..store.fs import DEFAULT_FS
 from ..store.lock import probe_writer
 from . import findings as F
@@ -182,8 +182,11 @@ def scan_chunks(chunks: list[ChunkFile], *, jobs: int = 1, fs=DEFAULT_FS,
         return ChunkOutcome(None, UnsupportedInput("not a regular file", c.path))
 
     readable = [c for c in chunks if c.kind == "file"]
-    if jobs > 1 and len(readable) > 1 and fs is DEFAULT_FS and visit is None:
-        results = dict(zip((c.path for c in readable), _parallel_scan(readable, jobs, progress)))
+    if jobs > 1 and len(readable) > 1 and fs is DEFAULT_FS and visit is None and hasattr(os, "fork"):
+        from .parallel import parallel_scan
+
+        outcomes = parallel_scan([c.path for c in readable], [c.size for c in readable], jobs, progress)
+        results = dict(zip((c.path for c in readable), outcomes))
     else:
         results = {}
         for c in readable:
@@ -191,27 +194,6 @@ def scan_chunks(chunks: list[ChunkFile], *, jobs: int = 1, fs=DEFAULT_FS,
             if progress:
                 progress(c.size)
     return [results[c.path] if c.kind == "file" else not_a_file(c) for c in chunks]
-
-
-def _parallel_scan(chunks, jobs, progress):
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    # fork: workers start in milliseconds and need nothing re-imported; walctl runs no threads here.
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-    ctx = multiprocessing.get_context(method)
-    # Largest first keeps both workers busy to the end.
-    order = sorted(range(len(chunks)), key=lambda i: -chunks[i].size)
-    out: list = [None] * len(chunks)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = {pool.submit(scan_chunk_file_default, chunks[i].path): i for i in order}
-        from concurrent.futures import as_completed
-        for fut in as_completed(futures):
-            i = futures[fut]
-            out[i] = fut.result()
-            if progress:
-                progress(chunks[i].size)
-    return out
 
 
 def assemble(path, kind, chunks, outcomes, foreign, writer, strict) -> PathReport:

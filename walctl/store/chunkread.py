@@ -1,5 +1,5 @@
-"""Reads one chunk file through the seam and scans it. Picklable in and out, so --jobs can run it
-in worker processes."""
+"""Reads one chunk file through the seam and scans it. The outcome pickles, so --jobs workers can
+send it back."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -20,8 +20,3 @@ def scan_chunk_file(path: str, fs=DEFAULT_FS, visit=None) -> ChunkOutcome:
             return ChunkOutcome(scan_chunk(buf, visit))
     except WalctlError as e:
         return ChunkOutcome(None, e)
-
-
-def scan_chunk_file_default(path: str) -> ChunkOutcome:
-    """Module-level entry for worker processes (they use the real file system)."""
-    return scan_chunk_file(path)

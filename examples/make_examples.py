@@ -1,0 +1,90 @@
+"""Regenerates the example WAL directories with walctl's own encoder (deterministic bytes).
+
+Usage: python examples/make_examples.py [OUT_DIR]   (default: this folder)
+tests/test_examples.py checks that the committed examples are exactly what this writes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from walctl.format.names import chunk_name  # noqa: E402
+from walctl.format.v2 import TYPE_ORDINALS, compress_payload, encode_file_header, encode_record  # noqa: E402
+
+TS0 = 1795300000000  # 2026-11-21T...Z, fixed so the bytes never change
+THRESHOLD = 256
+
+
+def events(first: int, count: int):
+    kinds = ["REMEMBER", "RECALL_HIT", "REINFORCE", "TAG_MERGE", "FORGET"]
+    for seq in range(first, first + count):
+        kind = kinds[seq % len(kinds)]
+        mid = f"mem-{seq % 7:04d}".encode()
+        if kind == "REMEMBER":
+            payload = json.dumps({"text": f"the agent noted fact {seq}", "tags": ["example"],
+                                  "detail": "x" * (seq * 37 % 600)}).encode()
+        elif kind == "FORGET":
+            payload = b""
+        else:
+            payload = seq.to_bytes(4, "big")
+        yield seq, TYPE_ORDINALS[kind], mid, TS0 + seq * 1000, payload
+
+
+def chunk(first: int, count: int) -> bytes:
+    out = bytearray(encode_file_header())
+    for seq, typ, mid, ts, payload in events(first, count):
+        stored, flags = compress_payload(payload, THRESHOLD)
+        out += encode_record(seq, typ, mid, ts, stored, flags)
+    return bytes(out)
+
+
+def write(base: str, name: str, chunks: dict) -> None:
+    d = os.path.join(base, name)
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    os.makedirs(d)
+    for index, data in chunks.items():
+        with open(os.path.join(d, chunk_name(index)), "wb") as f:
+            f.write(data)
+
+
+def record_starts(data: bytes) -> list[int]:
+    from walctl.format.scan import scan_chunk
+
+    starts = []
+    scan_chunk(data, lambda buf, off, *rest: starts.append(off))
+    return starts
+
+
+def main(base: str) -> None:
+    healthy = {0: chunk(1, 40), 1: chunk(41, 40), 2: encode_file_header()}
+    write(base, "wal-healthy", healthy)
+
+    # The writer died in the middle of appending seq 81: torn tail (exit 1), repair can cut it.
+    last = chunk(41, 41)
+    cut = record_starts(last)[-1] + 29
+    write(base, "wal-torn-tail", {0: chunk(1, 40), 1: last[:cut]})
+
+    # One bit of a payload (seq 10) rotted in the first, closed chunk: mid-log corruption (exit 3).
+    rotten = bytearray(chunk(1, 40))
+    rotten[record_starts(bytes(rotten))[9] + 60] ^= 0x04
+    write(base, "wal-midlog-corrupt", {0: bytes(rotten), 1: chunk(41, 40)})
+
+    # A whole chunk went missing: sequences 41..80 are gone (exit 4).
+    write(base, "wal-sequence-gap", {0: chunk(1, 40), 2: chunk(81, 20)})
+
+    # A legacy V1 chunk: unsupported for verify (exit 5), readable by inspect.
+    v1 = bytearray(b"SPEC\x00\x00\x00\x01")
+    for seq, typ, mid, ts, payload in events(1, 5):
+        body = (seq.to_bytes(8, "big") + bytes([typ]) + len(mid).to_bytes(4, "big") + mid + ts.to_bytes(8, "big")
+                + len(payload).to_bytes(4, "big") + payload)
+        v1 += len(body).to_bytes(4, "big") + body
+    write(base, "wal-legacy-v1", {0: bytes(v1)})
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__)))

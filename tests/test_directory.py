@@ -209,3 +209,60 @@ def test_unreadable_chunk_is_environment(tmp_path):
     os.chmod(os.path.join(d, "wal-000000.bin"), 0)
     report = verify_path(d)
     assert report.exit_code == 6 and report.findings[0].cls == "unreadable"
+
+
+class _DenyingFS:
+    """The real file system, except that one chunk cannot be read (root ignores chmod)."""
+
+    def __init__(self, deny: str):
+        from walctl.store.fs import DEFAULT_FS
+
+        self.real, self.deny = DEFAULT_FS, deny
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def map_read(self, path):
+        from walctl.errors import EnvironmentProblem
+
+        if os.path.basename(path) == self.deny:
+            raise EnvironmentProblem("permission denied", path)
+        return self.real.map_read(path)
+
+
+def test_unreadable_chunk_through_the_seam_is_environment_and_the_rest_is_read(tmp_path):
+    d = write_dir(tmp_path / "w", {0: make_chunk(range(1, 4)), 1: make_chunk(range(4, 8)), 2: make_chunk(range(8, 9))})
+    report = verify_path(d, fs=_DenyingFS("wal-000001.bin"))
+    assert report.exit_code == 6
+    (f,) = report.findings
+    assert (f.cls, f.file, f.reason) == ("unreadable", "wal-000001.bin", "permission denied")
+    assert f.extra["lost_sequence_range"] == [4, 7]  # no separate sequence finding
+    assert report.records == 4 and [c.state for c in report.chunks] == ["ok", "unreadable", "ok"]
+
+
+@pytest.mark.parametrize("step", [pytest.param(1, marks=pytest.mark.slow), 13])
+def test_truncating_a_java_chunk_at_every_offset(tmp_path, step):
+    """rolled/: chunk 5 is followed only by a header-only chunk, so any cut of it is a torn tail whose
+    last valid record is the last one wholly before the cut."""
+    import shutil
+
+    from conftest import load_expected
+
+    src = case_dir("rolled")
+    recs = [r for r in load_expected("rolled")["appended"] if r["chunk"] == "wal-000005.bin"]
+    with open(os.path.join(src, "wal-000005.bin"), "rb") as f:
+        data = f.read()
+    d = str(tmp_path / "w")
+    shutil.copytree(src, d)
+    for size in range(0, len(data) + 1, step):
+        with open(os.path.join(d, "wal-000005.bin"), "wb") as f:
+            f.write(data[:size])
+        report = verify_path(d)
+        whole = [r for r in recs if r["record_offset"] + r["record_size"] <= size]
+        last = whole[-1]["sequence"] if whole else recs[0]["sequence"] - 1
+        assert report.last_sequence == last, size
+        boundary = size in (8, *(r["record_offset"] + r["record_size"] for r in recs))
+        if size < 8:
+            assert report.exit_code == 3  # a short chunk that is not the last one
+        else:
+            assert report.exit_code == (0 if boundary else 1), size

@@ -75,7 +75,7 @@ def seq_range(a, b) -> str:
 class Progress:
     """A rich progress bar on stderr, only on a TTY and only for work big enough to take a second."""
 
-    MIN_BYTES = 256 * 1024 * 1024
+    MIN_BYTES = 512 * 1024 * 1024  # about a second of verify on one core
 
     def __init__(self, total_bytes: int, label: str):
         self.bar = None

@@ -55,3 +55,14 @@ class UnsupportedInput(WalctlError):
 
 class Refused(WalctlError):
     exit_code = EXIT_REFUSED
+
+
+class NotClean(WalctlError):
+    """The target is not in a state the command may act on; the exit code is the state's own (3, 4, 5)."""
+
+    def __init__(self, reason: str, path: str | None = None, offset: int | None = None, code: int = EXIT_CORRUPT):
+        super().__init__(reason, path, offset)
+        self.exit_code = code
+
+    def __reduce__(self):
+        return (self.__class__, (self.reason, self.path, self.offset, self.exit_code))

@@ -15,10 +15,11 @@ FILE_HEADER = struct.Struct(">4sI")
 assert FILE_HEADER.size == 8
 
 # magic, version, flags, type, idLen, reserved8, sequence, timestamp_ms, payloadLen, payloadCrc,
-# reserved32, headerCrc
-RECORD_HEADER = struct.Struct(">HBBBHBqqIIII")
-assert RECORD_HEADER.size == 40
-HEADER_CRC_SPAN = 36  # the header CRC covers bytes 0..35
+# reserved32: the bytes the header CRC covers; then the header CRC itself.
+CRC_COVERED_HEADER = struct.Struct(">HBBBHBqqIII")
+RECORD_HEADER = struct.Struct(CRC_COVERED_HEADER.format + "I")
+HEADER_CRC_SPAN = CRC_COVERED_HEADER.size
+assert RECORD_HEADER.size == 40 and HEADER_CRC_SPAN == 36
 RECORD_MAGIC = 0x5741  # "WA"
 RECORD_VERSION = 2
 FLAG_COMPRESSED = 0x01
@@ -68,6 +69,9 @@ def parse_type(text: str) -> int:
     raise ValueError(f"unknown event type {text!r} (names: {', '.join(EVENT_TYPES)}; or an ordinal 0..255)")
 
 
+_PADDING = tuple(bytes(n) for n in range(ALIGNMENT))
+
+
 def padding_len(id_len: int, stored_len: int) -> int:
     return -(id_len + stored_len) % ALIGNMENT
 
@@ -105,10 +109,10 @@ def encode_record(sequence: int, type_ordinal: int, memory_id: bytes, timestamp_
         raise ValueError(f"memory id is {len(memory_id)} bytes; the format allows {MAX_ID_BYTES}")
     if len(stored) > MAX_PAYLOAD_BYTES:
         raise ValueError(f"payload is {len(stored)} bytes; the format allows {MAX_PAYLOAD_BYTES}")
-    head = RECORD_HEADER.pack(RECORD_MAGIC, version, flags, type_ordinal, len(memory_id), reserved8,
-                              sequence, timestamp_ms, len(stored), zlib.crc32(stored), reserved32, 0)
-    head = head[:HEADER_CRC_SPAN] + zlib.crc32(head[:HEADER_CRC_SPAN]).to_bytes(4, "big")
-    return head + memory_id + stored + bytes(padding_len(len(memory_id), len(stored)))
+    head = CRC_COVERED_HEADER.pack(RECORD_MAGIC, version, flags, type_ordinal, len(memory_id), reserved8,
+                                   sequence, timestamp_ms, len(stored), zlib.crc32(stored), reserved32)
+    return b"".join((head, zlib.crc32(head).to_bytes(4, "big"), memory_id, stored,
+                     _PADDING[-(len(memory_id) + len(stored)) % ALIGNMENT]))
 
 
 def decode_header(buf, offset: int) -> RecordHeader | None:

@@ -18,7 +18,6 @@ from ..format.v2 import FILE_HEADER, FILE_MAGIC
 from ..store.chunkdir import ChunkFile, list_chunks
 from ..store.chunkread import ChunkOutcome, scan_chunk_file
 from ..store.fs import DEFAULT_FS
-from ..store.lock import probe_writer
 from . import findings as F
 from .findings import Finding
 
@@ -127,9 +126,13 @@ def verify_paths(paths, *, strict: bool = False, jobs: int = 1, fs=DEFAULT_FS,
 
 
 def verify_path(path: str, *, strict: bool = False, jobs: int = 1, fs=DEFAULT_FS,
-                progress: Callable[[int], None] | None = None) -> PathReport:
+                progress: Callable[[int], None] | None = None, lock_held_by_us: bool = False) -> PathReport:
+    """`lock_held_by_us`: the caller holds the directory's lock itself (a writer opening, a repair), so
+    an incomplete tail is not somebody else's append in flight."""
     try:
         chunks, foreign, kind, writer = resolve_chunks(path, fs)
+        if lock_held_by_us:
+            writer = None
     except WalctlError as e:
         return PathReport(path, None, e.exit_code, None, (),
                           (Finding(F.UNSUPPORTED if e.exit_code == EXIT_UNSUPPORTED else F.UNREADABLE,
@@ -153,7 +156,7 @@ def resolve_chunks(path: str, fs=DEFAULT_FS):
                 foreign.append(Finding(F.DUPLICATE_INDEX, EXIT_OK,
                                        f"chunk index {c.index} also claimed by {seen[c.index]}", file=c.name))
             seen.setdefault(c.index, c.name)
-        return listing.chunks, foreign, KIND_DIR, probe_writer(path)
+        return listing.chunks, foreign, KIND_DIR, fs.probe_writer(path)
     if entry.kind != "file":
         from ..errors import UnsupportedInput
         raise UnsupportedInput("not a regular file or directory", path)

@@ -1,10 +1,14 @@
-"""The file-system seam. Production code uses OsFileSystem; tests substitute a simulated one.
+"""The file-system seam. Production code uses OsFileSystem; tests substitute a simulated one that
+forgets unsynced bytes, tears writes and crashes at the Nth operation (tests/simfs.py).
 
+Only primitives live here; the recipes that make a change durable (fsync file, rename, fsync
+directory) live in durable.py, and nothing else in walctl calls fsync, rename or truncate.
 Reads are mapped, never loaded whole: a chunk of any size costs address space, not memory.
 """
 from __future__ import annotations
 
 import errno
+import fcntl
 import mmap
 import os
 import stat
@@ -94,8 +98,104 @@ class OsFileSystem:
 
     def read_head(self, path: str, n: int) -> bytes:
         """The first n bytes of a regular file (fewer if it is shorter)."""
+        return self.read_range(path, 0, n)
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
         with self.map_read(path) as buf:
-            return bytes(buf[:n])
+            return bytes(buf[offset:offset + length])
+
+    def exists(self, path: str) -> bool:
+        return os.path.lexists(path)
+
+    # ---- write primitives (durable.py composes them) ----
+
+    def open_append(self, path: str, create: bool = False, exclusive: bool = False) -> int:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+        if create:
+            flags |= os.O_CREAT
+        if exclusive:
+            flags |= os.O_EXCL
+        return self._os(os.open, path, flags, 0o644)
+
+    def write(self, fd: int, data, path: str = "") -> None:
+        view = memoryview(data)
+        while view:
+            view = view[self._os(os.write, path, fd, view, _pass_path=False):]
+
+    def fsync(self, fd: int, path: str = "") -> None:
+        self._os(os.fdatasync if hasattr(os, "fdatasync") else os.fsync, path, fd, _pass_path=False)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def file_size(self, fd: int) -> int:
+        return os.fstat(fd).st_size
+
+    def truncate(self, path: str, size: int) -> None:
+        self._os(os.truncate, path, path, size, _pass_path=False)
+
+    def fsync_path(self, path: str) -> None:
+        fd = self._os(os.open, path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            self._os(os.fsync, path, fd, _pass_path=False)
+        finally:
+            os.close(fd)
+
+    def fsync_dir(self, path: str) -> None:
+        fd = self._os(os.open, path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            self._os(os.fsync, path, fd, _pass_path=False)
+        finally:
+            os.close(fd)
+
+    def rename(self, src: str, dst: str) -> None:
+        self._os(os.rename, src, src, dst, _pass_path=False)
+
+    def unlink(self, path: str) -> None:
+        self._os(os.unlink, path)
+
+    def mkdir(self, path: str) -> None:
+        self._os(os.mkdir, path, 0o755)
+
+    def rmdir(self, path: str) -> None:
+        self._os(os.rmdir, path)
+
+    def lock(self, path: str, holder: str):
+        """An exclusive, non-blocking flock on `path` (created if missing), with the holder's description
+        written into it; None when another process holds it."""
+        fd = self._os(os.open, path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, holder.encode("utf-8"), 0)
+        return fd
+
+    def same_device(self, a: str, b: str) -> bool:
+        try:
+            return os.stat(a).st_dev == os.stat(b).st_dev
+        except OSError:
+            return False
+
+    def probe_writer(self, directory: str) -> str | None:
+        from .lock import probe_writer
+
+        return probe_writer(directory)
+
+    def unlock(self, handle) -> None:
+        try:
+            os.ftruncate(handle, 0)
+        finally:
+            os.close(handle)  # closing releases the flock
+
+    @staticmethod
+    def _os(func, path, *args, _pass_path=True, **kw):
+        try:
+            return func(path, *args, **kw) if _pass_path else func(*args, **kw)
+        except OSError as e:
+            raise EnvironmentProblem(describe_os_error(e), path) from None
 
 
 DEFAULT_FS = OsFileSystem()

@@ -30,3 +30,36 @@ def probe_writer(directory: str) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+class DirectoryLock:
+    """The writer's lock, taken without waiting: a mutating command that cannot have it exits 6
+    naming the holder."""
+
+    def __init__(self, directory: str, holder: str, fs):
+        self.directory, self.holder, self.fs = directory, holder, fs
+        self.handle = None
+
+    def __enter__(self) -> "DirectoryLock":
+        from ..errors import EnvironmentProblem
+
+        path = os.path.join(self.directory, LOCK_NAME)
+        self.handle = self.fs.lock(path, self.holder)
+        if self.handle is None:
+            other = self.fs.probe_writer(self.directory) or "another process"
+            raise EnvironmentProblem(f"locked by a live writer ({other}); nothing was changed", self.directory)
+        return self
+
+    def release(self) -> None:
+        if self.handle is not None:
+            self.fs.unlock(self.handle)
+            self.handle = None
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def holder_text(command: str) -> str:
+    import socket
+
+    return f"pid {os.getpid()} on {socket.gethostname()}: walctl {command}"

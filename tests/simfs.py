@@ -1,0 +1,288 @@
+"""A simulated file system behind walctl's seam (walctl/store/fs.py), after LevelDB's
+fault_injection_test and Substrat's tests/stress/vfs.py.
+
+What it models:
+- file data written but not fsynced is lost in a crash, or survives only as a prefix (a torn write);
+- a created, renamed or removed name is durable only once its directory is fsynced;
+- an unsynced truncation survives a crash or not, at random;
+- `crash_at=N` raises SimCrash at the Nth mutating operation; a write that crashes lands part-way.
+
+After SimCrash the test calls `crash()`, which throws away everything volatile and leaves exactly what
+a machine would find on reboot; the same object is then used again.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import random
+from contextlib import contextmanager
+
+from walctl.errors import EnvironmentProblem, UnsupportedInput
+from walctl.store.fs import Entry
+
+
+class SimCrash(Exception):
+    """The machine lost power here."""
+
+
+class Inode:
+    __slots__ = ("data", "synced")
+
+    def __init__(self, data: bytes = b""):
+        self.data = bytearray(data)  # what reads see (the page cache)
+        self.synced = bytes(data)  # what the disk holds
+
+
+class SimFS:
+    def __init__(self, seed: int = 0, crash_at: int | None = None):
+        self.rng = random.Random(seed)
+        self.crash_at = crash_at
+        self.ops = 0
+        self.files: dict[str, Inode] = {}  # the namespace as processes see it
+        self.dirs: set[str] = {"/"}
+        self.d_files: dict[str, Inode] = {}  # the namespace the disk holds
+        self.d_dirs: set[str] = {"/"}
+        self.fds: dict[int, tuple[str, Inode]] = {}
+        self.locks: dict[str, str] = {}
+        self.next_fd = 100
+        self.log: list[str] = []  # the mutating operations, for a failing case's report
+
+    # ---- fault control ----
+
+    def _tick(self, what: str) -> bool:
+        """Counts a mutating operation; True when this one is where the power fails."""
+        self.ops += 1
+        self.log.append(what)
+        return self.crash_at is not None and self.ops == self.crash_at
+
+    def crash(self) -> None:
+        """Power loss and reboot: keep only what was durable (plus torn prefixes of unsynced appends)."""
+        survivors: dict[str, Inode] = {}
+        for path, inode in self.d_files.items():
+            synced, data = inode.synced, bytes(inode.data)
+            if len(data) > len(synced) and data.startswith(synced):
+                keep = self.rng.choice((0, 0, self.rng.randint(0, len(data) - len(synced))))
+                kept = data[:len(synced) + keep]
+            elif data != synced and len(data) < len(synced) and synced.startswith(data):
+                kept = self.rng.choice((data, synced))  # an unsynced truncation may or may not stick
+            else:
+                kept = synced
+            fresh = Inode(kept)
+            survivors[path] = fresh
+        self.files = survivors
+        self.d_files = dict(survivors)
+        self.dirs = set(self.d_dirs)
+        self.fds.clear()
+        self.locks.clear()
+        self.crash_at = None
+
+    def settle(self) -> None:
+        """Everything volatile becomes durable (a clean shutdown of the machine)."""
+        for inode in self.files.values():
+            inode.synced = bytes(inode.data)
+        self.d_files = dict(self.files)
+        self.d_dirs = set(self.dirs)
+
+    # ---- helpers ----
+
+    @staticmethod
+    def _norm(path: str) -> str:
+        return os.path.normpath(os.path.join("/", path))
+
+    def _parent(self, path: str) -> str:
+        return os.path.dirname(self._norm(path))
+
+    def _need_dir(self, path: str) -> None:
+        if self._parent(path) not in self.dirs:
+            raise EnvironmentProblem("no such file or directory", path)
+
+    # ---- reads ----
+
+    def stat(self, path: str) -> Entry:
+        p = self._norm(path)
+        if p in self.files:
+            return Entry(os.path.basename(p), path, "file", len(self.files[p].data))
+        if p in self.dirs:
+            return Entry(os.path.basename(p), path, "dir", 0)
+        raise EnvironmentProblem("no such file or directory", path)
+
+    def listdir(self, path: str) -> list[Entry]:
+        p = self._norm(path)
+        if p not in self.dirs:
+            raise EnvironmentProblem("no such file or directory", path)
+        out = [Entry(os.path.basename(f), os.path.join(path, os.path.basename(f)), "file", len(i.data))
+               for f, i in self.files.items() if os.path.dirname(f) == p]
+        out += [Entry(os.path.basename(d), os.path.join(path, os.path.basename(d)), "dir", 0)
+                for d in self.dirs if d != p and os.path.dirname(d) == p]
+        return out
+
+    def exists(self, path: str) -> bool:
+        p = self._norm(path)
+        return p in self.files or p in self.dirs
+
+    @contextmanager
+    def map_read(self, path: str):
+        p = self._norm(path)
+        if p in self.dirs:
+            raise UnsupportedInput("not a regular file", path)
+        if p not in self.files:
+            raise EnvironmentProblem("no such file or directory", path)
+        yield bytes(self.files[p].data)
+
+    def read_head(self, path: str, n: int) -> bytes:
+        return self.read_range(path, 0, n)
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        with self.map_read(path) as buf:
+            return buf[offset:offset + length]
+
+    def read_durable(self, path: str) -> bytes | None:
+        inode = self.d_files.get(self._norm(path))
+        return None if inode is None else inode.synced
+
+    # ---- writes ----
+
+    def open_append(self, path: str, create: bool = False, exclusive: bool = False) -> int:
+        p = self._norm(path)
+        self._need_dir(p)
+        if p in self.files:
+            if exclusive:
+                raise EnvironmentProblem(os.strerror(errno.EEXIST), path)
+            inode = self.files[p]
+        elif create:
+            if self._tick(f"create {p}"):
+                raise SimCrash(f"create {p}")
+            inode = self.files[p] = Inode()
+        else:
+            raise EnvironmentProblem("no such file or directory", path)
+        fd = self.next_fd
+        self.next_fd += 1
+        self.fds[fd] = (p, inode)
+        return fd
+
+    def write(self, fd: int, data, path: str = "") -> None:
+        p, inode = self.fds[fd]
+        data = bytes(data)
+        if self._tick(f"write {p} +{len(data)}"):
+            inode.data += data[:self.rng.randint(0, len(data))]  # the write tore part-way
+            raise SimCrash(f"write {p}")
+        inode.data += data
+
+    def fsync(self, fd: int, path: str = "") -> None:
+        p, inode = self.fds[fd]
+        if self._tick(f"fsync {p}"):
+            raise SimCrash(f"fsync {p}")
+        inode.synced = bytes(inode.data)
+
+    def close(self, fd: int) -> None:
+        self.fds.pop(fd, None)
+
+    def file_size(self, fd: int) -> int:
+        return len(self.fds[fd][1].data)
+
+    def truncate(self, path: str, size: int) -> None:
+        p = self._norm(path)
+        if self._tick(f"truncate {p} {size}"):
+            raise SimCrash(f"truncate {p}")
+        del self.files[p].data[size:]
+
+    def fsync_path(self, path: str) -> None:
+        p = self._norm(path)
+        if self._tick(f"fsync {p}"):
+            raise SimCrash(f"fsync {p}")
+        self.files[p].synced = bytes(self.files[p].data)
+
+    def fsync_dir(self, path: str) -> None:
+        d = self._norm(path)
+        if self._tick(f"fsync_dir {d}"):
+            raise SimCrash(f"fsync_dir {d}")
+        for f in [f for f in self.d_files if os.path.dirname(f) == d]:
+            del self.d_files[f]
+        for f, inode in self.files.items():
+            if os.path.dirname(f) == d:
+                self.d_files[f] = inode
+        for sub in [s for s in self.d_dirs if os.path.dirname(s) == d and s != d]:
+            if sub not in self.dirs:
+                self.d_dirs.discard(sub)
+        for sub in self.dirs:
+            if os.path.dirname(sub) == d and sub != d:
+                self.d_dirs.add(sub)
+                old = getattr(self, "_renamed_dirs", {}).pop(sub, None)
+                if old is not None:  # a renamed directory's durable contents now live under its new name
+                    for f in [f for f in self.d_files if f.startswith(old + "/")]:
+                        self.d_files[sub + f[len(old):]] = self.d_files.pop(f)
+                    for x in [x for x in self.d_dirs if x == old or x.startswith(old + "/")]:
+                        self.d_dirs.discard(x)
+                        self.d_dirs.add(sub + x[len(old):])
+
+    def rename(self, src: str, dst: str) -> None:
+        s, t = self._norm(src), self._norm(dst)
+        self._need_dir(t)
+        if self._tick(f"rename {s} {t}"):
+            raise SimCrash(f"rename {s}")
+        if s in self.dirs:  # a directory moves with everything below it
+            for old in [f for f in self.files if f.startswith(s + "/")]:
+                self.files[t + old[len(s):]] = self.files.pop(old)
+            for old in [d for d in self.dirs if d == s or d.startswith(s + "/")]:
+                self.dirs.discard(old)
+                self.dirs.add(t + old[len(s):])
+            self._durable_subtree_follows(s, t)
+            return
+        self.files[t] = self.files.pop(s)
+
+    def _durable_subtree_follows(self, s: str, t: str) -> None:
+        # The entries inside a renamed directory were durable under the old name; the directory's own
+        # entry in its parent becomes durable when the parent is fsynced (fsync_dir), so record that
+        # the subtree now lives under t once that happens.
+        self._renamed_dirs = getattr(self, "_renamed_dirs", {})
+        self._renamed_dirs[t] = s
+
+    def rmdir(self, path: str) -> None:
+        p = self._norm(path)
+        if any(os.path.dirname(f) == p for f in self.files) or any(os.path.dirname(d) == p for d in self.dirs if d != p):
+            raise EnvironmentProblem("directory not empty", path)
+        if self._tick(f"rmdir {p}"):
+            raise SimCrash(f"rmdir {p}")
+        self.dirs.discard(p)
+
+    def unlink(self, path: str) -> None:
+        p = self._norm(path)
+        if self._tick(f"unlink {p}"):
+            raise SimCrash(f"unlink {p}")
+        del self.files[p]
+
+    def mkdir(self, path: str) -> None:
+        p = self._norm(path)
+        self._need_dir(p)
+        if self._tick(f"mkdir {p}"):
+            raise SimCrash(f"mkdir {p}")
+        self.dirs.add(p)
+
+    def makedirs_durable(self, path: str) -> None:
+        """Test setup: a directory that exists on disk before the story starts."""
+        parts = self._norm(path).split("/")
+        for i in range(2, len(parts) + 1):
+            d = "/".join(parts[:i])
+            self.dirs.add(d)
+            self.d_dirs.add(d)
+
+    def same_device(self, a: str, b: str) -> bool:
+        return True
+
+    def lock(self, path: str, holder: str):
+        p = self._norm(path)
+        if p in self.locks:
+            return None
+        if p not in self.files:
+            self.files[p] = Inode()
+        self.locks[p] = holder
+        self.files[p].data = bytearray(holder.encode())
+        return p
+
+    def unlock(self, handle) -> None:
+        self.locks.pop(handle, None)
+        if handle in self.files:
+            self.files[handle].data = bytearray()
+
+    def probe_writer(self, directory: str) -> str | None:
+        return self.locks.get(self._norm(os.path.join(directory, ".walctl.lock")))

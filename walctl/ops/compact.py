@@ -1,0 +1,172 @@
+"""compact: delete (or archive) closed chunks that a checkpoint already covers.
+
+A chunk goes only when walctl can account for all of it without scanning it: its file header is V2,
+its first record header is intact (or it holds only the header), its index follows the previous one,
+and the first record of the next chunk gives its last sequence (next first - 1). That last sequence
+must be <= the high-water mark. Compaction stops at the first chunk that fails any of these: it never
+removes the last chunk, a foreign, unsupported or damaged chunk, or anything past a gap. (Unlike the
+reference implementation, which parses every old record and deletes chunks it cannot read.)
+"""
+from __future__ import annotations
+
+import os
+import zlib
+from typing import NamedTuple
+
+from .. import __version__
+from ..errors import Refused, UnsupportedInput, UsageError
+from ..format.ckptmeta import decode_checkpoint_meta
+from ..format.v2 import FILE_HEADER, FILE_MAGIC, FORMAT_VERSION, HEADER_CRC_SPAN, RECORD_HEADER, RECORD_MAGIC
+from ..store import durable, quarantine
+from ..store.chunkdir import list_chunks
+from ..store.fs import DEFAULT_FS
+from ..store.lock import DirectoryLock, holder_text
+from .clock import utc_now
+
+
+class ChunkBound(NamedTuple):
+    file: str
+    index: int
+    size: int
+    first_sequence: int | None  # None: header-only
+    problem: str | None  # why compaction cannot account for this chunk
+
+
+class Removal(NamedTuple):
+    file: str
+    size: int
+    first_sequence: int | None
+    last_sequence: int
+
+    def to_json(self) -> dict:
+        return dict(self._asdict())
+
+
+class CompactReport(NamedTuple):
+    path: str
+    hwm: int
+    hwm_source: str
+    applied: bool
+    archive_to: str | None
+    removals: tuple[Removal, ...]
+    stopped_at: str | None  # first chunk kept and why
+    evidence: tuple[dict, ...]
+
+    @property
+    def exit_code(self) -> int:
+        return 0
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "hwm": self.hwm, "hwm_source": self.hwm_source, "applied": self.applied,
+                "archive_to": self.archive_to, "removals": [r.to_json() for r in self.removals],
+                "bytes": sum(r.size for r in self.removals), "stopped_at": self.stopped_at,
+                "manifest": list(self.evidence), "exit_code": self.exit_code}
+
+
+def read_hwm(before: int | None, checkpoint_meta: str | None, fs=DEFAULT_FS) -> tuple[int, str]:
+    if (before is None) == (checkpoint_meta is None):
+        raise UsageError("give exactly one high-water mark: --before N or --checkpoint-meta PATH")
+    if before is not None:
+        if before < 0:
+            raise UsageError("--before must be >= 0")
+        return before, f"--before {before}"
+    if not fs.exists(checkpoint_meta):
+        return 0, f"{checkpoint_meta} (missing: HWM 0)"
+    meta = decode_checkpoint_meta(fs.read_head(checkpoint_meta, 64))
+    if not meta.valid:
+        raise UnsupportedInput(f"{meta.problem}; an invalid HWM means replay everything, so nothing is compacted",
+                               checkpoint_meta)
+    return meta.hwm, f"{checkpoint_meta} (HWM {meta.hwm})"
+
+
+def chunk_bounds(directory: str, fs=DEFAULT_FS) -> list[ChunkBound]:
+    """The first sequence of every chunk, from its first record header only."""
+    out = []
+    for c in list_chunks(directory, fs).chunks:
+        if c.kind != "file":
+            out.append(ChunkBound(c.name, c.index, c.size, None, "not a regular file"))
+            continue
+        head = fs.read_head(c.path, FILE_HEADER.size + RECORD_HEADER.size)
+        out.append(ChunkBound(c.name, c.index, c.size, *_first_sequence(head, c.size)))
+    return out
+
+
+def _first_sequence(head: bytes, size: int) -> tuple[int | None, str | None]:
+    if len(head) < FILE_HEADER.size:
+        return None, "shorter than the chunk header"
+    magic, version = FILE_HEADER.unpack_from(head)
+    if magic != FILE_MAGIC or version != FORMAT_VERSION:
+        return None, "not a Spector V2 chunk"
+    if size == FILE_HEADER.size:
+        return None, None
+    if len(head) < FILE_HEADER.size + RECORD_HEADER.size:
+        return None, "first record header is incomplete"
+    h = RECORD_HEADER.unpack_from(head, FILE_HEADER.size)
+    if h[0] != RECORD_MAGIC or zlib.crc32(head[8:8 + HEADER_CRC_SPAN]) != h[11]:
+        return None, "first record header is damaged"
+    return h[6], None
+
+
+def plan(directory: str, hwm: int, fs=DEFAULT_FS) -> tuple[list[Removal], str | None]:
+    bounds = chunk_bounds(directory, fs)
+    removals: list[Removal] = []
+    expected_first: int | None = None  # the sequence the next non-empty chunk must start with
+    for i, b in enumerate(bounds):
+        if i == len(bounds) - 1:
+            return removals, f"{b.file}: the last chunk is never compacted"
+        if b.problem:
+            return removals, f"{b.file}: {b.problem}"
+        if i and b.index != bounds[i - 1].index + 1:
+            return removals, f"{b.file}: chunk index {bounds[i - 1].index + 1} is missing before it"
+        if b.first_sequence is not None and expected_first is not None and b.first_sequence != expected_first:
+            return removals, f"{b.file}: starts at sequence {b.first_sequence}, expected {expected_first} (a gap)"
+        nxt = next((n for n in bounds[i + 1:] if n.problem or n.first_sequence is not None), None)
+        if nxt is None or nxt.problem:
+            return removals, f"{b.file}: its last sequence cannot be known from the chunks after it"
+        last = nxt.first_sequence - 1
+        if b.first_sequence is not None and last < b.first_sequence:
+            return removals, f"{b.file}: the next chunk starts at {nxt.first_sequence}, not after {b.first_sequence}"
+        if last > hwm:
+            return removals, f"{b.file}: holds sequences up to {last}, above the HWM {hwm}"
+        removals.append(Removal(b.file, b.size, b.first_sequence, last))
+        expected_first = last + 1
+    return removals, None
+
+
+def compact(directory: str, *, before: int | None = None, checkpoint_meta: str | None = None,
+            archive_to: str | None = None, apply: bool = False, fs=DEFAULT_FS) -> CompactReport:
+    if fs.stat(directory).kind != "dir":
+        raise UsageError("compact works on a chunk directory", directory)
+    hwm, source = read_hwm(before, checkpoint_meta, fs)
+    if archive_to and os.path.abspath(archive_to) == os.path.abspath(directory):
+        raise UsageError("--archive-to must be another directory", archive_to)
+    if not apply:
+        removals, stop = plan(directory, hwm, fs)
+        return CompactReport(directory, hwm, source, False, archive_to, tuple(removals), stop, ())
+    with DirectoryLock(directory, holder_text("compact"), fs):
+        removals, stop = plan(directory, hwm, fs)  # again, under the lock: the directory may have moved on
+        evidence = []
+        if archive_to and removals:
+            durable.make_dir(archive_to, fs)
+        now = utc_now()
+        for r in removals:
+            src = os.path.join(directory, r.file)
+            sha = quarantine.sha256_file(src, fs)
+            dst = os.path.join(archive_to, r.file) if archive_to else None
+            if dst and fs.exists(dst) and quarantine.sha256_file(dst, fs) != sha:
+                raise Refused(f"{dst} exists with other content; nothing more was changed", archive_to)
+            entry = {"time": now, "action": "compact-archive" if dst else "compact-delete", "source": r.file,
+                     "offset": 0, "length": r.size, "sha256": sha, "evidence": dst,
+                     "reason": f"sequences up to {r.last_sequence} are covered by {source}",
+                     "walctl_version": __version__}
+            # The line goes first: a crash can leave a line for a chunk still there (the next run removes
+            # it and says so again), never a removal nobody recorded.
+            quarantine.record(directory, entry, fs)
+            if dst and fs.exists(dst):
+                durable.remove(src, fs)  # archived by an earlier run that crashed before removing it
+            elif dst:
+                durable.move_across(src, dst, fs)
+            else:
+                durable.remove(src, fs)
+            evidence.append(entry)
+    return CompactReport(directory, hwm, source, True, archive_to, tuple(removals), stop, tuple(evidence))

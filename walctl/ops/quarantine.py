@@ -1,0 +1,135 @@
+"""quarantine list | show | move | restore: what was set aside, what it holds, and putting it back."""
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+from .. import __version__
+from ..errors import Refused, UsageError
+from ..format.hexdump import record_fields
+from ..format.names import parse_chunk_name
+from ..store import durable, quarantine as q
+from ..store.fs import DEFAULT_FS
+from ..store.lock import DirectoryLock, holder_text
+from .clock import utc_now
+from .verify import PathReport, verify_path
+
+
+class Item(NamedTuple):
+    name: str  # file name inside .quarantine/
+    size: int
+    entry: dict | None  # the manifest line that put it there (None: unrecorded)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "size": self.size, "recorded": self.entry is not None, "entry": self.entry}
+
+
+class Listing(NamedTuple):
+    path: str
+    items: tuple[Item, ...]
+    history: tuple[dict, ...]  # every manifest line, in order
+    problems: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "items": [i.to_json() for i in self.items], "history": list(self.history),
+                "problems": list(self.problems)}
+
+
+def list_quarantine(directory: str, fs=DEFAULT_FS) -> Listing:
+    entries, problems = q.read_manifest(directory, fs)
+    by_name: dict[str, dict] = {}
+    for e in entries:
+        ev = e.get("evidence") or ""
+        if ev.startswith(q.QUARANTINE_DIR + "/") and e.get("action") != "restore":
+            by_name[ev[len(q.QUARANTINE_DIR) + 1:]] = e
+    items = []
+    if fs.exists(q.qdir(directory)):
+        for e in sorted(fs.listdir(q.qdir(directory)), key=lambda e: e.name):
+            if e.name == q.MANIFEST or e.name.endswith(".tmp") or e.kind != "file":
+                continue
+            items.append(Item(e.name, e.size, by_name.get(e.name)))
+            if e.name not in by_name:
+                problems.append(f"{e.name}: in .quarantine/ but not in {q.MANIFEST} (a crash between the move and "
+                                f"its manifest line?)")
+    return Listing(directory, tuple(items), tuple(entries), tuple(problems))
+
+
+class Shown(NamedTuple):
+    item: Item
+    kind: str  # "chunk" (a whole chunk file) or "cut" (bytes cut from a chunk's tail)
+    report: PathReport | None  # a whole chunk: verified as a lone chunk
+    fields: tuple  # a cut: the record header it starts with, annotated
+
+
+def show(directory: str, name: str, fs=DEFAULT_FS) -> Shown:
+    listing = list_quarantine(directory, fs)
+    item = next((i for i in listing.items if i.name == name), None)
+    if item is None:
+        raise UsageError(f"no {name} in .quarantine/ (see `walctl quarantine list {directory}`)", directory)
+    path = os.path.join(q.qdir(directory), name)
+    head = fs.read_head(path, 4)
+    if head == b"SPEC":
+        return Shown(item, "chunk", verify_path(path, fs=fs), ())
+    data = fs.read_range(path, 0, item.size)
+    return Shown(item, "cut", None, tuple(record_fields(data, 0, base=(item.entry or {}).get("offset", 0))))
+
+
+class Action(NamedTuple):
+    path: str
+    action: str
+    applied: bool
+    source: str
+    target: str
+    entry: dict | None
+
+    def to_json(self) -> dict:
+        return dict(self._asdict())
+
+
+def move(directory: str, chunk: str, *, reason: str, apply: bool = False, fs=DEFAULT_FS) -> Action:
+    src = os.path.join(directory, chunk)
+    if os.path.dirname(chunk) or not fs.exists(src) or fs.stat(src).kind != "file":
+        raise UsageError(f"{chunk} is not a file in {directory}", directory)
+    if parse_chunk_name(chunk) is None:
+        raise UsageError(f"{chunk} is not a chunk file (wal-NNNNNN.bin)", directory)
+    target = f"{q.QUARANTINE_DIR}/{chunk} (or {chunk}.N when taken)"
+    if not apply:
+        return Action(directory, "move", False, chunk, target, None)
+    with DirectoryLock(directory, holder_text("quarantine move"), fs):
+        entry = q.move_in(directory, chunk, action="move", reason=reason, now=utc_now(), version=__version__, fs=fs)
+    return Action(directory, "move", True, chunk, entry["evidence"], entry)
+
+
+def restore(directory: str, name: str, *, apply: bool = False, fs=DEFAULT_FS) -> Action:
+    listing = list_quarantine(directory, fs)
+    item = next((i for i in listing.items if i.name == name), None)
+    if item is None or item.entry is None:
+        raise UsageError(f"{name} is not a recorded item of .quarantine/ (see `walctl quarantine list`)", directory)
+    e = item.entry
+    qpath = os.path.join(q.qdir(directory), name)
+    dest = os.path.join(directory, e["source"])
+    if e["action"] in ("truncate",):
+        # Bytes cut from a tail go back only onto the very same end of that chunk.
+        size = fs.stat(dest).size if fs.exists(dest) else None
+        if size != e["offset"]:
+            raise Refused(f"{e['source']} is {size} bytes, not {e['offset']}: the cut bytes no longer fit its end; "
+                          f"nothing was changed", directory)
+        if not apply:
+            return Action(directory, "restore-bytes", False, name, e["source"], None)
+        with DirectoryLock(directory, holder_text("quarantine restore"), fs):
+            durable.append(dest, fs.read_range(qpath, 0, item.size), fs)
+            durable.remove(qpath, fs)
+            entry = dict(e, action="restore", time=utc_now(), evidence=f"{q.QUARANTINE_DIR}/{name}",
+                         reason=f"restored {item.size} bytes onto the end of {e['source']}")
+            q.record(directory, entry, fs)
+        return Action(directory, "restore-bytes", True, name, e["source"], entry)
+    if fs.exists(dest):
+        raise Refused(f"{e['source']} exists again; restore never overwrites it (move it aside first)", directory)
+    if not apply:
+        return Action(directory, "restore-file", False, name, e["source"], None)
+    with DirectoryLock(directory, holder_text("quarantine restore"), fs):
+        durable.move(qpath, dest, fs)
+        entry = dict(e, action="restore", time=utc_now(), evidence=f"{q.QUARANTINE_DIR}/{name}",
+                     reason=f"moved back to {e['source']}")
+        q.record(directory, entry, fs)
+    return Action(directory, "restore-file", True, name, e["source"], entry)

@@ -1,0 +1,137 @@
+"""repair: cut torn tails, and nothing else.
+
+A torn tail is damage at the very end that nothing intact follows (or that the next chunk continues):
+the writer died mid-append and no acknowledged record lives in those bytes (a complete record that fails
+its CRC may have been acknowledged: it is kept as evidence like every other cut byte). Mid-log damage,
+corruption of closed chunks, gaps and foreign chunks are left exactly as they are; the plan says what to
+do about them instead.
+
+Order of a cut, each step durable: copy the bytes to .quarantine/ (fsync, rename, fsync dir), append the
+manifest line (fsync), truncate the chunk (fsync). A crash anywhere leaves the tail uncut (run repair
+again: the evidence is reused, not duplicated) or cut with its evidence kept.
+"""
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+from .. import __version__
+from ..errors import EXIT_OK, EXIT_TORN, Refused, UsageError
+from ..store import quarantine
+from ..store import durable
+from ..store.fs import DEFAULT_FS
+from ..store.lock import DirectoryLock, holder_text
+from . import findings as F
+from .clock import utc_now
+from .verify import PathReport, verify_path
+
+DEFAULT_MAX_DROP_BYTES = 64 << 20  # a preallocated zero tail can be large; more than this needs a look
+
+
+class Cut(NamedTuple):
+    file: str
+    offset: int
+    end: int
+    action: str  # "truncate" | "quarantine-chunk"
+    reason: str
+
+    @property
+    def length(self) -> int:
+        return self.end - self.offset
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "action": self.action, "offset": self.offset, "end_offset": self.end,
+                "length": self.length, "reason": self.reason}
+
+
+class RepairReport(NamedTuple):
+    path: str
+    applied: bool
+    cuts: tuple[Cut, ...]
+    left_alone: tuple[F.Finding, ...]  # damage repair will not touch
+    evidence: tuple[dict, ...]  # manifest entries written
+    before: PathReport
+    after: PathReport | None
+
+    @property
+    def drop_bytes(self) -> int:
+        return sum(c.length for c in self.cuts)
+
+    @property
+    def exit_code(self) -> int:
+        return (self.after or self.before).exit_code
+
+    def advice(self) -> list[str]:
+        out = []
+        classes = {f.cls for f in self.left_alone}
+        if classes & {F.MID_LOG_DAMAGE, F.TAIL_DAMAGE, F.UNDECODABLE_PAYLOAD, F.SHORT_CHUNK}:
+            out.append("corruption is left alone: `walctl salvage DIR --out NEWDIR` copies every valid record "
+                       "into a clean directory; `walctl quarantine move DIR CHUNK` sets a chunk aside")
+        if classes & {F.SEQUENCE_GAP, F.SEQUENCE_REPEAT, F.SEQUENCE_REGRESSION}:
+            out.append("sequence gaps and repeats cannot be repaired in place: find the missing chunk, or "
+                       "salvage into a new directory")
+        if F.UNSUPPORTED in classes:
+            out.append("unsupported chunks are left alone: move them aside with `walctl quarantine move`")
+        return out
+
+    def to_json(self) -> dict:
+        return {
+            "path": self.path, "applied": self.applied, "exit_code": self.exit_code,
+            "drop_bytes": self.drop_bytes, "cuts": [c.to_json() for c in self.cuts],
+            "left_alone": [f.to_json() for f in self.left_alone], "evidence": list(self.evidence),
+            "before": {"verdict": self.before.verdict, "exit_code": self.before.exit_code},
+            "after": None if self.after is None else {"verdict": self.after.verdict,
+                                                      "exit_code": self.after.exit_code},
+            "advice": self.advice(),
+        }
+
+
+def plan_cuts(report: PathReport) -> tuple[list[Cut], list[F.Finding]]:
+    cuts, left = [], []
+    for f in report.findings:
+        if f.exit_code == EXIT_TORN and f.cls == F.TAIL_DAMAGE:
+            cuts.append(Cut(f.file, f.offset, f.end_offset, "truncate", f.reason))
+        elif f.exit_code == EXIT_TORN and f.cls == F.SHORT_CHUNK:
+            cuts.append(Cut(f.file, 0, f.end_offset, "quarantine-chunk", f.reason))
+        elif f.exit_code != EXIT_OK:
+            left.append(f)
+    return cuts, left
+
+
+def repair(path: str, *, apply: bool = False, max_drop_bytes: int = DEFAULT_MAX_DROP_BYTES, fs=DEFAULT_FS,
+           lock: DirectoryLock | None = None) -> RepairReport:
+    """Dry run unless `apply`. `lock`: the caller already holds the directory's lock (a writer opening)."""
+    if fs.stat(path).kind != "dir":
+        raise UsageError("repair works on a chunk directory (the chunks after a torn chunk decide what is torn)",
+                         path)
+    if lock is None:
+        with DirectoryLock(path, holder_text("repair"), fs) as held:
+            return _repair_locked(path, apply, max_drop_bytes, fs, held)
+    return _repair_locked(path, apply, max_drop_bytes, fs, lock)
+
+
+def _repair_locked(path, apply, max_drop_bytes, fs, lock) -> RepairReport:
+    before = verify_path(path, fs=fs, lock_held_by_us=True)
+    cuts, left = plan_cuts(before)
+    total = sum(c.length for c in cuts)
+    if total > max_drop_bytes:
+        raise Refused(f"repair would remove {total} bytes, more than --max-drop-bytes {max_drop_bytes}; "
+                      f"nothing was changed (inspect the tail with `walctl inspect --around`)", path)
+    if not apply or not cuts:
+        return RepairReport(path, False, tuple(cuts), tuple(left), (), before, None)
+    evidence = []
+    now = utc_now()
+    for cut in cuts:
+        chunk_path = os.path.join(path, cut.file)
+        if cut.action == "truncate":
+            data = fs.read_range(chunk_path, cut.offset, cut.length)
+            if len(data) != cut.length:
+                raise Refused(f"{cut.file} changed while repairing; nothing more was changed", path)
+            evidence.append(quarantine.keep_bytes(path, cut.file, cut.offset, data, action="truncate",
+                                                  reason=cut.reason, now=now, version=__version__, fs=fs))
+            durable.truncate(chunk_path, cut.offset, fs)
+        else:
+            evidence.append(quarantine.move_in(path, cut.file, action="quarantine-chunk", reason=cut.reason,
+                                               now=now, version=__version__, fs=fs))
+    after = verify_path(path, fs=fs, lock_held_by_us=True)
+    return RepairReport(path, True, tuple(cuts), tuple(left), tuple(evidence), before, after)

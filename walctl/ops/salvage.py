@@ -1,0 +1,111 @@
+"""salvage: copy every valid record of a damaged WAL into a new directory; the original is untouched.
+
+Records are copied verbatim (their bytes and CRCs are the originals) and keep their sequences, so the
+gaps left by damage stay visible in the copy (verify says exactly which sequences are missing). The
+copy is built in `OUT.tmp` and renamed to OUT only when complete and synced: after a crash OUT either
+does not exist or is whole.
+"""
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+from ..errors import EXIT_OK, Refused
+from ..store import durable
+from ..store.appender import SYNC_NONE, ChunkAppender
+from ..store.fs import DEFAULT_FS
+from .findings import Finding
+from .records import Record, RecordWalk
+from .verify import PathReport, verify_path
+
+OWNER_MARK = ".walctl-salvage"  # in OUT.tmp: proves a leftover temp directory is ours to clear
+
+
+class SalvageReport(NamedTuple):
+    source: str
+    out: str
+    records: int
+    first_sequence: int | None
+    last_sequence: int | None
+    lost_sequences: tuple[tuple[int, int], ...]
+    damaged_ranges: tuple[Finding, ...]  # the source's damage, file and byte range
+    skipped: tuple[dict, ...]  # valid records not copied (a sequence already copied)
+    source_report: PathReport
+    out_report: PathReport
+
+    @property
+    def exit_code(self) -> int:
+        return self.out_report.exit_code
+
+    def to_json(self) -> dict:
+        return {
+            "source": self.source, "out": self.out, "records": self.records,
+            "first_sequence": self.first_sequence, "last_sequence": self.last_sequence,
+            "lost_sequence_ranges": [list(r) for r in self.lost_sequences],
+            "lost_sequences": sum(b - a + 1 for a, b in self.lost_sequences),
+            "damaged_ranges": [{"file": f.file, "offset": f.offset, "end_offset": f.end_offset,
+                                "length": None if f.end_offset is None or f.offset is None else f.end_offset - f.offset,
+                                "class": f.cls, "reason": f.reason} for f in self.damaged_ranges],
+            "skipped": list(self.skipped),
+            "source_verdict": self.source_report.verdict, "source_exit_code": self.source_report.exit_code,
+            "out_verdict": self.out_report.verdict, "exit_code": self.exit_code,
+        }
+
+
+def salvage(source: str, out: str, *, fs=DEFAULT_FS, max_chunk_bytes: int = 8 << 20) -> SalvageReport:
+    out = os.path.normpath(out)
+    if fs.exists(out) and (fs.stat(out).kind != "dir" or fs.listdir(out)):
+        raise Refused("the output exists and is not an empty directory; salvage never writes over anything",
+                      out)
+    tmp = out + ".tmp"
+    _clear_own_leftover(tmp, fs)
+    durable.make_dir(tmp, fs)
+    durable.create_file(os.path.join(tmp, OWNER_MARK), b"walctl salvage in progress\n", fs)
+    appender = ChunkAppender(tmp, next_sequence=1, chunk_index=0, chunk_exists=False, fs=fs, sync=SYNC_NONE,
+                             max_chunk_bytes=max_chunk_bytes)
+    walk = RecordWalk(source, fs=fs, keep_raw=True)
+    copied, first, last, skipped = 0, None, None, []
+    try:
+        for item in walk:
+            if not isinstance(item, Record):
+                continue
+            if last is not None and item.sequence <= last:
+                skipped.append({"sequence": item.sequence, "file": item.file, "offset": item.offset,
+                                "reason": f"sequence {item.sequence} was already copied (the source repeats it)"})
+                continue
+            appender.append_raw(item.raw, item.sequence)
+            copied += 1
+            first = item.sequence if first is None else first
+            last = item.sequence
+    finally:
+        appender.close()  # syncs every chunk and the directory
+    durable.remove(os.path.join(tmp, OWNER_MARK), fs)
+    if fs.exists(out):
+        durable.remove_dir(out, fs)  # it was empty (checked above); the rename needs the name free
+    durable.move(tmp, out, fs)
+    src_report = walk.report
+    out_report = verify_path(out, fs=fs)
+    lost = _lost_ranges(src_report)
+    damaged = tuple(f for f in src_report.findings if f.exit_code != EXIT_OK and f.offset is not None)
+    return SalvageReport(source, out, copied, first, last, lost, damaged, tuple(skipped), src_report, out_report)
+
+
+def _lost_ranges(report: PathReport) -> tuple[tuple[int, int], ...]:
+    out = []
+    for f in report.findings:
+        rng = f.extra.get("lost_sequence_range") or f.extra.get("missing")
+        if rng:
+            out.append((rng[0], rng[1]))
+    return tuple(sorted(set(out)))
+
+
+def _clear_own_leftover(tmp: str, fs) -> None:
+    if not fs.exists(tmp):
+        return
+    names = {e.name for e in fs.listdir(tmp)}
+    if OWNER_MARK not in names:
+        raise Refused("exists and was not left by walctl salvage; nothing was changed", tmp)
+    for e in fs.listdir(tmp):  # copies of records that are still in the source: safe to clear
+        if e.name != OWNER_MARK:
+            durable.remove(e.path, fs)
+    durable.remove(os.path.join(tmp, OWNER_MARK), fs)

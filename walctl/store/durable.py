@@ -1,0 +1,94 @@
+"""The one place that makes changes durable. Every recipe leaves either the old state or the new one
+after a crash at any step, plus at most a `*.tmp` file that every reader ignores.
+
+  create:   write NAME.tmp, fsync it, rename to NAME, fsync the directory
+  append:   write, fsync (fdatasync) before acknowledging; a new file also fsyncs its directory
+  truncate: truncate, fsync the file
+  move:     rename, fsync the destination directory, then the source directory
+  remove:   unlink, fsync the directory
+"""
+from __future__ import annotations
+
+import os
+
+from ..errors import Refused
+from .fs import DEFAULT_FS
+
+TMP_SUFFIX = ".tmp"
+
+
+def create_file(path: str, data: bytes, fs=DEFAULT_FS, *, replace: bool = False) -> None:
+    """Durable create (or replace, when asked): readers see the old file or the whole new one."""
+    if not replace and fs.exists(path):
+        raise Refused(f"{os.path.basename(path)} already exists; walctl never overwrites it", path)
+    tmp = path + TMP_SUFFIX
+    if fs.exists(tmp):
+        fs.unlink(tmp)  # a leftover of an earlier crash: never a reader's file
+    fd = fs.open_append(tmp, create=True, exclusive=True)
+    try:
+        fs.write(fd, data, tmp)
+        fs.fsync(fd, tmp)
+    finally:
+        fs.close(fd)
+    fs.rename(tmp, path)
+    fs.fsync_dir(os.path.dirname(path) or ".")
+
+
+def append(path: str, data: bytes, fs=DEFAULT_FS) -> None:
+    """Appends and syncs; creates the file (and syncs its directory) when it is new."""
+    new = not fs.exists(path)
+    fd = fs.open_append(path, create=True)
+    try:
+        fs.write(fd, data, path)
+        fs.fsync(fd, path)
+    finally:
+        fs.close(fd)
+    if new:
+        fs.fsync_dir(os.path.dirname(path) or ".")
+
+
+def truncate(path: str, size: int, fs=DEFAULT_FS) -> None:
+    fs.truncate(path, size)
+    fs.fsync_path(path)
+
+
+def move(src: str, dst: str, fs=DEFAULT_FS) -> None:
+    """Renames without ever replacing an existing file (callers hold the directory's lock)."""
+    if fs.exists(dst):
+        raise Refused(f"{dst} already exists; walctl never overwrites it", dst)
+    fs.rename(src, dst)
+    dst_dir, src_dir = os.path.dirname(dst) or ".", os.path.dirname(src) or "."
+    fs.fsync_dir(dst_dir)
+    if os.path.abspath(src_dir) != os.path.abspath(dst_dir):
+        fs.fsync_dir(src_dir)
+
+
+def move_across(src: str, dst: str, fs=DEFAULT_FS) -> None:
+    """Moves a file to another directory, possibly on another file system: a rename where it can be,
+    else a durable copy and only then the removal of the source."""
+    if fs.same_device(src, os.path.dirname(dst) or "."):
+        move(src, dst, fs)
+        return
+    with fs.map_read(src) as buf:
+        data = bytes(buf)
+    create_file(dst, data, fs)
+    remove(src, fs)
+
+
+def remove(path: str, fs=DEFAULT_FS) -> None:
+    fs.unlink(path)
+    fs.fsync_dir(os.path.dirname(path) or ".")
+
+
+def remove_dir(path: str, fs=DEFAULT_FS) -> None:
+    """Removes an empty directory and makes that durable."""
+    fs.rmdir(path)
+    fs.fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def make_dir(path: str, fs=DEFAULT_FS) -> None:
+    """Creates a directory (if missing) and makes its entry durable."""
+    if fs.exists(path):
+        return
+    fs.mkdir(path)
+    fs.fsync_dir(os.path.dirname(os.path.abspath(path)))

@@ -1,0 +1,99 @@
+"""`.quarantine/`: where every removed byte and every moved chunk goes first, with one line per
+action in MANIFEST.jsonl. Names are never reused: a second copy of the same bytes reuses the first
+file, different bytes get a new suffix."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from . import durable
+from .fs import DEFAULT_FS
+
+QUARANTINE_DIR = ".quarantine"
+MANIFEST = "MANIFEST.jsonl"
+
+
+def qdir(directory: str) -> str:
+    return os.path.join(directory, QUARANTINE_DIR)
+
+
+def _free_name(directory: str, base: str, fs, same_as: str | None = None) -> tuple[str, bool]:
+    """(name, already_there): the first of base, base.1, base.2 ... that is free, or that already holds
+    exactly the bytes whose sha256 is `same_as`."""
+    q = qdir(directory)
+    for n in range(10_000):
+        name = base if n == 0 else f"{base}.{n}"
+        path = os.path.join(q, name)
+        if not fs.exists(path):
+            return name, False
+        if same_as is not None and sha256_file(path, fs) == same_as:
+            return name, True
+    raise RuntimeError(f"no free quarantine name for {base}")
+
+
+def sha256_file(path: str, fs=DEFAULT_FS) -> str:
+    with fs.map_read(path) as buf:
+        return hashlib.sha256(buf).hexdigest()
+
+
+def keep_bytes(directory: str, source: str, offset: int, data: bytes, *, action: str, reason: str,
+               now: str, version: str, fs=DEFAULT_FS) -> dict:
+    """Preserves bytes about to be cut from `source` (a name in `directory`), durably, and records it.
+    Returns the manifest entry. Safe to repeat after a crash: identical bytes are not copied twice."""
+    durable.make_dir(qdir(directory), fs)
+    sha = hashlib.sha256(data).hexdigest()
+    name, there = _free_name(directory, f"{source}.{offset}-{offset + len(data)}.{sha[:12]}", fs, sha)
+    if not there:
+        durable.create_file(os.path.join(qdir(directory), name), data, fs)
+    entry = _entry(now, action, source, offset, len(data), sha, name, reason, version)
+    record(directory, entry, fs)
+    return entry
+
+
+def move_in(directory: str, source: str, *, action: str, reason: str, now: str, version: str,
+            fs=DEFAULT_FS) -> dict:
+    """Moves the file `source` of `directory` into the quarantine under a name never used before."""
+    durable.make_dir(qdir(directory), fs)
+    src = os.path.join(directory, source)
+    sha = sha256_file(src, fs)
+    size = fs.stat(src).size
+    name, _ = _free_name(directory, source, fs)
+    entry = _entry(now, action, source, 0, size, sha, name, reason, version)
+    # A crash between the move and the manifest line leaves a quarantined file with no line:
+    # `walctl quarantine list` shows such files as unrecorded, so nothing is ever silently lost.
+    durable.move(src, os.path.join(qdir(directory), name), fs)
+    record(directory, entry, fs)
+    return entry
+
+
+def _entry(now, action, source, offset, length, sha, evidence, reason, version) -> dict:
+    return {"time": now, "action": action, "source": source, "offset": offset, "length": length,
+            "sha256": sha, "evidence": f"{QUARANTINE_DIR}/{evidence}" if evidence else None,
+            "reason": reason, "walctl_version": version}
+
+
+def record(directory: str, entry: dict, fs=DEFAULT_FS) -> None:
+    line = json.dumps(entry, sort_keys=True, ensure_ascii=False) + "\n"
+    durable.make_dir(qdir(directory), fs)
+    durable.append(os.path.join(qdir(directory), MANIFEST), line.encode("utf-8"), fs)
+
+
+def read_manifest(directory: str, fs=DEFAULT_FS) -> tuple[list[dict], list[str]]:
+    """(entries, problems). A torn last line (a crash mid-append) is a problem, not a failure."""
+    path = os.path.join(qdir(directory), MANIFEST)
+    if not fs.exists(path):
+        return [], []
+    with fs.map_read(path) as buf:
+        text = bytes(buf).decode("utf-8", "replace")
+    entries, problems = [], []
+    lines = text.split("\n")
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entries.append(json.loads(line))
+        except ValueError:
+            last = i == len(lines) or (i == len(lines) - 1 and lines[-1] == "")
+            problems.append(f"{MANIFEST} line {i}: {'torn last line' if last else 'not JSON'}")
+    return entries, problems

@@ -10,7 +10,7 @@ from typer._click import exceptions as click_exceptions  # typer 0.27 vendors cl
 
 from .. import __version__
 from ..errors import EXIT_ENVIRONMENT, EXIT_USAGE, WalctlError
-from . import inspect_cmd, stats_cmd, verify_cmd
+from . import compact_cmd, inspect_cmd, quarantine_cmd, repair_cmd, salvage_cmd, stats_cmd, verify_cmd, write_cmd
 from .render import error_line
 
 EXIT_TABLE = """Exit codes (several findings: the first present in the order 6, 3, 4, 5, 1):
@@ -78,6 +78,11 @@ def _root(
 app.command("verify", help=verify_cmd.HELP, no_args_is_help=True)(verify_cmd.verify)
 app.command("inspect", help=inspect_cmd.HELP, no_args_is_help=True)(inspect_cmd.inspect)
 app.command("stats", help=stats_cmd.HELP, no_args_is_help=True)(stats_cmd.stats)
+app.command("write", help=write_cmd.HELP, no_args_is_help=True)(write_cmd.write)
+app.command("repair", help=repair_cmd.HELP, no_args_is_help=True)(repair_cmd.repair)
+app.add_typer(quarantine_cmd.app, name="quarantine")
+app.command("salvage", help=salvage_cmd.HELP, no_args_is_help=True)(salvage_cmd.salvage)
+app.command("compact", help=compact_cmd.HELP, no_args_is_help=True)(compact_cmd.compact)
 
 
 def main(argv: list[str] | None = None) -> int:

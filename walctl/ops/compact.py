@@ -110,7 +110,6 @@ def _first_sequence(head: bytes, size: int) -> tuple[int | None, str | None]:
 def plan(directory: str, hwm: int, fs=DEFAULT_FS) -> tuple[list[Removal], str | None]:
     bounds = chunk_bounds(directory, fs)
     removals: list[Removal] = []
-    expected_first: int | None = None  # the sequence the next non-empty chunk must start with
     for i, b in enumerate(bounds):
         if i == len(bounds) - 1:
             return removals, f"{b.file}: the last chunk is never compacted"
@@ -118,18 +117,17 @@ def plan(directory: str, hwm: int, fs=DEFAULT_FS) -> tuple[list[Removal], str | 
             return removals, f"{b.file}: {b.problem}"
         if i and b.index != bounds[i - 1].index + 1:
             return removals, f"{b.file}: chunk index {bounds[i - 1].index + 1} is missing before it"
-        if b.first_sequence is not None and expected_first is not None and b.first_sequence != expected_first:
-            return removals, f"{b.file}: starts at sequence {b.first_sequence}, expected {expected_first} (a gap)"
         nxt = next((n for n in bounds[i + 1:] if n.problem or n.first_sequence is not None), None)
         if nxt is None or nxt.problem:
             return removals, f"{b.file}: its last sequence cannot be known from the chunks after it"
+        # An upper bound: a gap hidden inside this chunk only makes its real last sequence smaller, so
+        # "last <= HWM" stays safe without scanning it.
         last = nxt.first_sequence - 1
         if b.first_sequence is not None and last < b.first_sequence:
             return removals, f"{b.file}: the next chunk starts at {nxt.first_sequence}, not after {b.first_sequence}"
         if last > hwm:
             return removals, f"{b.file}: holds sequences up to {last}, above the HWM {hwm}"
         removals.append(Removal(b.file, b.size, b.first_sequence, last))
-        expected_first = last + 1
     return removals, None
 
 

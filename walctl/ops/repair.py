@@ -16,7 +16,7 @@ import os
 from typing import NamedTuple
 
 from .. import __version__
-from ..errors import EXIT_OK, EXIT_TORN, Refused, UsageError
+from ..errors import EXIT_OK, EXIT_TORN, EnvironmentProblem, Refused, UsageError
 from ..store import quarantine
 from ..store import durable
 from ..store.fs import DEFAULT_FS
@@ -104,13 +104,18 @@ def repair(path: str, *, apply: bool = False, max_drop_bytes: int = DEFAULT_MAX_
     if fs.stat(path).kind != "dir":
         raise UsageError("repair works on a chunk directory (the chunks after a torn chunk decide what is torn)",
                          path)
-    if lock is None:
-        with DirectoryLock(path, holder_text("repair"), fs) as held:
-            return _repair_locked(path, apply, max_drop_bytes, fs, held)
-    return _repair_locked(path, apply, max_drop_bytes, fs, lock)
+    if lock is not None:
+        return _repair(path, apply, max_drop_bytes, fs)
+    if not apply:  # a dry run writes nothing, not even the lock file; it still refuses a live writer
+        holder = fs.probe_writer(path)
+        if holder:
+            raise EnvironmentProblem(f"locked by a live writer ({holder}); --apply would be refused", path)
+        return _repair(path, False, max_drop_bytes, fs)
+    with DirectoryLock(path, holder_text("repair"), fs):
+        return _repair(path, True, max_drop_bytes, fs)
 
 
-def _repair_locked(path, apply, max_drop_bytes, fs, lock) -> RepairReport:
+def _repair(path, apply, max_drop_bytes, fs) -> RepairReport:
     before = verify_path(path, fs=fs, lock_held_by_us=True)
     cuts, left = plan_cuts(before)
     total = sum(c.length for c in cuts)

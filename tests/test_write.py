@@ -1,0 +1,257 @@
+"""The writer: byte-compatible with the Java writer, sync policies, rolling, locking, opening rules."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import case_dir, flip_bit, load_expected, make_chunk, record_offsets, truncate_to, write_dir
+from walctl.errors import EnvironmentProblem, NotClean, Refused
+from walctl.format.ckptmeta import encode_checkpoint_meta
+from walctl.ops.records import Record, RecordWalk
+from walctl.ops.verify import verify_path
+from walctl.ops.write import WalWriter, parse_event
+from walctl.store import quarantine as q
+
+
+def records(path):
+    return [r for r in RecordWalk(path) if isinstance(r, Record)]
+
+
+@pytest.mark.parametrize("case", ["basic", "compressed", "rolled"])
+def test_writer_reproduces_java_files_byte_for_byte(tmp_path, case):
+    """Java reads what walctl writes because it is exactly what Java writes."""
+    exp = load_expected(case)
+    ctor = exp["constructor"]
+    d = str(tmp_path / "w")
+    with WalWriter(d, sync="always", max_chunk_bytes=ctor["maxChunkBytes"],
+                   compress_threshold=ctor["compressionThreshold"] if ctor["compressionEnabled"] else None) as w:
+        for e in exp["appended"]:
+            seq = w.append(e["type_ordinal"], bytes.fromhex(e["memory_id_utf8_hex"]), bytes.fromhex(e["payload_hex"]),
+                           e["timestamp_ms"])
+            assert seq == e["sequence"]
+    for f in exp["files"]:
+        with open(os.path.join(case_dir(case), f["name"]), "rb") as a, open(os.path.join(d, f["name"]), "rb") as b:
+            assert a.read() == b.read(), f["name"]
+    assert sorted(n for n in os.listdir(d) if n.startswith("wal-")) == sorted(f["name"] for f in exp["files"])
+
+
+@pytest.mark.parametrize("sync", ["always", "batch", "none"])
+def test_sync_policies_read_back_and_report_durable_sequence(tmp_path, sync):
+    d = str(tmp_path / "w")
+    w = WalWriter(d, sync=sync, batch_records=10, batch_ms=60_000, max_chunk_bytes=1000)
+    for i in range(25):
+        w.append(i % 16, f"m{i}", b"p" * i, 1000 + i)
+        if sync == "always":
+            assert w.durable_sequence == i + 1
+    if sync == "batch":
+        assert w.durable_sequence == 19  # synced at the roll after seq 19; 20..25 wait for their group
+    if sync == "none":
+        assert w.durable_sequence == 0
+    assert w.close() == 25
+    got = records(d)
+    assert [(r.sequence, r.type_ordinal, r.memory_id, r.payload, r.timestamp_ms) for r in got] == \
+        [(i + 1, i % 16, f"m{i}".encode(), b"p" * i, 1000 + i) for i in range(25)]
+    assert len([n for n in os.listdir(d) if n.startswith("wal-")]) == 2  # rolled once at 1000 bytes
+    assert verify_path(d).exit_code == 0
+
+
+def test_batch_group_commit_every_n_records(tmp_path):
+    w = WalWriter(str(tmp_path / "w"), sync="batch", batch_records=10, batch_ms=60_000)
+    seen = []
+    for i in range(25):
+        w.append(0, "m", b"x")
+        seen.append(w.durable_sequence)
+    assert seen == [0] * 9 + [10] * 10 + [20] * 6
+    assert w.flush() == 25
+    w.close()
+
+
+def test_batch_time_bound_syncs_a_quiet_writer(tmp_path):
+    w = WalWriter(str(tmp_path / "w"), sync="batch", batch_records=1000, batch_ms=50)
+    w.append(0, "a", b"x")
+    deadline = time.monotonic() + 5
+    while w.durable_sequence < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert w.durable_sequence == 1
+    w.close()
+
+
+def test_compression_is_strictly_above_threshold_and_reads_back_decoded(tmp_path):
+    d = str(tmp_path / "w")
+    with WalWriter(d, compress_threshold=100) as w:
+        for n in (99, 100, 101, 5000):
+            w.append(0, "m", b"a" * n)
+    got = records(d)
+    assert [r.compressed for r in got] == [False, False, True, True]
+    assert [len(r.payload) for r in got] == [99, 100, 101, 5000]
+
+
+def test_reopen_continues_last_chunk_with_next_sequence(tmp_path):
+    d = str(tmp_path / "w")
+    with WalWriter(d) as w:
+        w.append(0, "a", b"1")
+    with WalWriter(d) as w:
+        assert (w.opened.first_sequence, w.opened.continued, w.opened.chunk) == (2, True, "wal-000000.bin")
+        w.append(0, "b", b"2")
+    assert [r.sequence for r in records(d)] == [1, 2]
+    assert os.listdir(d).count("wal-000000.bin") == 1
+
+
+def test_reopen_java_directory_continues_after_its_hwm(tmp_path):
+    import shutil
+
+    d = str(tmp_path / "w")
+    shutil.copytree(case_dir("reopened"), d)
+    with WalWriter(d) as w:
+        assert w.opened.first_sequence == 21
+        w.append(0, "x", b"y")
+    assert verify_path(d).last_sequence == 21
+
+
+def test_torn_tail_is_cut_with_evidence_on_open(tmp_path):
+    c0 = make_chunk(range(1, 6))
+    cut_at = record_offsets(c0)[4] + 20
+    d = write_dir(tmp_path / "w", {0: truncate_to(c0, cut_at)})
+    with WalWriter(d) as w:
+        assert w.opened.first_sequence == 5
+        rep = w.opened.repair
+        assert rep is not None and rep.drop_bytes == 20
+        w.append(0, "new", b"five")
+    (entry,) = q.read_manifest(d)[0]
+    with open(os.path.join(d, entry["evidence"]), "rb") as f:
+        assert f.read() == c0[record_offsets(c0)[4]:cut_at]
+    assert [(r.sequence, r.memory_id) for r in records(d)][-1] == (5, b"new")
+    assert verify_path(d).exit_code == 0
+
+
+@pytest.mark.parametrize("damage, code", [
+    (lambda: {0: flip_bit(make_chunk(range(1, 6)), 100), 1: make_chunk(range(6, 8))}, 3),
+    (lambda: {0: make_chunk(range(1, 4)), 1: make_chunk(range(7, 9))}, 4),
+    (lambda: {0: make_chunk(range(1, 4)), 1: b"SPEC\x00\x00\x00\x01"}, 5),
+])
+def test_damaged_directory_is_refused_and_untouched(tmp_path, damage, code):
+    from conftest import tree_digest
+
+    d = write_dir(tmp_path / "w", damage())
+    before = {k: v for k, v in tree_digest(d).items() if k != ".walctl.lock"}
+    with pytest.raises(NotClean) as err:
+        WalWriter(d)
+    assert err.value.exit_code == code
+    assert {k: v for k, v in tree_digest(d).items() if k != ".walctl.lock"} == before
+
+
+def test_second_writer_is_refused_naming_the_holder(tmp_path):
+    d = str(tmp_path / "w")
+    with WalWriter(d, command="write (first)"):
+        with pytest.raises(EnvironmentProblem) as err:
+            WalWriter(d)
+        assert "locked by a live writer" in str(err.value) and "write (first)" in str(err.value)
+        assert err.value.exit_code == 6
+    WalWriter(d).close()  # free again once the first is closed
+
+
+def test_repair_against_a_directory_being_written_by_another_process_is_refused(tmp_path):
+    d = str(tmp_path / "w")
+    code = ("import sys, time\nfrom walctl.ops.write import WalWriter\n"
+            f"w = WalWriter({d!r})\nw.append(0, 'a', b'x'); w.flush()\nprint('ready', flush=True)\n"
+            "sys.stdin.readline()\nw.close()\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(__file__))})
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        for args in (["repair", d, "--apply"], ["write", d, "--type", "0"], ["compact", d, "--before", "1", "--apply"]):
+            out = subprocess.run([sys.executable, "-m", "walctl", *args], capture_output=True, text=True)
+            assert out.returncode == 6, (args, out.stderr)
+            assert "locked by a live writer" in out.stderr and "pid" in out.stderr
+        assert subprocess.run([sys.executable, "-m", "walctl", "verify", d]).returncode == 0
+    finally:
+        proc.communicate("\n", timeout=30)
+    assert [r.sequence for r in records(d)] == [1]
+
+
+def test_checkpoint_meta_hwm_prevents_sequence_reuse_after_compaction(tmp_path):
+    d = write_dir(tmp_path / "w", {7: b"SPEC\x00\x00\x00\x02"})  # all records compacted away
+    with open(os.path.join(d, "checkpoint.meta"), "wb") as f:
+        f.write(encode_checkpoint_meta(500))
+    with WalWriter(d) as w:
+        assert w.append(0, "a", b"") == 501
+
+
+def test_threads_share_a_writer_without_reusing_sequences(tmp_path):
+    import threading
+
+    d = str(tmp_path / "w")
+    seqs = []
+    with WalWriter(d, max_chunk_bytes=4096) as w:
+        def work(k):
+            for i in range(200):
+                seqs.append(w.append(0, f"t{k}", b"%d" % i))
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert sorted(seqs) == list(range(1, 801))
+    assert [r.sequence for r in records(d)] == list(range(1, 801))
+
+
+@pytest.mark.parametrize("obj, why", [
+    ([], "JSON object"), ({"id": "x"}, "missing \"type\""), ({"type": "NOPE"}, "unknown event type"),
+    ({"type": 300}, "outside 0..255"), ({"type": 0, "id": 5}, "\"id\" is a string"),
+    ({"type": 0, "payload": "a", "payload_hex": "00"}, "one payload form"),
+    ({"type": 0, "payload_hex": "zz"}, "does not decode"), ({"type": 0, "payload_b64": "!!"}, "does not decode"),
+    ({"type": 0, "timestamp_ms": "now"}, "timestamp_ms"), ({"type": 0, "colour": 1}, "unknown key"),
+    ({"type": 0, "payload": 5}, "payload"),
+])
+def test_parse_event_rejects_bad_events(obj, why):
+    with pytest.raises(ValueError) as err:
+        parse_event(obj)
+    assert why in str(err.value)
+
+
+def test_parse_event_forms():
+    assert parse_event({"type": "remember", "id": "m", "payload": "hé"}) == (0, b"m", "hé".encode(), None)
+    assert parse_event({"type": 15, "payload_b64": "AAE=", "timestamp_ms": 5}) == (15, b"", b"\x00\x01", 5)
+    assert parse_event({"type": "FORGET", "payload_hex": "ff00"}) == (1, b"", b"\xff\x00", None)
+
+
+def test_cli_write_stdin_json_and_bad_line(cli, tmp_path, monkeypatch):
+    import io
+
+    d = str(tmp_path / "w")
+    lines = "\n".join(json.dumps(e) for e in ({"type": "REMEMBER", "id": "a", "payload": "one", "timestamp_ms": 1},
+                                             {"type": 2, "id": "b", "payload_hex": "00ff", "timestamp_ms": 2})) + "\n"
+    monkeypatch.setattr(sys, "stdin", io.StringIO(lines))
+    r = cli("write", d, "--sync", "always", "--json")
+    doc = r.json()
+    assert r.code == 0 and doc["schema"] == "walctl.write/1"
+    assert (doc["records"], doc["first_sequence"], doc["last_sequence"], doc["durable_sequence"]) == (2, 1, 2, 2)
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"type": 0, "id": "c"}\n{"type": \n{"type": 0}\n'))
+    r = cli("write", d)
+    assert r.code == 2 and "stdin line 2" in r.err and "wrote 1 records" in r.out
+    assert [(x.sequence, x.memory_id) for x in records(d)] == [(1, b"a"), (2, b"b"), (3, b"c")]
+    r = cli("write", d, "--type", "REFLECT", "--id", "z", "--payload", "hi", "--timestamp-ms", "9")
+    assert r.code == 0 and records(d)[-1][1:] == records(d)[-1][1:]
+    last = records(d)[-1]
+    assert (last.sequence, last.type, last.payload, last.timestamp_ms) == (4, "REFLECT", b"hi", 9)
+    assert cli("write", d, "--sync", "sometimes").code == 2
+    assert cli("write", d, "--id", "x").code == 2
+
+
+def test_cli_write_refuses_corrupt_directory_with_its_exit_code(cli, tmp_path):
+    d = write_dir(tmp_path / "w", {0: flip_bit(make_chunk(range(1, 6)), 100), 1: make_chunk(range(6, 8))})
+    r = cli("write", d, "--type", "0")
+    assert r.code == 3 and r.err.startswith("walctl: error: ") and "refusing to append" in r.err
+
+
+def test_max_drop_bytes_on_open_refuses(tmp_path):
+    c0 = make_chunk(range(1, 6))
+    d = write_dir(tmp_path / "w", {0: c0 + bytes(5000)})
+    with pytest.raises(Refused):
+        WalWriter(d, max_drop_bytes=100)
+    assert os.path.getsize(os.path.join(d, "wal-000000.bin")) == len(c0) + 5000

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from .render import emit, json_document, seq_range
+
+HELP = """Delete (or --archive-to DIR move) closed chunks whose records a checkpoint covers. Dry run unless --apply.
+
+The high-water mark comes from --before N (every sequence <= N is covered) or a Spector checkpoint.meta.
+A chunk's last sequence is read from the first record header of the next chunk, so old chunks are not
+scanned. Never removes the last chunk, a foreign, unsupported or damaged chunk, or anything past a gap.
+Every removal is recorded in .quarantine/MANIFEST.jsonl with its sha256.
+
+Example: walctl compact /var/lib/agent/wal --checkpoint-meta /var/lib/agent/checkpoint.meta --apply"""
+
+
+def compact(
+    directory: str = typer.Argument(..., help="The WAL directory."),
+    before: Optional[int] = typer.Option(None, "--before", help="The HWM: sequences <= N are covered."),
+    checkpoint_meta: Optional[str] = typer.Option(None, "--checkpoint-meta", help="Take the HWM from this file."),
+    archive_to: Optional[str] = typer.Option(None, "--archive-to", help="Move chunks here instead of deleting."),
+    apply: bool = typer.Option(False, "--apply", help="Remove the chunks (default: print the plan only)."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.compact/1) on stdout."),
+) -> int:
+    from ..ops.compact import compact as run_compact
+
+    rep = run_compact(directory, before=before, checkpoint_meta=checkpoint_meta, archive_to=archive_to,
+                      apply=apply)
+    if json_out:
+        emit(json_document("walctl.compact/1", rep.to_json()))
+        raise typer.Exit(rep.exit_code)
+    verb = ("archived" if archive_to else "deleted") if rep.applied else \
+        ("would archive" if archive_to else "would delete")
+    emit(f"HWM {rep.hwm} from {rep.hwm_source}")
+    for r in rep.removals:
+        emit(f"{verb} {r.file}: {r.size} bytes, seq {seq_range(r.first_sequence or r.last_sequence, r.last_sequence)}")
+    if rep.stopped_at:
+        emit(f"kept from here on: {rep.stopped_at}")
+    if not rep.applied and rep.removals:
+        emit("dry run: nothing was changed; run again with --apply")
+    raise typer.Exit(rep.exit_code)

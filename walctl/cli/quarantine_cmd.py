@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import typer
+
+from .render import emit, json_document, plain_table
+
+app = typer.Typer(help="""What walctl set aside in DIR/.quarantine/, what it holds, and putting it back.
+
+Every byte repair cuts and every chunk moved aside lands in .quarantine/ (never overwriting anything there)
+with a line in .quarantine/MANIFEST.jsonl: time, action, source, offset, length, sha256, reason.
+
+Example: walctl quarantine list /var/lib/agent/wal""", no_args_is_help=True)
+
+
+@app.command("list", help="""List the quarantined files with the manifest line that put each there.
+
+Example: walctl quarantine list /var/lib/agent/wal --json""")
+def list_(directory: str = typer.Argument(..., help="The WAL directory."),
+          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine/1).")):
+    from ..ops.quarantine import list_quarantine
+
+    lst = list_quarantine(directory)
+    if json_out:
+        emit(json_document("walctl.quarantine/1", lst.to_json()))
+        raise typer.Exit(0)
+    rows = [[i.name, i.size, (i.entry or {}).get("action", "UNRECORDED"), (i.entry or {}).get("source", ""),
+             (i.entry or {}).get("offset", ""), (i.entry or {}).get("time", ""), (i.entry or {}).get("reason", "")]
+            for i in lst.items]
+    if rows:
+        for line in plain_table(["file", "bytes", "action", "source", "offset", "time", "reason"], rows, indent=""):
+            emit(line)
+    else:
+        emit(f"{directory}: nothing in quarantine")
+    for p in lst.problems:
+        emit(f"warning: {p}")
+    raise typer.Exit(0)
+
+
+@app.command("show", help="""What a quarantined file holds: a chunk is verified like `walctl verify`; cut tail
+bytes are shown as the record header they start with, each field named and each CRC marked.
+
+Example: walctl quarantine show /var/lib/agent/wal wal-000003.bin""")
+def show(directory: str = typer.Argument(..., help="The WAL directory."),
+         name: str = typer.Argument(..., help="A file name from `quarantine list`."),
+         json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine-show/1).")):
+    from ..ops.quarantine import show as run_show
+
+    s = run_show(directory, name)
+    if json_out:
+        body = {"item": s.item.to_json(), "kind": s.kind,
+                "verify": s.report.to_json() if s.report else None,
+                "fields": [f._asdict() for f in s.fields]}
+        emit(json_document("walctl.quarantine-show/1", body))
+        raise typer.Exit(0)
+    e = s.item.entry or {}
+    emit(f"{name}: {s.item.size} bytes; {e.get('action', 'unrecorded')} from {e.get('source', '?')} at offset "
+         f"{e.get('offset', '?')} on {e.get('time', '?')}: {e.get('reason', '')}")
+    if s.report is not None:
+        emit(f"  as a chunk: {s.report.verdict}, {s.report.records} valid records, findings:")
+        for f in s.report.findings:
+            emit(f"    {f.cls}: {f.one_line()}")
+        emit(f"  records: walctl inspect {directory}/.quarantine/{name}")
+    for f in s.fields:
+        emit(f"  {f.start:>10}..{f.end:<10} {f.name:<20} {f.value} {f.status or ''}".rstrip())
+    raise typer.Exit(0)
+
+
+@app.command("move", help="""Move a chunk into .quarantine/ (never overwriting), recording why. Dry run unless
+--apply. The chunk's sequences then show as a gap to verify, by design.
+
+Example: walctl quarantine move /var/lib/agent/wal wal-000003.bin --reason "bit rot, salvaged" --apply""")
+def move(directory: str = typer.Argument(..., help="The WAL directory."),
+         chunk: str = typer.Argument(..., help="The chunk file name, e.g. wal-000003.bin."),
+         reason: str = typer.Option(..., "--reason", help="Why, for the manifest."),
+         apply: bool = typer.Option(False, "--apply", help="Move it (default: print the plan only)."),
+         json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine-move/1).")):
+    from ..ops.quarantine import move as run_move
+
+    act = run_move(directory, chunk, reason=reason, apply=apply)
+    _render_action(act, json_out, "walctl.quarantine-move/1")
+
+
+@app.command("restore", help="""Put a quarantined file back: a chunk under its old name (refused if that name is
+taken), cut tail bytes onto the end of their chunk (refused unless the chunk still ends where they were
+cut). Dry run unless --apply.
+
+Example: walctl quarantine restore /var/lib/agent/wal wal-000003.bin --apply""")
+def restore(directory: str = typer.Argument(..., help="The WAL directory."),
+            name: str = typer.Argument(..., help="A file name from `quarantine list`."),
+            apply: bool = typer.Option(False, "--apply", help="Restore it (default: print the plan only)."),
+            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine-restore/1).")):
+    from ..ops.quarantine import restore as run_restore
+
+    act = run_restore(directory, name, apply=apply)
+    _render_action(act, json_out, "walctl.quarantine-restore/1")
+
+
+def _render_action(act, json_out: bool, schema: str):
+    if json_out:
+        emit(json_document(schema, act.to_json()))
+    elif act.applied:
+        emit(f"{act.action}: {act.source} -> {act.target}")
+    else:
+        emit(f"would {act.action}: {act.source} -> {act.target}; dry run: nothing was changed; run again with --apply")
+    raise typer.Exit(0)

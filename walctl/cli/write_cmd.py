@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+from ..errors import UsageError
+from .render import emit, error_line, json_document
+
+HELP = """Append records to a V2 WAL directory (created if missing), durably, Java-compatible.
+
+Events come from --type/--id/--payload, or as JSON lines on standard input:
+{"type": "REMEMBER" or 0, "id": "mem-1", "payload": "text" | "payload_b64": ... | "payload_hex": ...,
+"timestamp_ms": 1795300000000}. Opening cuts a torn tail (kept in .quarantine/) and continues with the next
+sequence; a directory with corruption, a gap or an unsupported chunk is refused with its exit code. A
+second writer is refused (exit 6). Prints the last durable sequence.
+
+Example: printf '{"type":"REMEMBER","id":"m1","payload":"hi"}\\n' | walctl write /var/lib/agent/wal --sync always"""
+
+
+def write(
+    directory: str = typer.Argument(..., help="The WAL directory."),
+    sync: str = typer.Option("batch", "--sync", help="always (fdatasync per record), batch, or none."),
+    batch_records: int = typer.Option(100, "--batch-records", min=1, help="batch: sync every N records."),
+    batch_ms: int = typer.Option(1000, "--batch-ms", min=1, help="batch: and at least every T milliseconds."),
+    max_chunk_bytes: int = typer.Option(8 << 20, "--max-chunk-bytes", min=64, help="Roll to a new chunk at this size."),
+    compress_threshold: Optional[int] = typer.Option(None, "--compress-threshold", min=0,
+                                                     help="zlib-compress payloads longer than N bytes."),
+    max_drop_bytes: int = typer.Option(64 << 20, "--max-drop-bytes", min=0,
+                                       help="Refuse (exit 7) to cut a torn tail larger than this on open."),
+    type_: Optional[str] = typer.Option(None, "--type", help="One event: its type (name or ordinal)."),
+    memory_id: str = typer.Option("", "--id", help="One event: its memoryId."),
+    payload: Optional[str] = typer.Option(None, "--payload", help="One event: payload as text."),
+    payload_hex: Optional[str] = typer.Option(None, "--payload-hex", help="One event: payload as hex."),
+    payload_b64: Optional[str] = typer.Option(None, "--payload-b64", help="One event: payload as base64."),
+    timestamp_ms: Optional[int] = typer.Option(None, "--timestamp-ms", help="One event: its time (default now)."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.write/1) on stdout."),
+) -> int:
+    import json
+
+    from ..ops.write import WalWriter, parse_event
+    from ..store.appender import SYNC_POLICIES
+
+    if sync not in SYNC_POLICIES:
+        raise UsageError(f"--sync must be one of {', '.join(SYNC_POLICIES)} (got {sync!r})")
+    if type_ is not None:
+        one = {"type": int(type_) if type_.isdigit() else type_, "id": memory_id}
+        for key, value in (("payload", payload), ("payload_hex", payload_hex), ("payload_b64", payload_b64)):
+            if value is not None:
+                one[key] = value
+        if timestamp_ms is not None:
+            one["timestamp_ms"] = timestamp_ms
+        try:
+            events = [(1, parse_event(one))]
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    elif any(v is not None for v in (payload, payload_hex, payload_b64, timestamp_ms)) or memory_id:
+        raise UsageError("--id/--payload*/--timestamp-ms describe one event and need --type")
+    else:
+        events = None
+
+    error, first = None, None
+    with WalWriter(directory, sync=sync, batch_records=batch_records, batch_ms=batch_ms,
+                   max_chunk_bytes=max_chunk_bytes, compress_threshold=compress_threshold,
+                   max_drop_bytes=max_drop_bytes) as w:
+        source = events if events is not None else _stdin_events(parse_event, json)
+        for line_no, item in source:
+            if isinstance(item, str):
+                error = f"stdin line {line_no}: {item}; the records before it were written"
+                break
+            seq = w.append(*item)
+            first = seq if first is None else first
+    code = 2 if error else 0
+    report = {"directory": directory, "records": w.records_written, "first_sequence": first,
+              "last_sequence": w.last_sequence if first is not None else None,
+              "durable_sequence": w.durable_sequence, "sync": sync, "chunks_created": w.chunks_created,
+              "active_chunk": w.active_chunk, "continued_chunk": w.opened.continued,
+              "repaired_on_open": w.opened.repair.to_json() if w.opened.repair else None,
+              "error": error, "exit_code": code}
+    if json_out:
+        emit(json_document("walctl.write/1", report))
+    else:
+        if w.opened.repair:
+            for cut, ev in zip(w.opened.repair.cuts, w.opened.repair.evidence):
+                emit(f"cut a torn tail on open: {cut.file} at offset {cut.offset} ({cut.length} bytes), "
+                     f"kept as {ev['evidence']}")
+        span = f"seq {first}..{w.last_sequence}" if first is not None else "nothing"
+        emit(f"wrote {w.records_written} records to {directory} ({span}); durable through seq "
+             f"{w.durable_sequence}; active chunk {w.active_chunk}")
+    if error:
+        error_line(error)
+    raise typer.Exit(code)
+
+
+def _stdin_events(parse_event, json):
+    for n, line in enumerate(sys.stdin, 1):
+        if not line.strip():
+            continue
+        try:
+            yield n, parse_event(json.loads(line))
+        except ValueError as e:  # json.JSONDecodeError is a ValueError
+            yield n, str(e)
+            return

@@ -43,6 +43,7 @@ class SimFS:
         self.d_files: dict[str, Inode] = {}  # the namespace the disk holds
         self.d_dirs: set[str] = {"/"}
         self.fds: dict[int, tuple[str, Inode]] = {}
+        self.dsync_fds: set[int] = set()
         self.locks: dict[str, str] = {}
         self.next_fd = 100
         self.log: list[str] = []  # the mutating operations, for a failing case's report
@@ -73,6 +74,7 @@ class SimFS:
         self.d_files = dict(survivors)
         self.dirs = set(self.d_dirs)
         self.fds.clear()
+        self.dsync_fds.clear()
         self.locks.clear()
         self.crash_at = None
 
@@ -142,7 +144,7 @@ class SimFS:
 
     # ---- writes ----
 
-    def open_append(self, path: str, create: bool = False, exclusive: bool = False) -> int:
+    def open_append(self, path: str, create: bool = False, exclusive: bool = False, dsync: bool = False) -> int:
         p = self._norm(path)
         self._need_dir(p)
         if p in self.files:
@@ -158,6 +160,8 @@ class SimFS:
         fd = self.next_fd
         self.next_fd += 1
         self.fds[fd] = (p, inode)
+        if dsync:
+            self.dsync_fds.add(fd)
         return fd
 
     def write(self, fd: int, data, path: str = "") -> None:
@@ -167,6 +171,8 @@ class SimFS:
             inode.data += data[:self.rng.randint(0, len(data))]  # the write tore part-way
             raise SimCrash(f"write {p}")
         inode.data += data
+        if fd in self.dsync_fds:  # O_DSYNC: the data is on disk when write returns
+            inode.synced = bytes(inode.data)
 
     def fsync(self, fd: int, path: str = "") -> None:
         p, inode = self.fds[fd]

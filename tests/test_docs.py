@@ -76,6 +76,8 @@ def _man(name: str) -> str:
 
 def _flags(cmd) -> set[str]:
     out = set()
+    for sub in getattr(cmd, "commands", {}).values():  # a group: its subcommands' options too
+        out |= _flags(sub)
     for p in cmd.params:
         for opt in getattr(p, "opts", []) + getattr(p, "secondary_opts", []):
             if opt.startswith("-") and opt not in ("--help", "-h"):
@@ -93,8 +95,8 @@ def test_every_command_has_a_man_page_with_every_option_and_the_exit_codes():
             roff_flag = flag.replace("-", r"\-")
             assert roff_flag in page or flag in page, f"walctl-{name}(1) lacks {flag}"
         assert ".SH EXIT STATUS" in page and ".SH EXAMPLES" in page
-    for flag in _flags(group):
-        if flag not in ("--install-completion", "--show-completion"):
+    for flag in {o for p in group.params for o in getattr(p, "opts", []) if o.startswith("-")}:
+        if flag not in ("--install-completion", "--show-completion", "--help", "-h"):
             assert flag.replace("-", r"\-") in main_page, f"walctl(1) lacks {flag}"
     for code in range(8):
         assert re.search(rf"^\.IP {code}\b", main_page, re.M), f"walctl(1) exit code {code}"
@@ -123,3 +125,15 @@ def test_readme_starts_with_two_commands_and_ci_runs_the_test_one():
     assert "pip install" in test and "[test]" in test and "pytest" in test
     ci = open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8").read()
     assert test in ci, ".ci/run must run exactly the README's test command"
+
+
+def test_man_pages_render_without_warnings():
+    import shutil
+    import subprocess
+
+    if not shutil.which("groff"):
+        pytest.skip("groff is not installed")
+    for name in sorted(os.listdir(os.path.join(ROOT, "man"))):
+        out = subprocess.run(["groff", "-man", "-Tutf8", "-ww", "-z", os.path.join(ROOT, "man", name)],
+                             capture_output=True, text=True)
+        assert out.returncode == 0 and out.stderr == "", (name, out.stderr)

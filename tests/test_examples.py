@@ -54,3 +54,24 @@ def test_cron_script_acts_on_exit_codes(tmp_path):
     assert lines[1].startswith("torn ")
     assert any(line.startswith("ALERT CORRUPT") for line in lines)
     assert shutil.which("sh")
+
+
+def test_recovery_script_repairs_a_torn_copy_and_salvages_a_corrupt_one(tmp_path):
+    env = {**os.environ, "WALCTL": _walctl_on_path(tmp_path), "PYTHONPATH": ROOT}
+    torn = tmp_path / "torn"
+    shutil.copytree(os.path.join(EXAMPLES, "wal-torn-tail"), torn)
+    from walctl.format.ckptmeta import encode_checkpoint_meta
+
+    (tmp_path / "checkpoint.meta").write_bytes(encode_checkpoint_meta(40))
+    out = subprocess.run(["sh", os.path.join(EXAMPLES, "recovery.sh"), str(torn), str(tmp_path / "checkpoint.meta")],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "ready for the service" in out.stdout
+    assert sorted(os.listdir(torn)) == [".quarantine", ".walctl.lock", "wal-000001.bin"]  # chunk 0 compacted
+    corrupt = tmp_path / "corrupt"
+    shutil.copytree(os.path.join(EXAMPLES, "wal-midlog-corrupt"), corrupt)
+    out = subprocess.run(["sh", os.path.join(EXAMPLES, "recovery.sh"), str(corrupt)], capture_output=True, text=True,
+                         env=env)
+    assert out.returncode == 3
+    rescued = [p for p in os.listdir(tmp_path) if p.startswith("corrupt.salvaged.") and not p.endswith(".json")]
+    assert len(rescued) == 1

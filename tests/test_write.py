@@ -49,7 +49,7 @@ def test_sync_policies_read_back_and_report_durable_sequence(tmp_path, sync):
         if sync == "always":
             assert w.durable_sequence == i + 1
     if sync == "batch":
-        assert w.durable_sequence == 19  # synced at the roll after seq 19; 20..25 wait for their group
+        assert 19 <= w.durable_sequence < 25  # synced at the roll after seq 19; 20..25 wait for their group
     if sync == "none":
         assert w.durable_sequence == 0
     assert w.close() == 25
@@ -61,12 +61,18 @@ def test_sync_policies_read_back_and_report_durable_sequence(tmp_path, sync):
 
 
 def test_batch_group_commit_every_n_records(tmp_path):
+    """Groups of 10 are committed by the commit thread while appends go on: durable_sequence moves in
+    steps of whole groups, never past what was handed over, and flush makes everything durable."""
     w = WalWriter(str(tmp_path / "w"), sync="batch", batch_records=10, batch_ms=60_000)
     seen = []
     for i in range(25):
         w.append(0, "m", b"x")
         seen.append(w.durable_sequence)
-    assert seen == [0] * 9 + [10] * 10 + [20] * 6
+        assert w.durable_sequence in (0, 10, 20) and w.durable_sequence <= (i + 1) // 10 * 10
+    deadline = time.monotonic() + 5
+    while w.durable_sequence < 20 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert w.durable_sequence == 20  # 21..25 wait for their group (or the time bound)
     assert w.flush() == 25
     w.close()
 

@@ -70,6 +70,10 @@ def parse_type(text: str) -> int:
 
 
 _PADDING = tuple(bytes(n) for n in range(ALIGNMENT))
+# The writer's hot path: bound methods, looked up once.
+_pack_covered = CRC_COVERED_HEADER.pack
+_pack_u32 = struct.Struct(">I").pack
+_crc32 = zlib.crc32
 
 
 def padding_len(id_len: int, stored_len: int) -> int:
@@ -105,14 +109,14 @@ def encode_record(sequence: int, type_ordinal: int, memory_id: bytes, timestamp_
                   reserved32: int = 0) -> bytes:
     """One record, padded to 8 bytes. `stored` is the payload as written (already compressed when the
     compressed flag is set). The keyword arguments exist so tests can build anomalous records."""
-    if len(memory_id) > MAX_ID_BYTES:
-        raise ValueError(f"memory id is {len(memory_id)} bytes; the format allows {MAX_ID_BYTES}")
-    if len(stored) > MAX_PAYLOAD_BYTES:
-        raise ValueError(f"payload is {len(stored)} bytes; the format allows {MAX_PAYLOAD_BYTES}")
-    head = CRC_COVERED_HEADER.pack(RECORD_MAGIC, version, flags, type_ordinal, len(memory_id), reserved8,
-                                   sequence, timestamp_ms, len(stored), zlib.crc32(stored), reserved32)
-    return b"".join((head, zlib.crc32(head).to_bytes(4, "big"), memory_id, stored,
-                     _PADDING[-(len(memory_id) + len(stored)) % ALIGNMENT]))
+    id_len, stored_len = len(memory_id), len(stored)
+    if id_len > MAX_ID_BYTES:
+        raise ValueError(f"memory id is {id_len} bytes; the format allows {MAX_ID_BYTES}")
+    if stored_len > MAX_PAYLOAD_BYTES:
+        raise ValueError(f"payload is {stored_len} bytes; the format allows {MAX_PAYLOAD_BYTES}")
+    head = _pack_covered(RECORD_MAGIC, version, flags, type_ordinal, id_len, reserved8, sequence, timestamp_ms,
+                         stored_len, _crc32(stored), reserved32)
+    return b"".join((head, _pack_u32(_crc32(head)), memory_id, stored, _PADDING[-(id_len + stored_len) & 7]))
 
 
 def decode_header(buf, offset: int) -> RecordHeader | None:

@@ -53,6 +53,7 @@ class WalWriter:
         except BaseException:
             self._lock.release()
             raise
+        self.append = self._appender.append  # the hot path skips a layer of calls
 
     def _prepare(self, max_drop_bytes: int) -> OpenReport:
         fs, d = self.fs, self.directory
@@ -90,8 +91,8 @@ class WalWriter:
 
     def append(self, type_ordinal: int, memory_id: bytes | str, payload: bytes = b"",
                timestamp_ms: int | None = None) -> int:
-        if isinstance(memory_id, str):
-            memory_id = memory_id.encode("utf-8")
+        """Appends one record and returns its sequence (durable on return under sync=always only; see
+        durable_sequence). memory_id may be str (UTF-8) or bytes; timestamp_ms defaults to now."""
         return self._appender.append(type_ordinal, memory_id, payload, timestamp_ms)
 
     def flush(self) -> int:

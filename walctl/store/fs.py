@@ -109,8 +109,10 @@ class OsFileSystem:
 
     # ---- write primitives (durable.py composes them) ----
 
-    def open_append(self, path: str, create: bool = False, exclusive: bool = False) -> int:
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+    def open_append(self, path: str, create: bool = False, exclusive: bool = False, dsync: bool = False) -> int:
+        """dsync: every write on this descriptor returns only once its data is on disk (O_DSYNC), one
+        system call where write + fdatasync would be two."""
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | (os.O_DSYNC if dsync else 0)
         if create:
             flags |= os.O_CREAT
         if exclusive:

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from walctl.format import v1, v2
+from walctl.format import ckptmeta, v1, v2
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FORMAT_MD = os.path.join(ROOT, "docs", "format.md")
@@ -35,6 +35,7 @@ def _table_after(marker: str) -> list[list[str]]:
     ("layout: RECORD_HEADER", v2.RECORD_HEADER),
     ("layout: V1_PREFIX", v1.V1_PREFIX),
     ("layout: V1_TAIL", v1.V1_TAIL),
+    ("layout: CHECKPOINT_META", ckptmeta.CHECKPOINT_META),
 ])
 def test_layout_tables_match_struct_definitions(marker, layout):
     rows = _table_after(marker)

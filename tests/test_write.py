@@ -239,7 +239,7 @@ def test_cli_write_stdin_json_and_bad_line(cli, tmp_path, monkeypatch):
     assert (doc["records"], doc["first_sequence"], doc["last_sequence"], doc["durable_sequence"]) == (2, 1, 2, 2)
     monkeypatch.setattr(sys, "stdin", io.StringIO('{"type": 0, "id": "c"}\n{"type": \n{"type": 0}\n'))
     r = cli("write", d)
-    assert r.code == 2 and "stdin line 2" in r.err and "wrote 1 records" in r.out
+    assert r.code == 2 and "stdin line 2" in r.err and "wrote 1 record " in r.out
     assert [(x.sequence, x.memory_id) for x in records(d)] == [(1, b"a"), (2, b"b"), (3, b"c")]
     r = cli("write", d, "--type", "REFLECT", "--id", "z", "--payload", "hi", "--timestamp-ms", "9")
     assert r.code == 0 and records(d)[-1][1:] == records(d)[-1][1:]
@@ -261,3 +261,55 @@ def test_max_drop_bytes_on_open_refuses(tmp_path):
     with pytest.raises(Refused):
         WalWriter(d, max_drop_bytes=100)
     assert os.path.getsize(os.path.join(d, "wal-000000.bin")) == len(c0) + 5000
+
+
+class _FailingFsyncFS:
+    """The real file system, except that the Nth data sync (an fsync, or a write on an O_DSYNC
+    descriptor) fails like an EIO from the disk."""
+
+    def __init__(self, fail_at: int):
+        from walctl.store.fs import DEFAULT_FS
+
+        self.real, self.fail_at, self.syncs, self.dsync = DEFAULT_FS, fail_at, 0, set()
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def _maybe_fail(self, path):
+        self.syncs += 1
+        if self.syncs == self.fail_at:
+            raise EnvironmentProblem("input/output error", path)
+
+    def fsync(self, fd, path=""):
+        self._maybe_fail(path)
+        self.real.fsync(fd, path)
+
+    def open_append(self, path, create=False, exclusive=False, dsync=False):
+        fd = self.real.open_append(path, create, exclusive, dsync)
+        if dsync:
+            self.dsync.add(fd)
+        return fd
+
+    def write(self, fd, data, path=""):
+        if fd in self.dsync:
+            self._maybe_fail(path)
+        self.real.write(fd, data, path)
+
+
+@pytest.mark.parametrize("sync", ["batch", "none"])
+def test_a_failed_sync_poisons_the_writer(tmp_path, sync):
+    fs = _FailingFsyncFS(fail_at=3)  # 1: chunk header, 2: first group, 3: fails
+    w = WalWriter(str(tmp_path / "w"), fs=fs, sync=sync, batch_records=2, batch_ms=60_000)
+    with pytest.raises(EnvironmentProblem):
+        for i in range(20):
+            w.append(0, "m", b"x")
+            if i in (5, 11):
+                w.flush()
+        w.flush()
+    durable = w.durable_sequence
+    with pytest.raises(EnvironmentProblem):  # every later call says so too
+        w.append(0, "m", b"late")
+    with pytest.raises(EnvironmentProblem):
+        w.close()
+    assert durable < 20
+    assert WalWriter(str(tmp_path / "w")).opened.first_sequence >= durable + 1

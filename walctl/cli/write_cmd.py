@@ -86,7 +86,8 @@ def write(
                 emit(f"cut a torn tail on open: {cut.file} at offset {cut.offset} ({cut.length} bytes), "
                      f"kept as {ev['evidence']}")
         span = f"seq {first}..{w.last_sequence}" if first is not None else "nothing"
-        emit(f"wrote {w.records_written} records to {directory} ({span}); durable through seq "
+        noun = "record" if w.records_written == 1 else "records"
+        emit(f"wrote {w.records_written} {noun} to {directory} ({span}); durable through seq "
              f"{w.durable_sequence}; active chunk {w.active_chunk}")
     if error:
         error_line(error)

@@ -10,7 +10,6 @@ from typer._click import exceptions as click_exceptions  # typer 0.27 vendors cl
 
 from .. import __version__
 from ..errors import EXIT_ENVIRONMENT, EXIT_USAGE, WalctlError
-from . import compact_cmd, inspect_cmd, quarantine_cmd, repair_cmd, salvage_cmd, stats_cmd, verify_cmd, write_cmd
 from .render import error_line
 
 EXIT_TABLE = """Exit codes (several findings: the first present in the order 6, 3, 4, 5, 1):
@@ -23,16 +22,21 @@ EXIT_TABLE = """Exit codes (several findings: the first present in the order 6, 
   6 environment: I/O error, permission, or locked by a live writer
   7 refused: a safety bound would be exceeded; nothing was changed"""
 
-app = typer.Typer(
-    name="walctl",
-    help="Verify, inspect and mend write-ahead logs, checkpoints and JSON-lines logs.\n\n"
-         + EXIT_TABLE.replace("\n", "\n\n") + "\n\nExample: walctl verify /var/lib/agent/wal --json",
-    no_args_is_help=True,
-    add_completion=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-)
+ROOT_HELP = ("Verify, inspect and mend write-ahead logs, checkpoints and JSON-lines logs.\n\n"
+             + EXIT_TABLE.replace("\n", "\n\n") + "\n\nExample: walctl verify /var/lib/agent/wal --json")
+
+# name -> (module, attribute, kind). Only the command being run is imported and built: typer inspects
+# every registered function at start-up, and verify's cold start is part of the product.
+COMMANDS = {
+    "verify": ("verify_cmd", "verify", "command"),
+    "inspect": ("inspect_cmd", "inspect", "command"),
+    "stats": ("stats_cmd", "stats", "command"),
+    "write": ("write_cmd", "write", "command"),
+    "repair": ("repair_cmd", "repair", "command"),
+    "salvage": ("salvage_cmd", "salvage", "command"),
+    "compact": ("compact_cmd", "compact", "command"),
+    "quarantine": ("quarantine_cmd", "app", "group"),
+}
 
 _debug = {"on": bool(os.environ.get("WALCTL_DEBUG"))}
 
@@ -64,7 +68,6 @@ def dependency_line() -> str:
             f"zstandard {ver('zstandard')}; msgpack {ver('msgpack')}; crcmod {ver('crcmod')} ({ext})")
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print the version and exit."),
@@ -75,14 +78,36 @@ def _root(
         _debug["on"] = True
 
 
-app.command("verify", help=verify_cmd.HELP, no_args_is_help=True)(verify_cmd.verify)
-app.command("inspect", help=inspect_cmd.HELP, no_args_is_help=True)(inspect_cmd.inspect)
-app.command("stats", help=stats_cmd.HELP, no_args_is_help=True)(stats_cmd.stats)
-app.command("write", help=write_cmd.HELP, no_args_is_help=True)(write_cmd.write)
-app.command("repair", help=repair_cmd.HELP, no_args_is_help=True)(repair_cmd.repair)
-app.add_typer(quarantine_cmd.app, name="quarantine")
-app.command("salvage", help=salvage_cmd.HELP, no_args_is_help=True)(salvage_cmd.salvage)
-app.command("compact", help=compact_cmd.HELP, no_args_is_help=True)(compact_cmd.compact)
+def build_app(only: str | None = None) -> typer.Typer:
+    """The typer app with every command, or with just `only` (what running one command needs)."""
+    import importlib
+
+    app = typer.Typer(name="walctl", help=ROOT_HELP, no_args_is_help=True, add_completion=True,
+                      pretty_exceptions_enable=False, rich_markup_mode=None,
+                      context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+    app.callback()(_root)
+    for name, (module, attr, kind) in COMMANDS.items():
+        if only is not None and name != only:
+            continue
+        mod = importlib.import_module(f".{module}", __name__)
+        if kind == "group":
+            app.add_typer(getattr(mod, attr), name=name)
+        else:
+            app.command(name, help=mod.HELP, no_args_is_help=True)(getattr(mod, attr))
+    return app
+
+
+def __getattr__(name: str):
+    if name == "app":  # the whole CLI, for tests and documentation tools
+        return build_app()
+    raise AttributeError(name)
+
+
+def _command_in(args: list[str]) -> str | None:
+    for a in args:
+        if not a.startswith("-"):
+            return a if a in COMMANDS else None
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,7 +123,7 @@ def run(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if "--debug" in args:
         _debug["on"] = True
-    command = typer.main.get_command(app)
+    command = typer.main.get_command(build_app(_command_in(args)))
     try:
         rv = command.main(args=args, prog_name="walctl", standalone_mode=False)
         return rv if isinstance(rv, int) else 0

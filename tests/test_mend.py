@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from conftest import (
-    case_dir, flip_bit, load_expected, make_chunk, record_offsets, tree_digest, truncate_to, write_dir,
+    case_dir, flip_bit, load_expected, make_chunk, record_offsets, tree_digest, write_dir,
 )
 from walctl.errors import Refused, UnsupportedInput, UsageError
 from walctl.format.ckptmeta import encode_checkpoint_meta

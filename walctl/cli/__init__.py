@@ -59,9 +59,10 @@ def dependency_line() -> str:
             return "missing"
 
     try:
-        import crcmod.crcmod as crc_impl  # noqa: F401 (the submodule holds the flag)
+        import importlib
 
-        ext = "C extension" if sys.modules["crcmod.crcmod"]._usingExtension else "pure Python: slow"
+        # crcmod's package re-exports names; the flag lives on its crcmod.crcmod submodule
+        ext = "C extension" if importlib.import_module("crcmod.crcmod")._usingExtension else "pure Python: slow"
     except ImportError:
         ext = "not importable"
     return (f"python {sys.version.split()[0]}; typer {ver('typer')}; rich {ver('rich')}; "

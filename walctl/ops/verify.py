@@ -9,12 +9,13 @@ import os
 from typing import Callable, NamedTuple
 
 from ..errors import (
-    EXIT_CORRUPT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED, WalctlError,
-    combine_exit_codes,
+    EXIT_CORRUPT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED, UnsupportedInput,
+    WalctlError, combine_exit_codes,
 )
+from ..format.names import parse_chunk_name
 from ..format import scan as fscan
 from ..format.scan import ChunkScan, Damage, Run
-from ..format.v2 import FILE_HEADER, FILE_MAGIC
+from ..format.v2 import FILE_MAGIC
 from ..store.chunkdir import ChunkFile, list_chunks
 from ..store.chunkread import ChunkOutcome, scan_chunk_file
 from ..store.fs import DEFAULT_FS
@@ -158,14 +159,11 @@ def resolve_chunks(path: str, fs=DEFAULT_FS):
             seen.setdefault(c.index, c.name)
         return listing.chunks, foreign, KIND_DIR, fs.probe_writer(path)
     if entry.kind != "file":
-        from ..errors import UnsupportedInput
         raise UnsupportedInput("not a regular file or directory", path)
     head = fs.read_head(path, len(FILE_MAGIC))
     if head != FILE_MAGIC and len(head) == len(FILE_MAGIC):
-        from ..errors import UnsupportedInput
         raise UnsupportedInput(f"not a Spector WAL chunk (starts {head.hex()}, expected {FILE_MAGIC.hex()} "
                                f"'SPEC')", path)
-    from ..format.names import parse_chunk_name
     index = parse_chunk_name(os.path.basename(path))
     chunk = ChunkFile(index if index is not None else 0, os.path.basename(path), path, entry.kind, entry.size)
     # A lone file is judged as the last chunk of its WAL; verify the directory for the rules that
@@ -174,14 +172,12 @@ def resolve_chunks(path: str, fs=DEFAULT_FS):
 
 
 def _unsupported_dir(path):
-    from ..errors import UnsupportedInput
     return UnsupportedInput("no Spector V2 chunk files (wal-NNNNNN.bin) in this directory", path)
 
 
 def scan_chunks(chunks: list[ChunkFile], *, jobs: int = 1, fs=DEFAULT_FS,
                 progress: Callable[[int], None] | None = None, visit=None) -> list[ChunkOutcome]:
     def not_a_file(c):
-        from ..errors import UnsupportedInput
         return ChunkOutcome(None, UnsupportedInput("not a regular file", c.path))
 
     readable = [c for c in chunks if c.kind == "file"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..format.names import parse_chunk_name
-from .fs import DEFAULT_FS, Entry
+from .fs import DEFAULT_FS
 from .lock import LOCK_NAME
 
 QUARANTINE_DIR = ".quarantine"

@@ -193,7 +193,7 @@ def test_directory_named_like_a_chunk_and_dangling_link(tmp_path):
 def test_empty_directory_and_missing_path(tmp_path):
     os.mkdir(tmp_path / "empty")
     report = verify_path(str(tmp_path / "empty"))
-    assert report.exit_code == 5 and "no Spector V2 chunk files" in report.findings[0].reason
+    assert report.exit_code == 5 and "no known artifact here" in report.findings[0].reason
     report = verify_path(str(tmp_path / "absent"))
     assert report.exit_code == 6 and report.findings[0].reason == "no such file or directory"
 

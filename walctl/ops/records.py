@@ -199,7 +199,7 @@ def _msgpack_value(payload: bytes, strict: bool):
         return None
     import msgpack
     try:
-        return msgpack.unpackb(payload, raw=False, strict_map_key=False, max_buffer_size=len(payload))
+        return msgpack.unpackb(payload, raw=False, strict_map_key=False)
     except Exception:  # msgpack raises many unrelated types for bad input; all mean "not msgpack"
         return None
 

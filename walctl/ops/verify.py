@@ -126,11 +126,53 @@ def verify_paths(paths, *, strict: bool = False, jobs: int = 1, fs=DEFAULT_FS,
                               for p in paths), strict)
 
 
+KIND_SEGMENTS, KIND_SEGMENT = "adr003-segments", "adr003-segment"
+KIND_CHECKPOINTS, KIND_CHECKPOINT = "checkpoint-dir", "checkpoint"
+
+
+def detect_kind(path: str, fs=DEFAULT_FS) -> str:
+    """What PATH is, from names and first bytes only; never a guess: unknown is unsupported."""
+    from ..format.checkpoint import CHECKPOINT_MAGIC
+    from ..format.segment import parse_segment_name
+
+    entry = fs.stat(path)
+    if entry.kind == "dir":
+        names = [e.name for e in fs.listdir(path)]
+        if any(parse_chunk_name(n) is not None for n in names):
+            return KIND_DIR
+        if any(parse_segment_name(n) is not None for n in names):
+            return KIND_SEGMENTS
+        if any(n.endswith(".ckpt") for n in names):
+            return KIND_CHECKPOINTS
+        raise UnsupportedInput("no known artifact here (Spector V2 chunks wal-NNNNNN.bin, ADR-003 segments "
+                               "wal_NNNNNNNN.log, O_CKPT_V2 checkpoints *.ckpt)", path)
+    if entry.kind != "file":
+        raise UnsupportedInput("not a regular file or directory", path)
+    head = fs.read_head(path, 16)
+    if head[:4] == FILE_MAGIC:
+        return KIND_CHUNK
+    if head == CHECKPOINT_MAGIC:
+        return KIND_CHECKPOINT
+    if parse_segment_name(os.path.basename(path)) is not None:
+        return KIND_SEGMENT
+    if len(head) >= 4:
+        raise UnsupportedInput(f"not a known format (starts {head[:8].hex()}; a Spector chunk starts "
+                               f"{FILE_MAGIC.hex()} 'SPEC', a checkpoint 'O_CKPT_V2')", path)
+    raise UnsupportedInput(f"{len(head)} bytes: too short to be any known format", path)
+
+
 def verify_path(path: str, *, strict: bool = False, jobs: int = 1, fs=DEFAULT_FS,
                 progress: Callable[[int], None] | None = None, lock_held_by_us: bool = False) -> PathReport:
     """`lock_held_by_us`: the caller holds the directory's lock itself (a writer opening, a repair), so
     an incomplete tail is not somebody else's append in flight."""
     try:
+        kind = detect_kind(path, fs)
+        if kind in (KIND_SEGMENTS, KIND_SEGMENT):
+            from .segments import verify_segments
+
+            return verify_segments(path, strict=strict, fs=fs, lock_held_by_us=lock_held_by_us)
+        if kind in (KIND_CHECKPOINTS, KIND_CHECKPOINT):
+            return verify_checkpoints(path, strict=strict, fs=fs)
         chunks, foreign, kind, writer = resolve_chunks(path, fs)
         if lock_held_by_us:
             writer = None
@@ -140,6 +182,29 @@ def verify_path(path: str, *, strict: bool = False, jobs: int = 1, fs=DEFAULT_FS
                                    e.exit_code, e.reason, file=e.path),))
     outcomes = scan_chunks(chunks, jobs=jobs, fs=fs, progress=progress)
     return assemble(path, kind, chunks, outcomes, foreign, writer, strict)
+
+
+def verify_checkpoints(path: str, *, strict: bool = False, fs=DEFAULT_FS) -> PathReport:
+    """A checkpoint file, or every *.ckpt of a directory, through all eleven steps."""
+    from .checkpoint import check_path
+
+    if fs.stat(path).kind == "dir":
+        files = sorted(e.path for e in fs.listdir(path) if e.name.endswith(".ckpt") and e.kind == "file")
+        kind = KIND_CHECKPOINTS
+    else:
+        files, kind = [path], KIND_CHECKPOINT
+    chunks, findings = [], []
+    for i, p in enumerate(files):
+        rep = check_path(p, strict=strict, fs=fs)
+        findings.extend(rep.findings)
+        h = rep.header
+        size = fs.stat(p).size
+        chunks.append(ChunkReport(rep.file, i, size, "ok" if rep.checked.ok else "invalid", 2 if h else None,
+                                  VERDICTS[rep.exit_code], rep.exit_code, 1 if rep.checked.ok else 0,
+                                  h.wal_sequence if h else None, h.wal_sequence if h else None,
+                                  size if rep.checked.ok else 0, 0 if rep.checked.ok else size, {}))
+    return PathReport(path, kind, combine_exit_codes(f.exit_code for f in findings), None, tuple(chunks),
+                      tuple(findings))
 
 
 def resolve_chunks(path: str, fs=DEFAULT_FS):

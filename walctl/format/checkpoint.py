@@ -1,0 +1,219 @@
+"""O_CKPT_V2 checkpoint files: a 256-byte header, then one zstd frame of canonical msgpack. Pure.
+
+Verification runs in a fixed order and stops at the first failure, each with its own diagnostic; memory
+stays bounded whatever the header claims (the body is inflated in small steps and never past the size
+the header states, nor past a caller's limit).
+"""
+from __future__ import annotations
+
+import hashlib
+import struct
+import uuid
+from typing import NamedTuple
+
+from .canonical import packb, unpackb
+
+CHECKPOINT_MAGIC = b"O_CKPT_V2" + bytes(7)
+CHECKPOINT_VERSION = 2
+CHECKPOINT_HEADER = struct.Struct(">16sHHBBBBq16sQQQ32s120s32s")
+assert CHECKPOINT_HEADER.size == 256
+HEADER_HASHED_BYTES = 224  # header_sha256 covers bytes 0..223
+COMPRESSION_ZSTD = 1
+ENCODING_MSGPACK = 1
+ENCODING_JSON = 2  # reserved
+DEFAULT_LEVEL = 9
+DEFAULT_MAX_STATE_BYTES = 4 << 30
+INFLATE_STEP = 1024  # compressed bytes per step: one step can inflate to at most ~32 MiB
+EMPTY_STATE_KEYS = ("agent_state", "conversation_history", "memory_blocks", "metrics", "tool_registry")
+CORRUPT = "corrupt"
+UNSUPPORTED = "unsupported"
+
+
+class CheckpointHeader(NamedTuple):
+    magic: bytes
+    format_version: int
+    header_size: int
+    compression: int
+    compression_level: int
+    body_encoding: int
+    flags: int
+    timestamp: int
+    checkpoint_id: bytes
+    compressed_size: int
+    uncompressed_size: int
+    wal_sequence: int
+    body_sha256: bytes
+    reserved: bytes
+    header_sha256: bytes
+
+    @property
+    def id_text(self) -> str:
+        return str(uuid.UUID(bytes=self.checkpoint_id))
+
+
+class Failure(NamedTuple):
+    step: int  # 1..11, the verification step that failed
+    cls: str  # CORRUPT | UNSUPPORTED
+    reason: str
+    stored: str | int | None = None
+    computed: str | int | None = None
+
+
+class Checked(NamedTuple):
+    header: CheckpointHeader | None
+    failure: Failure | None
+    anomalies: tuple[str, ...]
+    state: dict | None  # when the body was decoded
+
+    @property
+    def header_ok(self) -> bool:
+        """Steps 1-6 passed: the file may be ordered as a recovery candidate."""
+        return self.header is not None and (self.failure is None or self.failure.step > 6)
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+def empty_state() -> dict:
+    return {"agent_state": {}, "conversation_history": [], "memory_blocks": [], "metrics": {},
+            "tool_registry": {}, "wal_sequence": 0}
+
+
+def encode_header(*, checkpoint_id: bytes, timestamp: int, wal_sequence: int, compressed_size: int,
+                  uncompressed_size: int, body_sha256: bytes, level: int = DEFAULT_LEVEL, flags: int = 0,
+                  reserved: bytes = bytes(120)) -> bytes:
+    fields = (CHECKPOINT_MAGIC, CHECKPOINT_VERSION, CHECKPOINT_HEADER.size, COMPRESSION_ZSTD, level,
+              ENCODING_MSGPACK, flags, timestamp, checkpoint_id, compressed_size, uncompressed_size,
+              wal_sequence, body_sha256, reserved, bytes(32))
+    head = CHECKPOINT_HEADER.pack(*fields)[:HEADER_HASHED_BYTES]
+    return head + hashlib.sha256(head).digest()
+
+
+def encode_body(state: dict, *, level: int = DEFAULT_LEVEL, threads: int = -1) -> tuple[bytes, int]:
+    """(one zstd frame with content size and checksum, uncompressed size) of the canonical msgpack."""
+    import zstandard
+
+    raw = packb(state)
+    cctx = zstandard.ZstdCompressor(level=level, threads=threads, write_checksum=True, write_content_size=True)
+    return cctx.compress(raw), len(raw)
+
+
+def decode_header(buf) -> CheckpointHeader:
+    return CheckpointHeader(*CHECKPOINT_HEADER.unpack_from(buf, 0))
+
+
+def check_header(buf, file_id: str | None) -> tuple[CheckpointHeader | None, Failure | None, list[str]]:
+    """Steps 1-6 on the first 256 bytes (and the file's length)."""
+    anomalies: list[str] = []
+    if len(buf) < CHECKPOINT_HEADER.size:
+        return None, Failure(1, CORRUPT, f"file is {len(buf)} bytes, shorter than the 256-byte header "
+                                         "(a checkpoint is never torn: it is written by durable replace)"), anomalies
+    h = decode_header(buf)
+    if h.magic != CHECKPOINT_MAGIC:
+        return None, Failure(2, UNSUPPORTED, "not a checkpoint (magic is not O_CKPT_V2)", h.magic.hex(),
+                             CHECKPOINT_MAGIC.hex()), anomalies
+    if h.format_version != CHECKPOINT_VERSION or h.header_size != CHECKPOINT_HEADER.size:
+        return None, Failure(3, UNSUPPORTED, f"format_version {h.format_version} / header_size {h.header_size}: "
+                                             f"walctl reads version 2 with a 256-byte header"), anomalies
+    computed = hashlib.sha256(bytes(buf[:HEADER_HASHED_BYTES])).hexdigest()
+    if computed != h.header_sha256.hex():
+        return None, Failure(4, CORRUPT, "header SHA-256 mismatch", h.header_sha256.hex(), computed), anomalies
+    if h.compression != COMPRESSION_ZSTD:
+        return h, Failure(5, UNSUPPORTED, f"compression {h.compression} (walctl knows 1 = zstd)"), anomalies
+    if h.body_encoding != ENCODING_MSGPACK:
+        what = "2 = JSON is reserved" if h.body_encoding == ENCODING_JSON else "walctl knows 1 = msgpack"
+        return h, Failure(5, UNSUPPORTED, f"body_encoding {h.body_encoding} ({what})"), anomalies
+    if file_id is not None and h.id_text != file_id:
+        return h, Failure(6, CORRUPT, "checkpoint_id does not match the file name; never a recovery candidate",
+                          h.id_text, file_id), anomalies
+    if h.flags:
+        anomalies.append(f"flags byte is 0x{h.flags:02x}, expected 0")
+    if any(h.reserved):
+        anomalies.append("reserved header bytes 104..223 are not zero")
+    return h, None, anomalies
+
+
+def check_file(buf, file_id: str | None, *, max_state_bytes: int = DEFAULT_MAX_STATE_BYTES,
+               decode: bool = True, check_canonical: bool = True) -> Checked:
+    """All eleven steps over the whole file's bytes. `decode=False` stops after the body checksum;
+    `check_canonical=False` skips re-encoding the state to look for the non-canonical anomaly (restore
+    and recover only need the state)."""
+    h, failure, anomalies = check_header(buf, file_id)
+    if failure is not None or h is None:
+        return Checked(h, failure, tuple(anomalies), None)
+    expected = CHECKPOINT_HEADER.size + h.compressed_size
+    if len(buf) != expected:
+        return Checked(h, Failure(7, CORRUPT, f"file is {len(buf)} bytes; header says 256 + {h.compressed_size} = "
+                                              f"{expected}", len(buf), expected), tuple(anomalies), None)
+    body = memoryview(buf)[CHECKPOINT_HEADER.size:]
+    digest = hashlib.sha256(body).hexdigest()
+    if digest != h.body_sha256.hex():
+        return Checked(h, Failure(8, CORRUPT, "body SHA-256 mismatch", h.body_sha256.hex(), digest),
+                       tuple(anomalies), None)
+    if not decode:
+        return Checked(h, None, tuple(anomalies), None)
+    raw, failure = inflate(body, h.uncompressed_size, max_state_bytes, anomalies)
+    if failure is not None:
+        return Checked(h, failure, tuple(anomalies), None)
+    try:
+        state = unpackb(raw)
+    except ValueError as e:
+        return Checked(h, Failure(10, CORRUPT, f"body is not exactly one msgpack value: {e}"), tuple(anomalies), None)
+    if not isinstance(state, dict):
+        return Checked(h, Failure(10, CORRUPT, f"body is a msgpack {type(state).__name__}, not a map"),
+                       tuple(anomalies), None)
+    if "wal_sequence" in state and state["wal_sequence"] != h.wal_sequence:
+        return Checked(h, Failure(11, CORRUPT, "the body's wal_sequence differs from the header's",
+                                  state["wal_sequence"], h.wal_sequence), tuple(anomalies), None)
+    if check_canonical:
+        try:
+            if packb(state) != raw:
+                anomalies.append("body decodes but is not canonical msgpack")
+        except ValueError:
+            anomalies.append("body decodes but has no canonical form")
+    return Checked(h, None, tuple(anomalies), state)
+
+
+def inflate(body, size: int, max_state_bytes: int, anomalies: list[str]) -> tuple[bytearray | None, Failure | None]:
+    """Step 9: exactly one zstd frame whose output is exactly `size` bytes, never holding more."""
+    import zstandard
+
+    if size > max_state_bytes:
+        return None, Failure(9, CORRUPT, f"uncompressed_size {size} is above the limit {max_state_bytes} "
+                                         "(--max-state-bytes)", size, max_state_bytes)
+    try:
+        params = zstandard.get_frame_parameters(bytes(body[:18]))
+        if params.content_size == zstandard.CONTENTSIZE_UNKNOWN:
+            anomalies.append("zstd frame has no content size")
+        elif params.content_size != size:
+            return None, Failure(9, CORRUPT, "zstd frame content size differs from uncompressed_size",
+                                 params.content_size, size)
+        if not params.has_checksum:
+            anomalies.append("zstd frame has no checksum")
+    except zstandard.ZstdError as e:
+        return None, Failure(9, CORRUPT, f"not a zstd frame: {e}")
+    dobj = zstandard.ZstdDecompressor().decompressobj()
+    out = bytearray()
+    try:
+        for pos in range(0, len(body), INFLATE_STEP):
+            out += dobj.decompress(bytes(body[pos:pos + INFLATE_STEP]))
+            if len(out) > size:
+                return None, Failure(9, CORRUPT, f"zstd frame inflates past uncompressed_size {size}")
+            if dobj.eof:
+                rest = len(body) - pos - INFLATE_STEP + len(dobj.unused_data)
+                if dobj.unused_data or rest > 0:
+                    return None, Failure(9, CORRUPT, "bytes follow the zstd frame (more than one frame)")
+                break
+    except zstandard.ZstdError as e:
+        return None, Failure(9, CORRUPT, f"zstd frame does not decode: {e}")
+    if not dobj.eof:
+        return None, Failure(9, CORRUPT, "zstd frame is truncated")
+    if len(out) != size:
+        return None, Failure(9, CORRUPT, "zstd frame size differs from uncompressed_size", len(out), size)
+    return out, None
+
+
+def latest_order_key(h: CheckpointHeader) -> tuple:
+    """'Latest' = wal_sequence, then timestamp, then id, all descending (sort with reverse=True)."""
+    return (h.wal_sequence, h.timestamp, h.checkpoint_id)

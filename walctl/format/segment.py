@@ -1,0 +1,169 @@
+"""ADR-003 entry segments: `wal_<N>.log` files of `[u32 length][body]` frames. Pure.
+
+A body is a msgpack map (walctl writes these) or a UTF-8 JSON object (first byte `{`), detected per frame.
+An entry is valid when it has `sequence` (int >= 1), `timestamp`, `operation`, `data` or `params`, and a
+`checksum` equal to the lowercase hex SHA-256 of the canonical msgpack of the entry without it.
+"""
+from __future__ import annotations
+
+import json
+import re
+import struct
+from typing import NamedTuple
+
+from .canonical import entry_checksum, packb, unpackb
+
+FRAME_LENGTH = struct.Struct(">I")
+assert FRAME_LENGTH.size == 4
+MAX_FRAME_BYTES = 16 << 20
+ENTRIES_PER_SEGMENT = 10_000
+ERLANG_TERM_TAG = 0x83  # what the ADR's public implementation really writes: unsupported legacy
+OPERATIONS = ("memory_add", "tool_register", "state_update")
+OPERATION_ALIASES = {"memory-add": "memory_add", "tool-register": "tool_register", "state-update": "state_update"}
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_SEGMENT_RE = re.compile(r"wal_([0-9]+)\.log")
+_MAP_MARKERS = frozenset(range(0x80, 0x90)) | {0xDE, 0xDF}
+
+
+def segment_name(n: int) -> str:
+    return f"wal_{n:08d}.log"
+
+
+def parse_segment_name(name: str) -> int | None:
+    m = _SEGMENT_RE.fullmatch(name)
+    return int(m.group(1)) if m and int(m.group(1)) >= 1 else None
+
+
+class Entry(NamedTuple):
+    offset: int
+    size: int  # frame bytes, length prefix included
+    encoding: str  # "msgpack" | "json"
+    value: dict
+
+    @property
+    def sequence(self) -> int:
+        return self.value["sequence"]
+
+    @property
+    def checksum(self) -> str:
+        return self.value["checksum"]
+
+    @property
+    def operation(self) -> str:
+        op = self.value.get("operation")
+        return OPERATION_ALIASES.get(op, op)
+
+    @property
+    def data(self):
+        return self.value["data"] if "data" in self.value else self.value.get("params")
+
+
+def seal(entry: dict) -> dict:
+    """The entry with its checksum set."""
+    body = {k: v for k, v in entry.items() if k != "checksum"}
+    body["checksum"] = entry_checksum(body)
+    return body
+
+
+def encode_frame(entry: dict, encoding: str = "msgpack") -> bytes:
+    """One frame for an entry that already carries its checksum (see seal)."""
+    if encoding == "json":
+        body = json.dumps(entry, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    else:
+        body = packb(entry)
+    if not 0 < len(body) <= MAX_FRAME_BYTES:
+        raise ValueError(f"an entry of {len(body)} bytes does not fit a frame (1..{MAX_FRAME_BYTES})")
+    return FRAME_LENGTH.pack(len(body)) + body
+
+
+def decode_body(body) -> tuple[dict | None, str, str | None]:
+    """(entry, encoding, problem)."""
+    if not body:
+        return None, "", "empty body"
+    first = body[0]
+    if first == 0x7B:
+        try:
+            value = json.loads(bytes(body).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            return None, "json", f"not a JSON object: {e}"
+        encoding = "json"
+    elif first == ERLANG_TERM_TAG:
+        return None, "erlang", "Erlang term format (legacy, unsupported)"
+    else:
+        try:
+            value = unpackb(bytes(body))
+        except ValueError as e:
+            return None, "msgpack", str(e)
+        encoding = "msgpack"
+    if not isinstance(value, dict):
+        return None, encoding, f"the body is a {type(value).__name__}, not a map"
+    return value, encoding, validate(value)
+
+
+def validate(e: dict) -> str | None:
+    seq = e.get("sequence")
+    if type(seq) is not int or seq < 1:
+        return "sequence is not an integer >= 1"
+    if not isinstance(e.get("timestamp"), (int, float)) or isinstance(e.get("timestamp"), bool):
+        return "timestamp is not a number"
+    if not isinstance(e.get("operation"), str):
+        return "operation is not a string"
+    if "data" not in e and "params" not in e:
+        return "neither data nor params"
+    checksum = e.get("checksum")
+    if not isinstance(checksum, str) or not _HEX64.fullmatch(checksum):
+        return "checksum is not 64 lowercase hex digits"
+    try:
+        computed = entry_checksum(e)
+    except ValueError as err:
+        return f"entry has no canonical form: {err}"
+    if computed != checksum:
+        return f"checksum mismatch (stored {checksum}, computed {computed})"
+    return None
+
+
+class Frame(NamedTuple):
+    entry: Entry | None
+    problem: str | None  # why the frame at this offset is not an intact entry
+    kind: str  # "ok" | "incomplete" | "invalid" | "legacy"
+
+
+def read_frame(buf, off: int) -> Frame:
+    end = len(buf)
+    if end - off < FRAME_LENGTH.size:
+        return Frame(None, f"{end - off} bytes left, fewer than a 4-byte length", "incomplete")
+    (n,) = FRAME_LENGTH.unpack_from(buf, off)
+    if n == 0 or n > MAX_FRAME_BYTES:
+        return Frame(None, f"frame length {n} is outside 1..{MAX_FRAME_BYTES}", "invalid")
+    if off + 4 + n > end:
+        return Frame(None, f"frame of {n} bytes runs past the end of the file ({end - off - 4} present)",
+                     "incomplete")
+    value, encoding, problem = decode_body(memoryview(buf)[off + 4:off + 4 + n])
+    if encoding == "erlang":
+        return Frame(None, problem, "legacy")
+    if problem is not None or value is None:
+        return Frame(None, problem, "invalid")
+    return Frame(Entry(off, 4 + n, encoding, value), None, "ok")
+
+
+class Resync(NamedTuple):
+    offset: int | None  # the next intact frame, or None
+
+
+def resync(buf, start: int, budget: list[int]) -> int | None:
+    """The next byte offset >= start holding an intact frame. Only plausible candidates (a length that
+    fits, a body starting like a map or a JSON object) are decoded; `budget` bounds the bytes decoded."""
+    end = len(buf)
+    for pos in range(start, end - 4):
+        n = FRAME_LENGTH.unpack_from(buf, pos)[0]
+        if not 0 < n <= MAX_FRAME_BYTES or pos + 4 + n > end:
+            continue
+        first = buf[pos + 4]
+        if first != 0x7B and first not in _MAP_MARKERS:
+            continue
+        budget[0] -= n
+        if budget[0] < 0:
+            return None
+        if read_frame(buf, pos).entry is not None:
+            return pos
+    return None

@@ -1,0 +1,244 @@
+"""checkpoint create | verify | inspect | list | prune | restore, and the library's create/latest.
+
+A checkpoint directory holds `<uuid>.ckpt` files. "Latest" is by (wal_sequence, timestamp, id), all
+descending, among files whose header verifies; never by name or mtime.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import uuid
+from typing import NamedTuple
+
+from .. import __version__
+from ..errors import (
+    EXIT_CORRUPT, EXIT_OK, EXIT_UNSUPPORTED, NotClean, UsageError, combine_exit_codes,
+)
+from ..format import checkpoint as ck
+from ..store import durable, quarantine
+from ..store.fs import DEFAULT_FS
+from .clock import utc_now
+from .findings import Finding
+
+SUFFIX = ".ckpt"
+CLASS_EXIT = {ck.CORRUPT: EXIT_CORRUPT, ck.UNSUPPORTED: EXIT_UNSUPPORTED}
+
+
+class CheckpointReport(NamedTuple):
+    path: str
+    file: str
+    checked: ck.Checked
+    strict: bool
+    seconds: float
+
+    @property
+    def header(self):
+        return self.checked.header
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        out = []
+        f = self.checked.failure
+        if f is not None:
+            out.append(Finding("checkpoint-" + f.cls, CLASS_EXIT[f.cls], f"step {f.step}: {f.reason}", self.file,
+                               extra={"step": f.step, "stored_value": f.stored, "computed_value": f.computed}))
+        for a in self.checked.anomalies:
+            out.append(Finding("anomaly", EXIT_CORRUPT if self.strict else EXIT_OK, a, self.file,
+                               extra={"code": "checkpoint"}))
+        return tuple(out)
+
+    @property
+    def exit_code(self) -> int:
+        return combine_exit_codes(f.exit_code for f in self.findings)
+
+    def to_json(self) -> dict:
+        h = self.header
+        return {
+            "path": self.path, "file": self.file, "valid": self.checked.ok, "exit_code": self.exit_code,
+            "header": None if h is None else header_json(h),
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+
+def header_json(h: ck.CheckpointHeader) -> dict:
+    return {"checkpoint_id": h.id_text, "format_version": h.format_version, "header_size": h.header_size,
+            "compression": h.compression, "compression_level": h.compression_level,
+            "body_encoding": h.body_encoding, "flags": h.flags, "timestamp": h.timestamp,
+            "compressed_size": h.compressed_size, "uncompressed_size": h.uncompressed_size,
+            "wal_sequence": h.wal_sequence, "body_sha256": h.body_sha256.hex(),
+            "header_sha256": h.header_sha256.hex(),
+            "ratio": round(h.uncompressed_size / h.compressed_size, 3) if h.compressed_size else None}
+
+
+def file_id(path: str) -> str | None:
+    name = os.path.basename(path)
+    return name[:-len(SUFFIX)] if name.endswith(SUFFIX) else None
+
+
+def check_path(path: str, *, strict: bool = False, decode: bool = True, check_canonical: bool = True,
+               max_state_bytes: int = ck.DEFAULT_MAX_STATE_BYTES, fs=DEFAULT_FS) -> CheckpointReport:
+    t = time.perf_counter()
+    with fs.map_read(path) as buf:
+        checked = ck.check_file(buf, file_id(path), max_state_bytes=max_state_bytes, decode=decode,
+                                check_canonical=check_canonical)
+    return CheckpointReport(path, os.path.basename(path), checked, strict, time.perf_counter() - t)
+
+
+def is_checkpoint_file(path: str, fs=DEFAULT_FS) -> bool:
+    return fs.read_head(path, 16) == ck.CHECKPOINT_MAGIC
+
+
+def looks_like_checkpoint_dir(directory: str, fs=DEFAULT_FS) -> bool:
+    return any(e.name.endswith(SUFFIX) for e in fs.listdir(directory))
+
+
+class Listing(NamedTuple):
+    directory: str
+    candidates: tuple[CheckpointReport, ...]  # header verifies, in "latest" order
+    rejected: tuple[CheckpointReport, ...]  # header does not verify
+
+    def to_json(self) -> dict:
+        return {"directory": self.directory,
+                "checkpoints": [dict(c.to_json(), rank=i) for i, c in enumerate(self.candidates)],
+                "rejected": [r.to_json() for r in self.rejected]}
+
+
+def list_checkpoints(directory: str, *, decode: bool = False, fs=DEFAULT_FS) -> Listing:
+    """Every *.ckpt file: header-verified ones in latest order (fully checked when `decode`), the rest rejected."""
+    reports = [check_path(e.path, decode=decode, check_canonical=False, fs=fs)
+               for e in fs.listdir(directory) if e.name.endswith(SUFFIX) and e.kind == "file"]
+    cands = sorted((r for r in reports if r.checked.header_ok), key=lambda r: ck.latest_order_key(r.header),
+                   reverse=True)
+    rejected = sorted((r for r in reports if not r.checked.header_ok), key=lambda r: r.file)
+    return Listing(directory, tuple(cands), tuple(rejected))
+
+
+class Created(NamedTuple):
+    path: str
+    checkpoint_id: str
+    wal_sequence: int
+    uncompressed_size: int
+    compressed_size: int
+    seconds: float
+
+    def to_json(self) -> dict:
+        return dict(self._asdict(), ratio=round(self.uncompressed_size / self.compressed_size, 3))
+
+
+def create(directory: str, state: dict, wal_sequence: int, *, level: int = ck.DEFAULT_LEVEL, threads: int = -1,
+           timestamp: int | None = None, checkpoint_id: str | None = None, fs=DEFAULT_FS) -> Created:
+    """Writes `state` as a new checkpoint reflecting every log entry up to `wal_sequence`, durably (the
+    caller must have made the log durable up to there first)."""
+    if not isinstance(state, dict):
+        raise UsageError("a checkpoint's state is a map")
+    if wal_sequence < 0:
+        raise UsageError("wal_sequence is >= 0")
+    t = time.perf_counter()
+    body_state = dict(state, wal_sequence=wal_sequence)
+    try:
+        body, size = ck.encode_body(body_state, level=level, threads=threads)
+    except ValueError as e:  # NotCanonical: a key that is not a string, a set, an object ...
+        raise UsageError(f"the state cannot be checkpointed: {e}") from None
+    cid = uuid.UUID(checkpoint_id) if checkpoint_id else uuid.uuid4()
+    header = ck.encode_header(checkpoint_id=cid.bytes, timestamp=int(time.time()) if timestamp is None else timestamp,
+                              wal_sequence=wal_sequence, compressed_size=len(body), uncompressed_size=size,
+                              body_sha256=hashlib.sha256(body).digest(), level=level)
+    durable.make_dir(directory, fs)
+    path = os.path.join(directory, f"{cid}{SUFFIX}")
+    durable.create_file(path, header + body, fs)
+    return Created(path, str(cid), wal_sequence, size, len(body), time.perf_counter() - t)
+
+
+class Latest(NamedTuple):
+    report: CheckpointReport | None  # the newest that fully verifies
+    fallbacks: tuple[CheckpointReport, ...]  # newer candidates that failed a later step
+    rejected: tuple[CheckpointReport, ...]
+
+
+def latest(directory: str, *, max_state_bytes: int = ck.DEFAULT_MAX_STATE_BYTES, fs=DEFAULT_FS) -> Latest:
+    """The newest checkpoint that fully verifies (its state decoded), with the ones passed over and why."""
+    if not fs.exists(directory):
+        return Latest(None, (), ())
+    listing = list_checkpoints(directory, fs=fs)
+    fallbacks = []
+    for cand in listing.candidates:
+        full = check_path(cand.path, check_canonical=False, max_state_bytes=max_state_bytes, fs=fs)
+        if full.checked.ok:
+            return Latest(full, tuple(fallbacks), listing.rejected)
+        fallbacks.append(full)
+    return Latest(None, tuple(fallbacks), listing.rejected)
+
+
+def resolve(path: str, fs=DEFAULT_FS, max_state_bytes: int = ck.DEFAULT_MAX_STATE_BYTES) -> CheckpointReport:
+    """A checkpoint file, or the latest valid one of a directory."""
+    if fs.stat(path).kind == "dir":
+        found = latest(path, max_state_bytes=max_state_bytes, fs=fs)
+        if found.report is None:
+            raise NotClean(f"no valid checkpoint ({len(found.fallbacks)} failed, {len(found.rejected)} rejected)",
+                           path, code=EXIT_CORRUPT)
+        return found.report
+    rep = check_path(path, check_canonical=False, max_state_bytes=max_state_bytes, fs=fs)
+    if not rep.checked.ok:
+        f = rep.checked.failure
+        raise NotClean(f"step {f.step}: {f.reason}", path, code=CLASS_EXIT[f.cls])
+    return rep
+
+
+class Pruned(NamedTuple):
+    directory: str
+    applied: bool
+    removals: tuple[CheckpointReport, ...]
+    kept: tuple[CheckpointReport, ...]
+    left_alone: tuple[CheckpointReport, ...]  # invalid files: evidence, never pruned
+    manifest: tuple[dict, ...]
+
+    def to_json(self) -> dict:
+        return {"directory": self.directory, "applied": self.applied,
+                "removed": [dict(header_json(r.header), file=r.file) for r in self.removals],
+                "kept": [dict(header_json(r.header), file=r.file) for r in self.kept],
+                "left_alone": [r.to_json() for r in self.left_alone], "manifest": list(self.manifest)}
+
+
+def prune(directory: str, *, max_age_s: int = 86_400, keep: int = 2, apply: bool = False, now: float | None = None,
+          fs=DEFAULT_FS) -> Pruned:
+    """Removes checkpoints whose header timestamp is older than max_age, always keeping the newest `keep`
+    (>= 1) valid ones in latest order. Invalid checkpoints are left alone (they are evidence)."""
+    from ..store.lock import DirectoryLock, holder_text
+
+    keep = max(1, keep)
+    now = time.time() if now is None else now
+    listing = list_checkpoints(directory, decode=True, fs=fs)
+    valid = [c for c in listing.candidates if c.checked.ok]
+    invalid = [c for c in listing.candidates if not c.checked.ok] + list(listing.rejected)
+    protected, removals = valid[:keep], []
+    for c in valid[keep:]:
+        (removals if now - c.header.timestamp > max_age_s else protected).append(c)
+    entries = []
+    if apply and removals:
+        with DirectoryLock(directory, holder_text("checkpoint prune"), fs):
+            stamp = utc_now()
+            for r in removals:
+                with fs.map_read(r.path) as buf:
+                    sha = hashlib.sha256(buf).hexdigest()
+                entry = {"time": stamp, "action": "checkpoint-prune", "source": r.file, "offset": 0,
+                         "length": r.header.compressed_size + 256, "sha256": sha, "evidence": None,
+                         "reason": f"older than {max_age_s} s (wal_sequence {r.header.wal_sequence}); "
+                                   f"{len(protected)} newer valid checkpoints kept", "walctl_version": __version__}
+                quarantine.record(directory, entry, fs)  # the line first: no removal goes unrecorded
+                durable.remove(r.path, fs)
+                entries.append(entry)
+    return Pruned(directory, apply and bool(removals), tuple(removals), tuple(protected), tuple(invalid),
+                  tuple(entries))
+
+
+def horizon(directory: str, fs=DEFAULT_FS) -> tuple[int, str]:
+    """The compaction horizon a checkpoint directory gives: the wal_sequence of the OLDEST checkpoint kept
+    for fallback (compacting to the newest would make "try the previous checkpoint" impossible)."""
+    listing = list_checkpoints(directory, decode=True, fs=fs)
+    valid = [c for c in listing.candidates if c.checked.ok]
+    if not valid:
+        return 0, f"{directory} (no valid checkpoint: HWM 0)"
+    oldest = min(valid, key=lambda c: ck.latest_order_key(c.header))
+    return oldest.header.wal_sequence, f"{directory} (oldest valid checkpoint {oldest.file}, wal_sequence " \
+                                       f"{oldest.header.wal_sequence})"

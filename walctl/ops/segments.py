@@ -1,0 +1,205 @@
+"""ADR-003 entry segment directories: walking, verifying, and the torn-vs-corrupt rules for them.
+
+One sequential pass over the segments in numeric order. Sequences are global and must rise by one; an
+entry repeated with the same checksum (a writer re-sending what it was not sure had landed) is skipped
+with a warning; repeated with another checksum it is a sequence finding. Damage with an intact frame
+after it is corruption; with none, it is a torn tail only in the last segment.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Callable, Iterator, NamedTuple
+
+from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED, UnsupportedInput, \
+    combine_exit_codes
+from ..format import segment as seg
+from ..store.fs import DEFAULT_FS
+from . import findings as F
+from .findings import Finding
+from .verify import VERDICTS, ChunkReport, PathReport
+
+KIND_SEGMENTS = "adr003-segments"
+KIND_SEGMENT = "adr003-segment"
+RECENT_CHECKSUMS = 16_384  # how far back a repeat is recognised as the same entry
+
+
+class SegmentFile(NamedTuple):
+    number: int
+    name: str
+    path: str
+    size: int
+
+
+def list_segments(path: str, fs=DEFAULT_FS) -> tuple[list[SegmentFile], list, str]:
+    e = fs.stat(path)
+    if e.kind == "file":
+        return [SegmentFile(seg.parse_segment_name(e.name) or 0, e.name, path, e.size)], [], KIND_SEGMENT
+    segs, foreign = [], []
+    for x in fs.listdir(path):
+        n = seg.parse_segment_name(x.name)
+        if n is not None and x.kind == "file":
+            segs.append(SegmentFile(n, x.name, x.path, x.size))
+        elif x.name not in (".quarantine", ".walctl.lock") and not x.name.endswith(".tmp"):
+            foreign.append(Finding(F.FOREIGN_FILE, EXIT_OK, "not a segment file; left alone", file=x.name))
+    segs.sort(key=lambda s: (s.number, s.name))
+    return segs, foreign, KIND_SEGMENTS
+
+
+def looks_like_segment_dir(path: str, fs=DEFAULT_FS) -> bool:
+    return any(seg.parse_segment_name(e.name) is not None for e in fs.listdir(path))
+
+
+class SegmentWalk:
+    """Iterate for (segment name, Entry) of every valid, non-duplicate entry in order; `report` is the
+    PathReport once the walk is done."""
+
+    def __init__(self, path: str, fs=DEFAULT_FS, strict: bool = False, lock_held_by_us: bool = False):
+        self.path, self.fs, self.strict = path, fs, strict
+        self.lock_held_by_us = lock_held_by_us
+        self.report: PathReport | None = None
+        self.duplicates = 0
+        self.torn_bytes = 0
+
+    def __iter__(self) -> Iterator[tuple[str, seg.Entry]]:
+        segs, foreign, kind = list_segments(self.path, self.fs)
+        if not segs:
+            raise UnsupportedInput("no ADR-003 segment files (wal_NNNNNNNN.log) in this directory", self.path)
+        writer = None if self.lock_held_by_us or kind == KIND_SEGMENT else self.fs.probe_writer(self.path)
+        findings: list[Finding] = list(foreign)
+        chunks: list[ChunkReport] = []
+        recent: OrderedDict[int, str] = OrderedDict()
+        prev: int | None = None
+        pending_damage: list[int] = []  # indexes in findings of damage since the last valid entry
+        for i, s in enumerate(segs):
+            is_last = i == len(segs) - 1
+            codes: list[int] = []
+            records = valid_bytes = damaged = 0
+            first = last = None
+            with self.fs.map_read(s.path) as buf:
+                off, end = 0, len(buf)
+                budget = [16 * end + (1 << 20)]
+                while off < end:
+                    fr = seg.read_frame(buf, off)
+                    if fr.kind == "legacy" and off == 0:
+                        f = Finding(F.UNSUPPORTED, EXIT_UNSUPPORTED, "first frame is Erlang term format (what the ADR's "
+                                    "public implementation writes): unsupported legacy segment", s.name, 0)
+                        findings.append(f)
+                        codes.append(f.exit_code)
+                        pending_damage.append(len(findings) - 1)
+                        break
+                    if fr.entry is None:
+                        nxt = seg.resync(buf, off + 1, budget)
+                        f = self._damage(s, fr, off, nxt if nxt is not None else end, nxt is not None, is_last,
+                                         writer, prev)
+                        findings.append(f)
+                        codes.append(f.exit_code)
+                        damaged += (nxt if nxt is not None else end) - off
+                        if f.exit_code in (EXIT_TORN, EXIT_OK):
+                            self.torn_bytes += end - off
+                        pending_damage.append(len(findings) - 1)
+                        if nxt is None:
+                            break
+                        off = nxt
+                        continue
+                    e = fr.entry
+                    q = e.sequence
+                    if prev is not None and q <= prev:
+                        if recent.get(q) == e.checksum:
+                            self.duplicates += 1
+                            findings.append(Finding(F.ANOMALY, EXIT_CORRUPT if self.strict else EXIT_OK,
+                                                    f"sequence {q} repeated with the same checksum: skipped",
+                                                    s.name, off, off + e.size, (q, q), extra={"code": "duplicate"}))
+                            codes.append(findings[-1].exit_code)
+                            off += e.size
+                            continue
+                        f = Finding(F.SEQUENCE_REPEAT if q == prev else F.SEQUENCE_REGRESSION, EXIT_SEQUENCE,
+                                    f"sequence {q} after {prev} with a different checksum", s.name, off,
+                                    off + e.size, (q, min(prev, q)), extra={"repeated": [q, q],
+                                                                            "previous_sequence": prev})
+                        findings.append(f)
+                        codes.append(f.exit_code)
+                        off += e.size
+                        continue
+                    if prev is not None and q > prev + 1:
+                        rng = (prev + 1, q - 1)
+                        if pending_damage:
+                            d = findings[pending_damage[0]]
+                            findings[pending_damage[0]] = d._replace(
+                                sequence_range=d.sequence_range or rng,
+                                extra=dict(d.extra, lost_sequence_range=list(rng)))
+                        else:
+                            f = Finding(F.SEQUENCE_GAP, EXIT_SEQUENCE, f"sequence gap: {rng[1] - rng[0] + 1} missing "
+                                        f"({rng[0]}..{rng[1]}) before seq {q}", s.name, off, None, rng,
+                                        extra={"missing": list(rng), "previous_sequence": prev})
+                            findings.append(f)
+                            codes.append(f.exit_code)
+                    pending_damage = []
+                    prev = q
+                    recent[q] = e.checksum
+                    if len(recent) > RECENT_CHECKSUMS:
+                        recent.popitem(last=False)
+                    records += 1
+                    valid_bytes += e.size
+                    first = q if first is None else first
+                    last = q
+                    yield s.name, e
+                    off += e.size
+            code = combine_exit_codes(codes)
+            chunks.append(ChunkReport(s.name, s.number, s.size, "ok", None, VERDICTS[code], code, records, first, last,
+                                      valid_bytes, damaged, {}))
+        exit_code = combine_exit_codes(f.exit_code for f in findings)
+        self.report = PathReport(self.path, kind, exit_code, writer, tuple(chunks), tuple(findings))
+
+    def _damage(self, s: SegmentFile, fr: seg.Frame, off: int, end: int, resynced: bool, is_last: bool,
+                writer, prev) -> Finding:
+        extra = {"field": fr.kind, "last_good_sequence": prev}
+        if resynced:
+            return Finding(F.MID_LOG_DAMAGE, EXIT_CORRUPT, f"{fr.problem}; intact frames resume at offset {end}",
+                           s.name, off, end, extra=extra)
+        tail_kind = "incomplete" if fr.kind == "incomplete" else "checksum"
+        extra.update(tail_kind=tail_kind, torn=is_last)
+        if is_last and writer and fr.kind == "incomplete":
+            return Finding(F.IN_PROGRESS, EXIT_OK, f"append in progress by a live writer ({writer}): {fr.problem}",
+                           s.name, off, end, extra=dict(extra, writer=writer))
+        if is_last:
+            warn = " (a complete frame fails its check: it may have been acknowledged; repair keeps it as " \
+                   "evidence)" if fr.kind != "incomplete" else ""
+            return Finding(F.TAIL_DAMAGE, EXIT_TORN, f"{tail_kind} tail: {fr.problem}{warn}", s.name, off, end,
+                           extra=extra)
+        return Finding(F.TAIL_DAMAGE, EXIT_CORRUPT, f"{tail_kind} tail: {fr.problem} (not the last segment: "
+                       "acknowledged entries are damaged)", s.name, off, end, extra=extra)
+
+
+def verify_segments(path: str, *, strict: bool = False, fs=DEFAULT_FS, lock_held_by_us: bool = False) -> PathReport:
+    walk = SegmentWalk(path, fs, strict, lock_held_by_us)
+    for _ in walk:
+        pass
+    return walk.report
+
+
+def iter_entries(path: str, fs=DEFAULT_FS, after: int = 0,
+                 on_report: Callable[[PathReport], None] | None = None) -> Iterator[tuple[str, seg.Entry]]:
+    walk = SegmentWalk(path, fs)
+    for name, e in walk:
+        if e.sequence > after:
+            yield name, e
+    if on_report:
+        on_report(walk.report)
+
+
+def entry_json(name: str, e: seg.Entry) -> dict:
+    """The `inspect --jsonl` object of an entry."""
+    return {"sequence": e.sequence, "operation": e.value.get("operation"), "timestamp": e.value.get("timestamp"),
+            "data": _jsonable(e.data), "checksum": e.checksum, "encoding": e.encoding, "file": name,
+            "offset": e.offset}
+
+
+def _jsonable(v):
+    if isinstance(v, bytes):
+        return {"$bytes_hex": v.hex()}
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_jsonable(x) for x in v]
+    return v
+

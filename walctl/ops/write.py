@@ -32,33 +32,76 @@ class OpenReport(NamedTuple):
     repair: RepairReport | None  # the torn tail cut on open, if any
 
 
+FORMAT_V2 = "v2"
+FORMAT_SEGMENTS = "segments"
+
+
 class WalWriter:
-    """Appends records to a V2 directory; use as a context manager. Thread-safe."""
+    """Appends to a log directory; use as a context manager. Thread-safe.
+
+    format "v2": Spector V2 chunks, `append(type, memory_id, payload, timestamp_ms)`.
+    format "segments": ADR-003 entry segments, `append_entry(operation, data, timestamp)`: the writer
+    assigns the global sequence and the checksum; 10,000 entries per segment."""
 
     def __init__(self, directory: str, *, fs=DEFAULT_FS, sync: str = SYNC_BATCH, batch_records: int = 100,
                  batch_ms: int = 1000, max_chunk_bytes: int = 8 << 20, compress_threshold: int | None = None,
-                 max_drop_bytes: int = DEFAULT_MAX_DROP_BYTES, command: str = "write", clock_ms=None):
+                 max_drop_bytes: int = DEFAULT_MAX_DROP_BYTES, command: str = "write", clock_ms=None,
+                 format: str = FORMAT_V2, encoding: str = "msgpack"):
+        if format not in (FORMAT_V2, FORMAT_SEGMENTS):
+            raise ValueError(f"format is {FORMAT_V2} or {FORMAT_SEGMENTS}")
         self.directory = directory
         self.fs = fs
+        self.format = format
+        self.encoding = encoding
         durable.make_dir(directory, fs)
         self._lock = DirectoryLock(directory, holder_text(command), fs).__enter__()
         try:
             self.opened = self._prepare(max_drop_bytes)
-            chunk_index = int(self.opened.chunk[4:-4])
+            if format == FORMAT_V2:
+                layout = dict(chunk_index=int(self.opened.chunk[4:-4]))
+            else:
+                from ..format.segment import ENTRIES_PER_SEGMENT, segment_name
+
+                layout = dict(chunk_index=int(self.opened.chunk[4:-4]), naming=segment_name, file_header=b"",
+                              max_records_per_file=ENTRIES_PER_SEGMENT, records_in_file=self._in_last)
             self._appender = ChunkAppender(
-                directory, next_sequence=self.opened.first_sequence, chunk_index=chunk_index,
-                chunk_exists=self.opened.continued, fs=fs, sync=sync, batch_records=batch_records,
-                batch_ms=batch_ms, max_chunk_bytes=max_chunk_bytes, compress_threshold=compress_threshold,
-                clock_ms=clock_ms)
+                directory, next_sequence=self.opened.first_sequence, chunk_exists=self.opened.continued, fs=fs,
+                sync=sync, batch_records=batch_records, batch_ms=batch_ms, max_chunk_bytes=max_chunk_bytes,
+                compress_threshold=compress_threshold, clock_ms=clock_ms, **layout)
         except BaseException:
             self._lock.release()
             raise
-        self.append = self._appender.append  # the hot path skips a layer of calls
+        if format == FORMAT_V2:
+            self.append = self._appender.append  # the hot path skips a layer of calls
+
+    def append_entry(self, operation: str, data, timestamp: float | None = None) -> int:
+        """ADR-003: appends {sequence, timestamp, operation, data, checksum}; returns the sequence."""
+        import time as _time
+
+        from ..format.segment import encode_frame, seal
+
+        if self.format != FORMAT_SEGMENTS:
+            raise ValueError("append_entry writes ADR-003 segments; this writer writes V2 chunks")
+        ts = int(_time.time()) if timestamp is None else timestamp
+
+        def encode(seq: int) -> bytes:
+            return encode_frame(seal({"sequence": seq, "timestamp": ts, "operation": operation, "data": data}),
+                                self.encoding)
+
+        return self._appender.append_encoded(encode)
+
+    def _has_files(self) -> bool:
+        if self.format == FORMAT_V2:
+            return bool(list_chunks(self.directory, self.fs).chunks)
+        from .segments import looks_like_segment_dir
+
+        return looks_like_segment_dir(self.directory, self.fs)
 
     def _prepare(self, max_drop_bytes: int) -> OpenReport:
         fs, d = self.fs, self.directory
         cut = None
-        if list_chunks(d, fs).chunks:
+        self._in_last = 0
+        if self._has_files():
             report = verify_path(d, fs=fs, lock_held_by_us=True)
             if report.exit_code == 1:
                 cut = repair(d, apply=True, max_drop_bytes=max_drop_bytes, fs=fs, lock=self._lock)
@@ -70,13 +113,22 @@ class WalWriter:
             last_seq = report.last_sequence or 0
             last = report.chunks[-1]
             index = last.index
-            continued = last.state == fscan.HEADER_OK
+            if self.format == FORMAT_V2:
+                continued = last.state == fscan.HEADER_OK
+            else:
+                from ..format.segment import ENTRIES_PER_SEGMENT
+
+                continued = last.records < ENTRIES_PER_SEGMENT  # a reopened writer fills a non-full segment
+                self._in_last = last.records
             if not continued:
                 index += 1
         else:
-            last_seq, index, continued = 0, 0, False
+            last_seq, continued = 0, False
+            index = 0 if self.format == FORMAT_V2 else 1
         next_seq = max(last_seq, self._checkpoint_hwm()) + 1
-        return OpenReport(d, next_seq, f"wal-{index:06d}.bin", continued, cut)
+        if self.format == FORMAT_V2:
+            return OpenReport(d, next_seq, f"wal-{index:06d}.bin", continued, cut)
+        return OpenReport(d, next_seq, f"wal_{index:08d}.log", continued, cut)
 
     def _checkpoint_hwm(self) -> int:
         """A Spector checkpoint.meta beside the chunks: never hand out a sequence at or below its HWM, even

@@ -40,7 +40,14 @@ class ChunkAppender:
     def __init__(self, directory: str, *, next_sequence: int, chunk_index: int, chunk_exists: bool,
                  fs=DEFAULT_FS, sync: str = SYNC_BATCH, batch_records: int = 100, batch_ms: int = 1000,
                  max_chunk_bytes: int = 8 << 20, compress_threshold: int | None = None,
-                 clock_ms=None):
+                 clock_ms=None, naming=chunk_name, file_header: bytes | None = None,
+                 max_records_per_file: int | None = None, records_in_file: int = 0):
+        """naming/file_header/max_records_per_file describe the layout: V2 chunks by default; ADR-003
+        segments pass segment_name, no header, and 10,000 entries per file."""
+        self.naming = naming
+        self.file_header = encode_file_header() if file_header is None else file_header
+        self.max_records_per_file = max_records_per_file
+        self._in_file = records_in_file
         if sync not in SYNC_POLICIES:
             raise ValueError(f"sync policy must be one of {', '.join(SYNC_POLICIES)}")
         self.directory = directory
@@ -117,6 +124,33 @@ class ChunkAppender:
             time.sleep(0)
         return seq
 
+    def append_encoded(self, encode) -> int:
+        """Appends `encode(sequence)` under the lock that assigns the sequence (formats other than V2)."""
+        with self._lock:
+            self._check()
+            seq = self.next_sequence
+            frame = encode(seq)
+            self.next_sequence = seq + 1
+            self._size += len(frame)
+            self._in_file += 1
+            if self._always:
+                self._write(frame)
+                self.durable_sequence = seq
+            else:
+                self._buf += frame
+                if self._batch:
+                    self._pending += 1
+                    if self._pending == 1:
+                        self._pending_since = time.monotonic()
+                    elif self._pending >= self.batch_records:
+                        self._hand_off_locked()
+                elif len(self._buf) >= WRITE_BUFFER_BYTES:
+                    self._drain()
+            if self._size >= self.max_chunk_bytes or (
+                    self.max_records_per_file is not None and self._in_file >= self.max_records_per_file):
+                self._roll_locked()
+            return seq
+
     def append_raw(self, record: bytes, sequence: int) -> int:
         """Copies an already-encoded record verbatim (salvage keeps the original bytes and CRCs). The
         sequence may jump forward (salvaged WALs keep their gaps); it may never go back."""
@@ -175,13 +209,13 @@ class ChunkAppender:
 
     @property
     def active_chunk(self) -> str:
-        return chunk_name(self._index)
+        return self.naming(self._index)
 
     # ---- internals (callers hold self._lock) ----
 
     @property
     def _path(self) -> str:
-        return os.path.join(self.directory, chunk_name(self._index))
+        return os.path.join(self.directory, self.naming(self._index))
 
     def _check(self) -> None:
         if self._failed is not None:
@@ -204,10 +238,12 @@ class ChunkAppender:
                 self._dsync_fd = self.fs.open_append(path, dsync=True)
             return
         self._fd = self.fs.open_append(path, create=True, exclusive=True, dsync=self._always)
-        header = encode_file_header()
-        self.fs.write(self._fd, header, path)
+        header = self.file_header
+        if header:
+            self.fs.write(self._fd, header, path)
         self._size = len(header)
-        self.chunks_created.append(chunk_name(self._index))
+        self._in_file = 0
+        self.chunks_created.append(self.naming(self._index))
         if self.sync != SYNC_NONE:
             # The new name must survive a crash before any record in it is acknowledged.
             self.fs.fsync(self._fd, path)

@@ -1,0 +1,247 @@
+"""recover: the newest checkpoint that fully verifies, plus replay of the log after its wal_sequence.
+
+Rules (docs/format.md, "Recovery"): candidates in latest order, failures listed as fallbacks; the first
+replayed entry must be W + 1 (a gap is an error unless the operator allows stopping at W); a gap or
+corruption among the replayed entries is an error with no partial state; findings wholly at or below W
+are warnings; a torn tail is ignored and counted. With no valid checkpoint a log contiguous from 1 is
+replayed onto the empty state, no log at all is a fresh start, anything else is its own outcome.
+"""
+from __future__ import annotations
+
+import importlib
+import time
+from typing import Callable, NamedTuple
+
+from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, NotClean, UsageError
+from ..format.checkpoint import DEFAULT_MAX_STATE_BYTES, empty_state
+from ..format.segment import OPERATION_ALIASES
+from ..format.v2 import type_name
+from ..store.fs import DEFAULT_FS
+from .checkpoint import latest
+from .findings import Finding
+from .verify import KIND_CHUNK, KIND_DIR, KIND_SEGMENT, KIND_SEGMENTS, PathReport, detect_kind
+
+OUTCOME_CHECKPOINT = "checkpoint+replay"
+OUTCOME_FROM_EMPTY = "replayed-from-empty"
+OUTCOME_FRESH = "fresh-start"
+OUTCOME_EMPTY_LOG_NOT_FROM_1 = "empty-state:no-checkpoint-and-log-not-from-1"
+OUTCOME_STOPPED_AT_CHECKPOINT = "checkpoint-only:gap-after-it-allowed"
+
+
+# ---- reducers ------------------------------------------------------------------------------------
+
+class Skip(Exception):
+    """A reducer raises Skip(reason) for an entry it does not apply (counted, with a warning)."""
+
+
+def reduce_adr003(state: dict, entry: dict) -> dict:
+    op = OPERATION_ALIASES.get(entry.get("operation"), entry.get("operation"))
+    data = entry["data"] if "data" in entry else entry.get("params")
+    if op == "memory_add":
+        state.setdefault("memory_blocks", []).append(
+            {"content": data.get("content") if isinstance(data, dict) else None,
+             "sequence": entry["sequence"], "timestamp": entry.get("timestamp")})
+    elif op == "tool_register":
+        tool = data.get("tool") if isinstance(data, dict) else None
+        if not isinstance(tool, dict) or "name" not in tool:
+            raise Skip("tool_register without tool.name")
+        state.setdefault("tool_registry", {})[tool["name"]] = tool
+    elif op == "state_update":
+        new = data.get("new_state") if isinstance(data, dict) else None
+        if not isinstance(new, dict):
+            raise Skip("state_update without a new_state map")
+        state.setdefault("agent_state", {}).update(new)  # a null value is stored, not deleted
+    else:
+        raise Skip(f"unknown operation {entry.get('operation')!r}")
+    return state
+
+
+def reduce_spector(state: dict, event: dict) -> dict:
+    """Spector's replayer: REMEMBER puts id -> payload, FORGET removes, REINFORCE sets the valence to the
+    signed payload byte."""
+    mems = state.setdefault("memories", {})
+    valence = state.setdefault("valence", {})
+    kind, mid, payload = event["type"], event["memory_id"], event["payload"]
+    if kind == "REMEMBER":
+        mems[mid] = payload
+    elif kind == "FORGET":
+        mems.pop(mid, None)
+        valence.pop(mid, None)
+    elif kind == "REINFORCE":
+        if not payload:
+            raise Skip("REINFORCE without a valence byte")
+        valence[mid] = payload[0] - 256 if payload[0] > 127 else payload[0]
+    else:
+        raise Skip(f"event type {kind} does not change this state")
+    return state
+
+
+REDUCERS = {"adr003": reduce_adr003, "spector": reduce_spector}
+
+
+def load_reducer(spec: str) -> Callable[[dict, dict], dict]:
+    if spec in REDUCERS:
+        return REDUCERS[spec]
+    if ":" not in spec:
+        raise UsageError(f"reducer {spec!r}: use adr003, spector, or module:function")
+    module, _, func = spec.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError) as e:
+        raise UsageError(f"reducer {spec!r} cannot be loaded: {e}") from None
+    if not callable(fn):
+        raise UsageError(f"reducer {spec!r} is not callable")
+    return fn
+
+
+def empty_for(reducer: str) -> dict:
+    return {"memories": {}, "valence": {}, "wal_sequence": 0} if reducer == "spector" else empty_state()
+
+
+# ---- the log ------------------------------------------------------------------------------------
+
+def read_log(log: str, after: int, fs=DEFAULT_FS) -> tuple[list[dict], PathReport, int, str]:
+    """(entries with sequence > after, in order; the log's report; duplicates skipped; kind)."""
+    kind = detect_kind(log, fs)
+    out: list[dict] = []
+    if kind in (KIND_SEGMENTS, KIND_SEGMENT):
+        from .segments import SegmentWalk
+
+        walk = SegmentWalk(log, fs)
+        for _, e in walk:
+            if e.sequence > after:
+                out.append(e.value)
+        return out, walk.report, walk.duplicates, kind
+    if kind in (KIND_DIR, KIND_CHUNK):
+        from .records import Record, RecordWalk
+
+        rwalk = RecordWalk(log, fs=fs)
+        for r in rwalk:
+            if isinstance(r, Record) and r.sequence > after:
+                out.append({"sequence": r.sequence, "type": type_name(r.type_ordinal) or r.type_ordinal,
+                            "type_ordinal": r.type_ordinal, "memory_id": r.memory_id_text,
+                            "timestamp_ms": r.timestamp_ms, "payload": r.payload})
+        return out, rwalk.report, 0, kind
+    raise UsageError(f"{log} is not a log (Spector V2 chunks or ADR-003 segments)")
+
+
+def _position(f: Finding) -> int | None:
+    """The first sequence a finding affects, when it can be told."""
+    x = f.extra
+    if x.get("lost_sequence_range"):
+        return x["lost_sequence_range"][0]
+    if f.sequence_range:
+        return f.sequence_range[0]
+    if x.get("last_good_sequence") is not None:
+        return x["last_good_sequence"] + 1
+    return None
+
+
+# ---- recovery -----------------------------------------------------------------------------------
+
+class RecoverReport(NamedTuple):
+    state: dict
+    outcome: str
+    exit_code: int
+    checkpoint: dict | None
+    fallbacks: tuple[dict, ...]
+    rejected: tuple[dict, ...]
+    entries_replayed: int
+    skipped: tuple[dict, ...]  # entries the reducer did not apply, with why
+    duplicates: int
+    torn_bytes_ignored: int
+    final_sequence: int
+    warnings: tuple[str, ...]
+    seconds: dict
+
+    def to_json(self) -> dict:
+        d = self._asdict()
+        d.pop("state")
+        d["skipped_count"] = len(self.skipped)
+        d["skipped"] = list(self.skipped[:100])
+        return d
+
+
+def recover(checkpoints: str | None, log: str | None, *, reducer: str = "adr003", allow_gap: bool = False,
+            max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, fs=DEFAULT_FS) -> RecoverReport:
+    t0 = time.perf_counter()
+    fold = load_reducer(reducer)
+    found = latest(checkpoints, max_state_bytes=max_state_bytes, fs=fs) if checkpoints else None
+    t1 = time.perf_counter()
+    fallbacks = tuple({"file": r.file, "step": r.checked.failure.step, "reason": r.checked.failure.reason}
+                      for r in (found.fallbacks if found else ()))
+    rejected = tuple({"file": r.file, "step": r.checked.failure.step, "reason": r.checked.failure.reason}
+                     for r in (found.rejected if found else ()))
+    base = found.report if found else None
+    warnings: list[str] = [f"checkpoint {f['file']} passed over: step {f['step']}: {f['reason']}" for f in fallbacks]
+    if base is not None:
+        state, w = base.checked.state, base.header.wal_sequence
+        used = {"file": base.file, "checkpoint_id": base.header.id_text, "wal_sequence": w,
+                "timestamp": base.header.timestamp}
+    else:
+        state, w, used = empty_for(reducer), 0, None
+    if log is None or not fs.exists(log):
+        outcome = OUTCOME_CHECKPOINT if base else OUTCOME_FRESH
+        if base is None and (fallbacks or rejected):
+            raise NotClean("no checkpoint verifies and there is no log to replay", checkpoints, code=EXIT_CORRUPT)
+        return RecoverReport(state, outcome, EXIT_OK, used, fallbacks, rejected, 0, (), 0, 0, w, tuple(warnings),
+                             _secs(t0, t1, time.perf_counter()))
+    entries, report, dups, _ = read_log(log, w, fs)
+    torn = 0
+    for f in report.findings:
+        if f.exit_code == EXIT_TORN:
+            torn += (f.end_offset or 0) - (f.offset or 0)
+            continue
+        if f.exit_code == EXIT_OK:
+            continue
+        pos = _position(f)
+        if pos is not None and pos <= w:
+            warnings.append(f"at or below the checkpoint's sequence {w}: {f.cls}: {f.one_line()}")
+            continue
+        raise NotClean(f"the log is damaged after sequence {w}, nothing was recovered: {f.cls}: {f.one_line()}",
+                       log, code=f.exit_code)
+    if base is None:
+        if entries and entries[0]["sequence"] != 1:
+            code = EXIT_CORRUPT if (fallbacks or rejected) else EXIT_SEQUENCE
+            warnings.append(f"no valid checkpoint, and the log starts at sequence {entries[0]['sequence']}, not 1: "
+                            "nothing can be replayed onto the empty state")
+            return RecoverReport(state, OUTCOME_EMPTY_LOG_NOT_FROM_1, code, None, fallbacks, rejected, 0, (), dups,
+                                 torn, 0, tuple(warnings), _secs(t0, t1, time.perf_counter()))
+        outcome = OUTCOME_FROM_EMPTY if entries else OUTCOME_FRESH
+    else:
+        outcome = OUTCOME_CHECKPOINT
+        if entries and entries[0]["sequence"] != w + 1:
+            gap = (w + 1, entries[0]["sequence"] - 1)
+            if not allow_gap:
+                raise NotClean(f"sequence gap after the checkpoint: {gap[0]}..{gap[1]} missing (use --allow-gap to "
+                               f"stop at the checkpoint's sequence {w})", log, code=EXIT_SEQUENCE)
+            warnings.append(f"sequences {gap[0]}..{gap[1]} are missing after the checkpoint: stopped at {w}")
+            entries = []
+            outcome = OUTCOME_STOPPED_AT_CHECKPOINT
+        if not entries and report.last_sequence is not None and report.last_sequence < w:
+            warnings.append(f"the log ends at sequence {report.last_sequence}, below the checkpoint's {w}")
+    skipped = []
+    final = w
+    for e in entries:
+        try:
+            result = fold(state, e)
+            state = state if result is None else result
+        except Skip as why:
+            skipped.append({"sequence": e["sequence"], "reason": str(why)})
+        final = e["sequence"]
+    state["wal_sequence"] = final
+    if skipped:
+        warnings.append(f"{len(skipped)} entries were not applied by the reducer (see skipped)")
+    t2 = time.perf_counter()
+    return RecoverReport(state, outcome, EXIT_OK, used, fallbacks, rejected, len(entries) - len(skipped),
+                         tuple(skipped), dups, torn, final, tuple(warnings), _secs(t0, t1, t2))
+
+
+def _secs(t0, t1, t2) -> dict:
+    return {"checkpoint": round(t1 - t0, 6), "replay": round(t2 - t1, 6), "total": round(t2 - t0, 6)}
+
+
+def fold_log(log: str, *, reducer: str = "adr003", fs=DEFAULT_FS) -> RecoverReport:
+    """The state from replaying a whole log onto the empty state (checkpoint create --log)."""
+    return recover(None, log, reducer=reducer, fs=fs)
+

@@ -74,7 +74,7 @@ def test_multiple_paths_exit_with_precedence(cli, tmp_path):
 @pytest.mark.parametrize("args", [
     ["verify", "--bogus", "x"],
     ["verify", "--jobs", "-1", "x"],
-    ["inspect", "x", "--type", "NOPE"],
+    ["inspect", case_dir("basic"), "--type", "NOPE"],
     ["inspect", "x", "--since", "yesterday"],
     ["inspect", "x", "--payload", "klingon"],
     ["nosuchcommand"],

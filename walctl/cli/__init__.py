@@ -36,6 +36,8 @@ COMMANDS = {
     "salvage": ("salvage_cmd", "salvage", "command"),
     "compact": ("compact_cmd", "compact", "command"),
     "quarantine": ("quarantine_cmd", "app", "group"),
+    "checkpoint": ("checkpoint_cmd", "app", "group"),
+    "recover": ("recover_cmd", "recover", "command"),
 }
 
 _debug = {"on": bool(os.environ.get("WALCTL_DEBUG"))}

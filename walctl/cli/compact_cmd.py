@@ -8,7 +8,8 @@ from .render import emit, json_document, seq_range
 
 HELP = """Delete (or --archive-to DIR move) closed chunks whose records a checkpoint covers. Dry run unless --apply.
 
-The high-water mark comes from --before N (every sequence <= N is covered) or a Spector checkpoint.meta.
+The high-water mark comes from --before N (every sequence <= N is covered), a Spector checkpoint.meta, or
+a checkpoint directory (--checkpoints: the wal_sequence of the oldest valid checkpoint kept for fallback).
 A chunk's last sequence is read from the first record header of the next chunk, so old chunks are not
 scanned. Never removes the last chunk, a foreign, unsupported or damaged chunk, or anything past a gap.
 Every removal is recorded in .quarantine/MANIFEST.jsonl with its sha256.
@@ -20,14 +21,16 @@ def compact(
     directory: str = typer.Argument(..., help="The WAL directory."),
     before: Optional[int] = typer.Option(None, "--before", help="The HWM: sequences <= N are covered."),
     checkpoint_meta: Optional[str] = typer.Option(None, "--checkpoint-meta", help="Take the HWM from this file."),
+    checkpoints: Optional[str] = typer.Option(None, "--checkpoints",
+                                              help="Take the HWM from the oldest valid checkpoint in this directory."),
     archive_to: Optional[str] = typer.Option(None, "--archive-to", help="Move chunks here instead of deleting."),
     apply: bool = typer.Option(False, "--apply", help="Remove the chunks (default: print the plan only)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.compact/1) on stdout."),
 ) -> int:
     from ..ops.compact import compact as run_compact
 
-    rep = run_compact(directory, before=before, checkpoint_meta=checkpoint_meta, archive_to=archive_to,
-                      apply=apply)
+    rep = run_compact(directory, before=before, checkpoint_meta=checkpoint_meta, checkpoints=checkpoints,
+                      archive_to=archive_to, apply=apply)
     if json_out:
         emit(json_document("walctl.compact/1", rep.to_json()))
         raise typer.Exit(rep.exit_code)

@@ -57,19 +57,28 @@ def inspect(
 ) -> int:
     from ..format.v2 import parse_type
     from ..ops.records import RecordFilter, RecordWalk
+    from ..ops.verify import KIND_CHECKPOINT, KIND_SEGMENT, KIND_SEGMENTS, detect_kind
 
     if payload not in PAYLOAD_MODES + ("none",):
         raise UsageError(f"--payload must be one of {', '.join(PAYLOAD_MODES)}, none (got {payload!r})")
+    since_ms, until_ms = _parse_time(since, "--since"), _parse_time(until, "--until")
     if around_offset is not None:
         if os.path.isdir(path):
             raise UsageError("--around needs a chunk file, not a directory")
         return _render_around(path, around_offset, context)
+    kind = detect_kind(path)
+    if kind in (KIND_SEGMENTS, KIND_SEGMENT):
+        return _inspect_segments(path, jsonl, from_seq, to_seq, types, limit)
+    if kind == KIND_CHECKPOINT:
+        from .checkpoint_cmd import inspect as inspect_checkpoint
+
+        return inspect_checkpoint(path=path, json_out=jsonl)
     try:
         type_set = frozenset(parse_type(t) for t in types) if types else None
     except ValueError as e:
         raise UsageError(f"--type: {e}") from None
     flt = RecordFilter(from_seq, to_seq, type_set, memory_id.encode("utf-8") if memory_id is not None else None,
-                       _parse_time(since, "--since"), _parse_time(until, "--until"), limit)
+                       since_ms, until_ms, limit)
     walk = RecordWalk(path, flt, keep_raw=hexdump)
     if jsonl:
         _render_jsonl(walk, payload)
@@ -185,3 +194,43 @@ def _render_around(path: str, offset: int, context: int) -> int:
     for line in view.lines:
         emit(line)
     return 0
+
+
+def _inspect_segments(path, jsonl, from_seq, to_seq, operations, limit) -> int:
+    """ADR-003 entries: one JSON object per entry with --jsonl, else a table; --type filters operations."""
+    import json
+
+    from ..ops.segments import SegmentWalk, entry_json
+
+    ops = set(operations or ())
+    walk = SegmentWalk(path)
+    shown = 0
+    rows = []
+    for name, e in walk:
+        if (from_seq is not None and e.sequence < from_seq) or (to_seq is not None and e.sequence > to_seq):
+            continue
+        if ops and e.operation not in ops and e.value.get("operation") not in ops:
+            continue
+        obj = entry_json(name, e)
+        if jsonl:
+            sys.stdout.write(json.dumps(obj, ensure_ascii=False, sort_keys=True) + "\n")
+        else:
+            data = json.dumps(obj["data"], ensure_ascii=False, sort_keys=True)
+            rows.append([obj["sequence"], obj["operation"], obj["timestamp"], obj["encoding"], f"{name}@{e.offset}",
+                         data if len(data) <= 100 else data[:97] + "..."])
+        shown += 1
+        if limit is not None and shown >= limit:
+            break
+    if rows:
+        from .render import plain_table
+
+        for line in plain_table(["seq", "operation", "timestamp", "enc", "at", "data"], rows, indent=""):
+            emit(line)
+    rep = walk.report
+    if rep is None:  # stopped by --limit
+        return 0
+    for f in rep.findings:
+        if f.exit_code:
+            warn_line(f"{rep.path}: {f.cls}: {f.one_line()}")
+    sys.stderr.write(f"walctl: {shown} entries shown; {rep.path} is {rep.verdict} (exit {rep.exit_code})\n")
+    raise typer.Exit(rep.exit_code)

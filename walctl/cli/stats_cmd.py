@@ -16,7 +16,10 @@ def stats(
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.stats/1) on stdout."),
 ) -> int:
     from ..ops.stats import collect_stats
+    from ..ops.verify import KIND_SEGMENT, KIND_SEGMENTS, detect_kind
 
+    if detect_kind(path) in (KIND_SEGMENTS, KIND_SEGMENT):
+        return _segment_stats(path, json_out)
     st = collect_stats(path)
     if json_out:
         emit(json_document("walctl.stats/1", st.to_json()))
@@ -60,3 +63,24 @@ def _render(st) -> None:
                        format_timestamp_ms(cs.first_timestamp_ms) if cs else "-",
                        format_timestamp_ms(cs.last_timestamp_ms) if cs else "-", str(c.damaged_bytes), c.verdict)
     console.print(chunks)
+
+
+def _segment_stats(path: str, json_out: bool) -> int:
+    from ..ops.stats import segment_stats
+
+    st = segment_stats(path)
+    if json_out:
+        emit(json_document("walctl.stats/1", st))
+        raise typer.Exit(st["exit_code"])
+    emit(f"{path}: {st['verdict']} (exit {st['exit_code']}); {st['entries']} entries in {len(st['segments'])} segments, "
+         f"{st['bytes']} bytes; sequences {seq_range(*(st['sequence_range'] or (None, None)))}")
+    from .render import plain_table
+
+    for line in plain_table(["operation", "entries", "frame bytes", "json", "msgpack"],
+                            [[o["operation"], o["entries"], o["bytes"], o["json"], o["msgpack"]] for o in st["operations"]]):
+        emit(line)
+    for line in plain_table(["segment", "bytes", "entries", "sequences", "verdict"],
+                            [[c["file"], c["size"], c["entries"], seq_range(c["first_sequence"], c["last_sequence"]),
+                              c["verdict"]] for c in st["segments"]]):
+        emit(line)
+    raise typer.Exit(st["exit_code"])

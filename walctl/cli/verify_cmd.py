@@ -17,6 +17,8 @@ finding (order 6, 3, 4, 5, 1): 0 clean, 1 torn tail only, 3 corruption, 4 sequen
 
 Example: walctl verify /var/lib/agent/wal --json | jq .exit_code"""
 
+_UNITS = {"adr003-segments": ("segment", "entries"), "adr003-segment": ("segment", "entries"),
+          "checkpoint-dir": ("checkpoint", "valid"), "checkpoint": ("checkpoint", "valid")}
 _SEVERITY_COLOR = {"error": "red", "torn": "yellow", "warning": "yellow", "note": "dim"}
 _VERDICT_COLOR = {"clean": "green", "torn": "yellow"}
 
@@ -61,7 +63,8 @@ def render_human(report: VerifyReport, verbose: bool) -> None:
     for p in report.paths:
         head = f"{p.path}: {paint(p.verdict.upper(), _VERDICT_COLOR.get(p.verdict, 'red'))} (exit {p.exit_code})"
         if p.chunks:
-            head += (f": {len(p.chunks)} chunk{'s' if len(p.chunks) != 1 else ''}, {p.records} records, "
+            unit = _UNITS.get(p.kind, ("chunk", "records"))
+            head += (f": {len(p.chunks)} {unit[0]}{'s' if len(p.chunks) != 1 else ''}, {p.records} {unit[1]}, "
                      f"seq {seq_range(p.first_sequence, p.last_sequence)}, {p.damaged_bytes} damaged bytes")
         emit(head)
         if p.live_writer:
@@ -70,7 +73,8 @@ def render_human(report: VerifyReport, verbose: bool) -> None:
         if shown:
             rows = [[c.file, c.size, c.records, seq_range(c.first_sequence, c.last_sequence), c.damaged_bytes,
                      c.verdict] for c in shown]
-            for line in plain_table(["chunk", "bytes", "records", "sequences", "damaged", "verdict"], rows):
+            unit = _UNITS.get(p.kind, ("chunk", "records"))
+            for line in plain_table([unit[0], "bytes", unit[1], "sequences", "damaged", "verdict"], rows):
                 emit(line)
         for f in p.findings:
             label = f"{f.severity:<7} {f.cls}"

@@ -16,6 +16,9 @@ Events come from --type/--id/--payload, or as JSON lines on standard input:
 sequence; a directory with corruption, a gap or an unsupported chunk is refused with its exit code. A
 second writer is refused (exit 6). Prints the last durable sequence.
 
+With --format segments it writes ADR-003 entry segments (wal_NNNNNNNN.log) instead: JSON lines
+{"operation": "memory_add", "data": {...}, "timestamp": 1795300000?}; walctl assigns sequence and checksum.
+
 Example: printf '{"type":"REMEMBER","id":"m1","payload":"hi"}\\n' | walctl write /var/lib/agent/wal --sync always"""
 
 
@@ -35,15 +38,23 @@ def write(
     payload_hex: Optional[str] = typer.Option(None, "--payload-hex", help="One event: payload as hex."),
     payload_b64: Optional[str] = typer.Option(None, "--payload-b64", help="One event: payload as base64."),
     timestamp_ms: Optional[int] = typer.Option(None, "--timestamp-ms", help="One event: its time (default now)."),
+    fmt: str = typer.Option("v2", "--format", help="v2 (Spector chunks) or segments (ADR-003 entries)."),
+    encoding: str = typer.Option("msgpack", "--encoding", help="segments: msgpack (default) or json bodies."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.write/1) on stdout."),
 ) -> int:
     import json
 
-    from ..ops.write import WalWriter, parse_event
+    from ..ops.write import WalWriter, parse_entry_line, parse_event
     from ..store.appender import SYNC_POLICIES
 
     if sync not in SYNC_POLICIES:
         raise UsageError(f"--sync must be one of {', '.join(SYNC_POLICIES)} (got {sync!r})")
+    if fmt not in ("v2", "segments") or encoding not in ("msgpack", "json"):
+        raise UsageError("--format is v2 or segments; --encoding is msgpack or json")
+    if fmt == "segments":
+        if type_ is not None:
+            raise UsageError("--type/--id/--payload describe a V2 event; segments read entries from standard input")
+        parse_event = parse_entry_line
     if type_ is not None:
         one = {"type": int(type_) if type_.isdigit() else type_, "id": memory_id}
         for key, value in (("payload", payload), ("payload_hex", payload_hex), ("payload_b64", payload_b64)):
@@ -63,13 +74,14 @@ def write(
     error, first = None, None
     with WalWriter(directory, sync=sync, batch_records=batch_records, batch_ms=batch_ms,
                    max_chunk_bytes=max_chunk_bytes, compress_threshold=compress_threshold,
-                   max_drop_bytes=max_drop_bytes) as w:
+                   max_drop_bytes=max_drop_bytes, format=fmt, encoding=encoding) as w:
         source = events if events is not None else _stdin_events(parse_event, json)
+        put = w.append_entry if fmt == "segments" else w.append
         for line_no, item in source:
             if isinstance(item, str):
                 error = f"stdin line {line_no}: {item}; the records before it were written"
                 break
-            seq = w.append(*item)
+            seq = put(*item)
             first = seq if first is None else first
     code = 2 if error else 0
     report = {"directory": directory, "records": w.records_written, "first_sequence": first,

@@ -63,9 +63,14 @@ class CompactReport(NamedTuple):
                 "manifest": list(self.evidence), "exit_code": self.exit_code}
 
 
-def read_hwm(before: int | None, checkpoint_meta: str | None, fs=DEFAULT_FS) -> tuple[int, str]:
-    if (before is None) == (checkpoint_meta is None):
-        raise UsageError("give exactly one high-water mark: --before N or --checkpoint-meta PATH")
+def read_hwm(before: int | None, checkpoint_meta: str | None, fs=DEFAULT_FS,
+             checkpoints: str | None = None) -> tuple[int, str]:
+    if sum(x is not None for x in (before, checkpoint_meta, checkpoints)) != 1:
+        raise UsageError("give exactly one high-water mark: --before N, --checkpoint-meta PATH or --checkpoints DIR")
+    if checkpoints is not None:
+        from .checkpoint import horizon
+
+        return horizon(checkpoints, fs)
     if before is not None:
         if before < 0:
             raise UsageError("--before must be >= 0")
@@ -132,10 +137,11 @@ def plan(directory: str, hwm: int, fs=DEFAULT_FS) -> tuple[list[Removal], str | 
 
 
 def compact(directory: str, *, before: int | None = None, checkpoint_meta: str | None = None,
-            archive_to: str | None = None, apply: bool = False, fs=DEFAULT_FS) -> CompactReport:
+            checkpoints: str | None = None, archive_to: str | None = None, apply: bool = False,
+            fs=DEFAULT_FS) -> CompactReport:
     if fs.stat(directory).kind != "dir":
         raise UsageError("compact works on a chunk directory", directory)
-    hwm, source = read_hwm(before, checkpoint_meta, fs)
+    hwm, source = read_hwm(before, checkpoint_meta, fs, checkpoints)
     if archive_to and os.path.abspath(archive_to) == os.path.abspath(directory):
         raise UsageError("--archive-to must be another directory", archive_to)
     if not apply:

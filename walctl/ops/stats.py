@@ -126,3 +126,31 @@ def collect_stats(path: str, fs=DEFAULT_FS) -> Stats:
             stats.add(item)
     stats.report = walk.report
     return stats
+
+
+def segment_stats(path: str, fs=DEFAULT_FS) -> dict:
+    """Counts of an ADR-003 segment directory: per operation, per segment, sequence and time ranges."""
+    from .segments import SegmentWalk
+
+    walk = SegmentWalk(path, fs)
+    ops: dict = {}
+    seqs, times = [], []
+    for _, e in walk:
+        o = ops.setdefault(e.operation, {"operation": e.operation, "entries": 0, "bytes": 0, "json": 0, "msgpack": 0})
+        o["entries"] += 1
+        o["bytes"] += e.size
+        o[e.encoding] += 1
+        seqs.append(e.sequence)
+        ts = e.value.get("timestamp")
+        if isinstance(ts, (int, float)):
+            times.append(ts)
+    rep = walk.report
+    return {"path": path, "kind": rep.kind, "verdict": rep.verdict, "exit_code": rep.exit_code,
+            "entries": len(seqs), "bytes": sum(c.size for c in rep.chunks),
+            "sequence_range": [min(seqs), max(seqs)] if seqs else None,
+            "timestamp_range": [min(times), max(times)] if times else None,
+            "duplicates_skipped": walk.duplicates,
+            "operations": sorted(ops.values(), key=lambda o: o["operation"]),
+            "segments": [{"file": c.file, "size": c.size, "entries": c.records, "first_sequence": c.first_sequence,
+                          "last_sequence": c.last_sequence, "verdict": c.verdict, "damaged_bytes": c.damaged_bytes}
+                         for c in rep.chunks]}

@@ -236,3 +236,22 @@ def parse_event(obj) -> tuple[int, bytes, bytes, int | None]:
     if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int) or not -(1 << 63) <= ts < (1 << 63)):
         raise ValueError("\"timestamp_ms\" is an integer (epoch milliseconds)")
     return ordinal, mid.encode("utf-8"), payload, ts
+
+
+def parse_entry_line(obj) -> tuple[str, object, float | None]:
+    """One JSON-lines ADR-003 entry -> (operation, data, timestamp or None). Shape: {"operation": str,
+    "data": any (or "params"), "timestamp": number?}; sequence and checksum are the writer's."""
+    if not isinstance(obj, dict):
+        raise ValueError("an entry is a JSON object")
+    unknown = set(obj) - {"operation", "data", "params", "timestamp"}
+    if unknown:
+        raise ValueError(f"unknown key(s): {', '.join(sorted(unknown))} (sequence and checksum are assigned)")
+    op = obj.get("operation")
+    if not isinstance(op, str) or not op:
+        raise ValueError("missing \"operation\" (memory_add, tool_register, state_update, ...)")
+    if "data" in obj and "params" in obj:
+        raise ValueError("give data or params, not both")
+    ts = obj.get("timestamp")
+    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, (int, float))):
+        raise ValueError("\"timestamp\" is a number (Unix seconds)")
+    return op, obj.get("data", obj.get("params", {})), ts

@@ -1,0 +1,186 @@
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from ..errors import UsageError
+from .render import emit, json_document, plain_table
+
+app = typer.Typer(help="""O_CKPT_V2 checkpoints: create, verify, inspect, list, prune, restore.
+
+A checkpoint is <uuid>.ckpt: a 256-byte header (both SHA-256s, sizes, wal_sequence) and one zstd frame of
+canonical msgpack state. "Latest" is by (wal_sequence, timestamp, id), never by name or mtime.
+
+Example: walctl checkpoint list /var/lib/agent/checkpoints""", no_args_is_help=True)
+
+
+def _load_state(path: str):
+    import json
+
+    from ..format.canonical import unpackb
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise UsageError(f"cannot read the state file: {e.strerror}", path) from None
+    try:
+        state = json.loads(data) if data.lstrip()[:1] == b"{" else unpackb(data)
+    except ValueError as e:
+        raise UsageError(f"the state file is neither a JSON object nor one msgpack map: {e}", path) from None
+    if not isinstance(state, dict):
+        raise UsageError("the state is not a map", path)
+    return state
+
+
+@app.command("create", help="""Write a new checkpoint into DIR, durably: from a state file (JSON or msgpack) with
+--wal-seq, or by folding a log with a reducer (--log). Make the log durable up to the sequence first.
+
+Example: walctl checkpoint create ckpts/ --state state.json --wal-seq 1200""")
+def create(directory: str = typer.Argument(..., help="The checkpoint directory (created if missing)."),
+           state: Optional[str] = typer.Option(None, "--state", help="A JSON or msgpack state file."),
+           wal_seq: Optional[int] = typer.Option(None, "--wal-seq", min=0, help="The last log sequence the state holds."),
+           log: Optional[str] = typer.Option(None, "--log", help="Fold this log from empty instead of --state."),
+           reducer: str = typer.Option("adr003", "--reducer", help="adr003, spector, or module:function (with --log)."),
+           level: int = typer.Option(9, "--level", min=1, max=22, help="zstd level."),
+           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-create/1).")):
+    from ..ops.checkpoint import create as run_create
+
+    if (state is None) == (log is None):
+        raise UsageError("give --state FILE --wal-seq N, or --log DIR")
+    if state is not None:
+        if wal_seq is None:
+            raise UsageError("--state needs --wal-seq N (the last log sequence the state reflects)")
+        st, seq = _load_state(state), wal_seq
+    else:
+        from ..ops.recover import fold_log
+
+        rep = fold_log(log, reducer=reducer)
+        st, seq = rep.state, rep.final_sequence
+    made = run_create(directory, st, seq, level=level)
+    if json_out:
+        emit(json_document("walctl.checkpoint-create/1", made.to_json()))
+    else:
+        emit(f"created {made.path}: wal_sequence {made.wal_sequence}, {made.uncompressed_size} -> "
+             f"{made.compressed_size} bytes ({made.uncompressed_size / made.compressed_size:.2f}x) in {made.seconds:.3f} s")
+    raise typer.Exit(0)
+
+
+@app.command("verify", help="""Check checkpoint files (or every *.ckpt of a directory) through all eleven steps.
+
+Example: walctl checkpoint verify ckpts/ --json""")
+def verify(paths: List[str] = typer.Argument(..., help="Checkpoint files or directories."),
+           strict: bool = typer.Option(False, "--strict", help="Treat anomalies as corruption."),
+           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.verify/1).")):
+    from . import verify_cmd
+
+    verify_cmd.verify(paths=paths, json_out=json_out, strict=strict, jobs=1, verbose=True, quiet=False)
+
+
+@app.command("inspect", help="""Header fields, sizes, compression ratio and the state's top-level keys.
+
+Example: walctl checkpoint inspect ckpts/3f2a...e1.ckpt""")
+def inspect(path: str = typer.Argument(..., help="A checkpoint file."),
+            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-inspect/1).")):
+    from ..ops.checkpoint import check_path, header_json
+
+    rep = check_path(path)
+    st = rep.checked.state
+    body = {"file": rep.file, "valid": rep.checked.ok, "exit_code": rep.exit_code,
+            "header": header_json(rep.header) if rep.header else None,
+            "top_level_keys": {k: _describe(v) for k, v in sorted(st.items())} if st is not None else None,
+            "findings": [f.to_json() for f in rep.findings]}
+    if json_out:
+        emit(json_document("walctl.checkpoint-inspect/1", body))
+        raise typer.Exit(rep.exit_code)
+    emit(f"{path}: {'valid' if rep.checked.ok else 'INVALID'}")
+    for k, v in (body["header"] or {}).items():
+        emit(f"  {k:<20} {v}")
+    for k, v in (body["top_level_keys"] or {}).items():
+        emit(f"  state.{k:<14} {v}")
+    for f in rep.findings:
+        emit(f"  {f.cls}: {f.reason}")
+    raise typer.Exit(rep.exit_code)
+
+
+def _describe(v) -> str:
+    if isinstance(v, dict):
+        return f"map of {len(v)}"
+    if isinstance(v, list):
+        return f"list of {len(v)}"
+    return type(v).__name__ + (f" {v}" if isinstance(v, (int, float, bool)) else "")
+
+
+@app.command("list", help="""Checkpoints newest first (latest order), each valid or why not.
+
+Example: walctl checkpoint list ckpts/""")
+def list_(directory: str = typer.Argument(..., help="The checkpoint directory."),
+          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-list/1).")):
+    from ..ops.checkpoint import list_checkpoints
+
+    lst = list_checkpoints(directory, decode=True)
+    if json_out:
+        emit(json_document("walctl.checkpoint-list/1", lst.to_json()))
+        raise typer.Exit(0)
+    rows = [[i, c.file, c.header.wal_sequence, c.header.timestamp, c.header.compressed_size,
+             "valid" if c.checked.ok else f"INVALID step {c.checked.failure.step}: {c.checked.failure.reason}"]
+            for i, c in enumerate(lst.candidates)]
+    rows += [["-", r.file, "", "", "", f"REJECTED step {r.checked.failure.step}: {r.checked.failure.reason}"]
+             for r in lst.rejected]
+    for line in plain_table(["rank", "file", "wal_sequence", "timestamp", "bytes", "status"], rows, indent=""):
+        emit(line)
+    raise typer.Exit(0)
+
+
+def _seconds(text: str) -> int:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    t = text.strip().lower()
+    try:
+        return int(t[:-1]) * units[t[-1]] if t[-1:] in units else int(t)
+    except (ValueError, KeyError):
+        raise UsageError(f"--max-age {text!r}: a number of seconds, or with s, m, h, d") from None
+
+
+@app.command("prune", help="""Delete checkpoints older than --max-age, always keeping the newest --keep valid ones
+(never the newest valid checkpoint, never an invalid one: that is evidence). Dry run unless --apply; each
+removal is recorded in .quarantine/MANIFEST.jsonl first.
+
+Example: walctl checkpoint prune ckpts/ --max-age 24h --apply""")
+def prune(directory: str = typer.Argument(..., help="The checkpoint directory."),
+          max_age: str = typer.Option("24h", "--max-age", help="Older than this (s, m, h, d) may go."),
+          keep: int = typer.Option(2, "--keep", min=1, help="Always keep this many newest valid checkpoints."),
+          apply: bool = typer.Option(False, "--apply", help="Delete (default: print the plan only)."),
+          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-prune/1).")):
+    from ..ops.checkpoint import prune as run_prune
+
+    rep = run_prune(directory, max_age_s=_seconds(max_age), keep=keep, apply=apply)
+    if json_out:
+        emit(json_document("walctl.checkpoint-prune/1", rep.to_json()))
+        raise typer.Exit(0)
+    verb = "deleted" if rep.applied else "would delete"
+    for r in rep.removals:
+        emit(f"{verb} {r.file} (wal_sequence {r.header.wal_sequence}, timestamp {r.header.timestamp})")
+    for r in rep.kept:
+        emit(f"kept {r.file} (wal_sequence {r.header.wal_sequence})")
+    for r in rep.left_alone:
+        emit(f"left alone (invalid, evidence): {r.file}")
+    if rep.removals and not rep.applied:
+        emit("dry run: nothing was changed; run again with --apply")
+    raise typer.Exit(0)
+
+
+@app.command("restore", help="""Write the state of a checkpoint (or of the latest valid one in a directory) to a
+new file as JSON or msgpack. Never overwrites.
+
+Example: walctl checkpoint restore ckpts/ --out state.json""")
+def restore(path: str = typer.Argument(..., help="A checkpoint file or directory."),
+            out: str = typer.Option(..., "--out", help="The state file to create."),
+            fmt: str = typer.Option("json", "--format", help="json or msgpack.")):
+    from ..ops.checkpoint import resolve
+    from ..ops.state_io import write_state
+
+    rep = resolve(path)
+    write_state(out, rep.checked.state, fmt)
+    emit(f"restored {rep.file} (wal_sequence {rep.header.wal_sequence}) to {out}")
+    raise typer.Exit(0)

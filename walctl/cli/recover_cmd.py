@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from .render import emit, json_document
+
+HELP = """Recover state: the newest checkpoint that fully verifies, plus replay of the log after its wal_sequence.
+
+Checkpoints that fail are passed over (listed with their reason). The first replayed entry must follow the
+checkpoint (a gap is exit 4 unless --allow-gap stops at the checkpoint); damage among the replayed entries
+is an error and no state is written; a torn tail is ignored and counted. The log is ADR-003 segments or a
+Spector V2 chunk directory. Writes the state with --out (JSON or msgpack; never overwriting).
+
+Example: walctl recover --checkpoints ckpts/ --log segments/ --out state.json --json"""
+
+
+def recover(
+    checkpoints: Optional[str] = typer.Option(None, "--checkpoints", help="The checkpoint directory."),
+    log: Optional[str] = typer.Option(None, "--log", help="The log: ADR-003 segments or V2 chunks."),
+    reducer: str = typer.Option("adr003", "--reducer", help="adr003, spector, or module:function."),
+    allow_gap: bool = typer.Option(False, "--allow-gap", help="Stop at the checkpoint when the log has a gap after it."),
+    out: Optional[str] = typer.Option(None, "--out", help="Write the recovered state to this new file."),
+    fmt: str = typer.Option("json", "--format", help="--out as json or msgpack."),
+    json_out: bool = typer.Option(False, "--json", help="The report as one JSON document (schema walctl.recover/1)."),
+) -> int:
+    from ..errors import UsageError
+    from ..ops.recover import recover as run_recover
+    from ..ops.state_io import write_state
+
+    if checkpoints is None and log is None:
+        raise UsageError("give --checkpoints DIR and/or --log DIR")
+    rep = run_recover(checkpoints, log, reducer=reducer, allow_gap=allow_gap)
+    if out is not None:
+        write_state(out, rep.state, fmt)
+    if json_out:
+        emit(json_document("walctl.recover/1", rep.to_json()))
+    else:
+        used = rep.checkpoint
+        emit(f"outcome: {rep.outcome}; final sequence {rep.final_sequence}")
+        emit(f"  checkpoint: {used['file'] + ' (wal_sequence ' + str(used['wal_sequence']) + ')' if used else 'none'}")
+        for f in rep.fallbacks:
+            emit(f"  passed over: {f['file']}: step {f['step']}: {f['reason']}")
+        for f in rep.rejected:
+            emit(f"  rejected: {f['file']}: step {f['step']}: {f['reason']}")
+        emit(f"  replayed {rep.entries_replayed} entries, skipped {len(rep.skipped)}, duplicates {rep.duplicates}, "
+             f"torn bytes ignored {rep.torn_bytes_ignored}; {rep.seconds['total'] * 1000:.1f} ms")
+        for w in rep.warnings:
+            emit(f"  warning: {w}")
+        if out:
+            emit(f"  state written to {out}")
+    raise typer.Exit(rep.exit_code)

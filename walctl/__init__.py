@@ -13,6 +13,10 @@ _API = {
     "verify_path": "ops.verify", "verify_paths": "ops.verify",
     "Record": "ops.records", "RecordFilter": "ops.records", "RecordWalk": "ops.records",
     "collect_stats": "ops.stats",
+    "WalWriter": "ops.write",
+    "repair": "ops.repair", "salvage": "ops.salvage", "compact": "ops.compact",
+    "create_checkpoint": ("ops.checkpoint", "create"), "latest_checkpoint": ("ops.checkpoint", "latest"),
+    "recover": "ops.recover", "Checkpointer": "ops.checkpointer",
 }
 
 __all__ = ["__version__", *_API]
@@ -22,7 +26,8 @@ def __getattr__(name: str):
     if name in _API:
         import importlib
 
-        return getattr(importlib.import_module(f".{_API[name]}", __name__), name)
+        module, attr = _API[name] if isinstance(_API[name], tuple) else (_API[name], name)
+        return getattr(importlib.import_module(f".{module}", __name__), attr)
     raise AttributeError(f"module 'walctl' has no attribute {name!r}")
 
 

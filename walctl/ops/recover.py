@@ -194,6 +194,8 @@ def recover(checkpoints: str | None, log: str | None, *, reducer: str = "adr003"
             continue
         if f.exit_code == EXIT_OK:
             continue
+        if f.cls == "sequence-gap" and f.sequence_range and f.sequence_range[0] <= w + 1 <= f.sequence_range[1] + 1:
+            continue  # the gap right after the checkpoint: the first-entry rule below decides (--allow-gap)
         pos = _position(f)
         if pos is not None and pos <= w:
             warnings.append(f"at or below the checkpoint's sequence {w}: {f.cls}: {f.one_line()}")

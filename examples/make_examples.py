@@ -85,6 +85,64 @@ def main(base: str) -> None:
         v1 += len(body).to_bytes(4, "big") + body
     write(base, "wal-legacy-v1", {0: bytes(v1)})
 
+    # ADR-003 entry segments (seq 1..40) and checkpoints at 10, 20 and 30, the newest with a rotten body:
+    # recovery falls back to the one at 20 and replays 21..40.
+    write_segments(base)
+    write_checkpoints(base)
+
+
+def adr_entries():
+    from walctl.format.segment import seal
+
+    out = []
+    for seq in range(1, 41):
+        if seq % 10 == 5:
+            op, data = "tool_register", {"tool": {"name": f"tool-{seq}", "description": "an example tool"}}
+        elif seq % 10 == 7:
+            op, data = "state_update", {"new_state": {"mood": ["calm", "curious"][seq % 2], "step": seq}}
+        else:
+            op, data = "memory_add", {"content": f"the agent learned fact {seq}"}
+        out.append(seal({"sequence": seq, "timestamp": 1795300000 + seq, "operation": op, "data": data}))
+    return out
+
+
+def write_segments(base: str) -> None:
+    from walctl.format.segment import encode_frame, segment_name
+
+    d = os.path.join(base, "segments")
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    os.makedirs(d)
+    entries = adr_entries()
+    for n, part in ((1, entries[:25]), (2, entries[25:])):
+        with open(os.path.join(d, segment_name(n)), "wb") as f:
+            f.write(b"".join(encode_frame(e, "json" if e["sequence"] % 4 == 0 else "msgpack") for e in part))
+
+
+CHECKPOINT_IDS = ("0a6b3c1e-0000-4000-8000-000000000010", "0a6b3c1e-0000-4000-8000-000000000020",
+                  "0a6b3c1e-0000-4000-8000-000000000030")
+
+
+def write_checkpoints(base: str) -> None:
+    from walctl.ops.checkpoint import create
+    from walctl.ops.recover import reduce_adr003
+    from walctl.format.checkpoint import empty_state
+
+    d = os.path.join(base, "checkpoints")
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    state, entries = empty_state(), adr_entries()
+    for cid, upto in zip(CHECKPOINT_IDS, (10, 20, 30)):
+        for e in entries:
+            if upto - 10 < e["sequence"] <= upto:
+                reduce_adr003(state, e)
+        made = create(d, state, upto, timestamp=1795300000 + upto, checkpoint_id=cid, threads=0)
+    with open(made.path, "r+b") as f:  # the newest rots: one bit of its body
+        f.seek(260)
+        b = f.read(1)
+        f.seek(260)
+        f.write(bytes([b[0] ^ 0x10]))
+
 
 if __name__ == "__main__":
     main(sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__)))

@@ -16,6 +16,11 @@ check wal-torn-tail 1
 check wal-midlog-corrupt 3
 check wal-sequence-gap 4
 check wal-legacy-v1 5
+check segments 0
+check checkpoints 3
+echo "== recovery: the newest checkpoint is rotten, so the one at 20 plus entries 21..40:"
+"$WALCTL" recover --checkpoints "$here/checkpoints" --log "$here/segments" || fail=1
+echo
 echo "== the records around the damage, readable past it:"
 "$WALCTL" inspect "$here/wal-midlog-corrupt" --from-seq 8 --to-seq 12 --payload none
 echo

@@ -11,12 +11,24 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
-EXPECTED = {"wal-healthy": 0, "wal-torn-tail": 1, "wal-midlog-corrupt": 3, "wal-sequence-gap": 4, "wal-legacy-v1": 5}
+EXPECTED = {"wal-healthy": 0, "wal-torn-tail": 1, "wal-midlog-corrupt": 3, "wal-sequence-gap": 4, "wal-legacy-v1": 5,
+            "segments": 0, "checkpoints": 3}
+BYTE_EXACT = [n for n in EXPECTED if n != "checkpoints"]  # zstd's bytes may differ between library versions
 
 
 def test_examples_are_exactly_what_the_generator_writes(tmp_path):
     subprocess.run([sys.executable, os.path.join(EXAMPLES, "make_examples.py"), str(tmp_path)], check=True)
-    for name in EXPECTED:
+    from walctl.ops.checkpoint import check_path
+
+    for name in ("checkpoints",):
+        ours, fresh = sorted(os.listdir(os.path.join(EXAMPLES, name))), sorted(os.listdir(tmp_path / name))
+        assert ours == fresh
+        for f in ours:
+            a, b = check_path(os.path.join(EXAMPLES, name, f)), check_path(str(tmp_path / name / f))
+            assert (a.checked.ok, a.checked.state, a.header.wal_sequence, a.header.timestamp) == \
+                (b.checked.ok, b.checked.state, b.header.wal_sequence, b.header.timestamp)
+            assert (a.checked.failure and a.checked.failure.step) == (b.checked.failure and b.checked.failure.step)
+    for name in BYTE_EXACT:
         cmp = filecmp.dircmp(os.path.join(EXAMPLES, name), tmp_path / name)
         assert cmp.left_only == cmp.right_only == [] and cmp.diff_files == [], name
         _, mismatch, errors = filecmp.cmpfiles(os.path.join(EXAMPLES, name), tmp_path / name, cmp.common_files,
@@ -41,6 +53,7 @@ def test_tour_script_passes(tmp_path):
                          text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("as documented") == len(EXPECTED)
+    assert "passed over: 0a6b3c1e-0000-4000-8000-000000000030.ckpt: step 8" in out.stdout
 
 
 def test_cron_script_acts_on_exit_codes(tmp_path):
@@ -75,3 +88,16 @@ def test_recovery_script_repairs_a_torn_copy_and_salvages_a_corrupt_one(tmp_path
     assert out.returncode == 3
     rescued = [p for p in os.listdir(tmp_path) if p.startswith("corrupt.salvaged.") and not p.endswith(".json")]
     assert len(rescued) == 1
+
+
+def test_recover_state_script(tmp_path):
+    import json
+
+    env = {**os.environ, "WALCTL": _walctl_on_path(tmp_path), "PYTHONPATH": ROOT}
+    out = subprocess.run(["sh", os.path.join(EXAMPLES, "recover-state.sh"), os.path.join(EXAMPLES, "checkpoints"),
+                          os.path.join(EXAMPLES, "segments"), str(tmp_path / "state.json")],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["wal_sequence"] == 40 and len(state["memory_blocks"]) == 32 and len(state["tool_registry"]) == 4
+    assert "passed over 0a6b3c1e-0000-4000-8000-000000000030.ckpt step 8" in out.stdout

@@ -54,7 +54,7 @@ def write(
     if fmt == "segments":
         if type_ is not None:
             raise UsageError("--type/--id/--payload describe a V2 event; segments read entries from standard input")
-        parse_event = parse_entry_line
+    parse_line = parse_entry_line if fmt == "segments" else parse_event
     if type_ is not None:
         one = {"type": int(type_) if type_.isdigit() else type_, "id": memory_id}
         for key, value in (("payload", payload), ("payload_hex", payload_hex), ("payload_b64", payload_b64)):
@@ -75,7 +75,7 @@ def write(
     with WalWriter(directory, sync=sync, batch_records=batch_records, batch_ms=batch_ms,
                    max_chunk_bytes=max_chunk_bytes, compress_threshold=compress_threshold,
                    max_drop_bytes=max_drop_bytes, format=fmt, encoding=encoding) as w:
-        source = events if events is not None else _stdin_events(parse_event, json)
+        source = events if events is not None else _stdin_events(parse_line, json)
         put = w.append_entry if fmt == "segments" else w.append
         for line_no, item in source:
             if isinstance(item, str):

@@ -42,7 +42,7 @@ class CheckpointReport(NamedTuple):
         f = self.checked.failure
         if f is not None:
             out.append(Finding("checkpoint-" + f.cls, CLASS_EXIT[f.cls], f"step {f.step}: {f.reason}", self.file,
-                               extra={"step": f.step, "stored_value": f.stored, "computed_value": f.computed}))
+                               stored=f.stored, computed=f.computed, extra={"step": f.step}))
         for a in self.checked.anomalies:
             out.append(Finding("anomaly", EXIT_CORRUPT if self.strict else EXIT_OK, a, self.file,
                                extra={"code": "checkpoint"}))

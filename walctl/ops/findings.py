@@ -73,7 +73,10 @@ class Finding(NamedTuple):
                 where += f"..{self.end_offset}"
         parts = [p for p in (where, self.reason) if p]
         if self.stored is not None and self.computed is not None:
-            parts.append(f"stored 0x{self.stored:08x}, computed 0x{self.computed:08x}")
+            if isinstance(self.stored, int) and isinstance(self.computed, int):
+                parts.append(f"stored 0x{self.stored:08x}, computed 0x{self.computed:08x}")
+            else:
+                parts.append(f"stored {self.stored}, computed {self.computed}")
         if self.sequence_range:
             a, b = self.sequence_range
             parts.append(f"sequences {a}..{b}" if a != b else f"sequence {a}")

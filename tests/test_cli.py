@@ -257,3 +257,16 @@ def test_torn_then_truncate_story_through_cli(cli, tmp_path):
     (f,) = doc["paths"][0]["findings"]
     assert (f["class"], f["offset"], f["length"], doc["exit_code"]) == ("tail-damage", offs[9], 30, 1)
     assert json.dumps(doc)  # serialisable all the way down
+
+
+def test_inspect_auto_payload_view_decodes_msgpack_maps(cli, tmp_path):
+    import msgpack
+
+    from conftest import make_record
+    from walctl.format.v2 import encode_file_header
+
+    d = write_dir(tmp_path / "w", {0: encode_file_header() + make_record(1, payload=msgpack.packb({"k": [1, 2]}))})
+    r = cli("inspect", d)
+    assert '{"k": [1, 2]}' in r.out
+    r = cli("inspect", d, "--jsonl", "--payload", "msgpack")
+    assert r.jsonl()[0]["payload_view"] == "msgpack" and r.jsonl()[0]["payload"] == '{"k": [1, 2]}'

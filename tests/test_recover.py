@@ -284,3 +284,27 @@ def test_recover_cli_report_on_fallback(tmp_path, cli):
     r = cli("recover", "--checkpoints", ck, "--log", log)
     assert r.code == 0 and "rejected: deadbeef.ckpt: step 1" in r.out and "final sequence 20" in r.out
     assert hashlib.sha256(b"x").hexdigest()
+
+
+def test_repair_and_cli_write_on_segments(tmp_path, cli, monkeypatch):
+    import io
+    import sys
+
+    d = str(tmp_path / "seg")
+    lines = "".join(json.dumps({"operation": "memory_add", "data": {"content": f"c{i}"}, "timestamp": i}) + "\n"
+                    for i in range(5))
+    monkeypatch.setattr(sys, "stdin", io.StringIO(lines))
+    r = cli("write", d, "--format", "segments", "--encoding", "json", "--json")
+    assert r.code == 0 and r.json()["last_sequence"] == 5
+    with open(os.path.join(d, segment_name(1)), "ab") as f:
+        f.write(b"\x00\x00\x01\x00{\"seq")
+    assert cli("verify", d).code == 1
+    rep = cli("repair", d, "--apply", "--json").json()
+    assert rep["exit_code"] == 0 and rep["cuts"][0]["length"] == 9
+    rows = cli("inspect", d, "--jsonl").jsonl()
+    assert [(x["sequence"], x["encoding"], x["data"]["content"]) for x in rows] == [(i + 1, "json", f"c{i}")
+                                                                                   for i in range(5)]
+    doc = cli("stats", d, "--json").json()
+    assert doc["entries"] == 5 and doc["operations"][0]["json"] == 5
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"operation": "x", "sequence": 9}\n'))
+    assert cli("write", d, "--format", "segments").code == 2  # sequence is the writer's

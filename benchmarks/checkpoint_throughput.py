@@ -112,7 +112,6 @@ def main() -> None:
                 assert reps[0].entries_replayed == 1000
                 print(f"recover {len(raw) / 1e6:6.0f} MB checkpoint + 1,000 entries {total:9.3f} {'':>8} {'':>6}  <= 0.5 s")
                 print(f"replay  1,000 entries (read, check, fold)  {replay * 1000:8.1f}ms {'':>8} {'':>6}  <= 10 ms")
-            del state, raw
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -54,13 +54,15 @@ def realistic_state(mb: int, seed: int = 3) -> dict:
             "memory_blocks": blocks, "metrics": {"tokens": 123456, "turns": 2000}, "tool_registry": tools}
 
 
-def timed(fn, repeat):
-    out = []
+def timed_pair(ours, raw, repeat):
+    """Medians of both, interleaved round by round so a noisy moment hits both alike."""
+    a, b = [], []
     for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return statistics.median(out)
+        for fn, out in ((ours, a), (raw, b)):
+            t = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t)
+    return statistics.median(a), statistics.median(b)
 
 
 def main() -> None:
@@ -75,14 +77,13 @@ def main() -> None:
             state = realistic_state(mb)
             raw = packb(dict(state, wal_sequence=1000))
             cctx = zstandard.ZstdCompressor(level=9, threads=-1, write_checksum=True, write_content_size=True)
-            t_raw = timed(lambda: cctx.compress(raw), args.repeat)
             n = [0]
 
             def make():
                 n[0] += 1
                 return create(os.path.join(base, f"ck{mb}-{n[0]}"), state, 1000)
 
-            t_create = timed(make, args.repeat)
+            t_create, t_raw = timed_pair(make, lambda: cctx.compress(raw), args.repeat)
             path = make().path
             print(f"create  {len(raw) / 1e6:6.0f} MB canonical state        {t_create:9.3f} {t_raw:8.3f} "
                   f"{t_raw / t_create:5.2f}x  >= 0.90x")
@@ -93,8 +94,7 @@ def main() -> None:
                 hashlib.sha256(data[256:]).digest()
                 msgpack.unpackb(zstandard.ZstdDecompressor().decompress(data[256:]), raw=False)
 
-            t_rr = timed(raw_restore, args.repeat)
-            t_restore = timed(lambda: check_path(path, check_canonical=False), args.repeat)
+            t_restore, t_rr = timed_pair(lambda: check_path(path, check_canonical=False), raw_restore, args.repeat)
             print(f"restore {len(raw) / 1e6:6.0f} MB (verify + decode)         {t_restore:9.3f} {t_rr:8.3f} "
                   f"{t_rr / t_restore:5.2f}x  >= 0.90x")
             if mb <= 50:

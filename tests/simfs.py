@@ -174,6 +174,19 @@ class SimFS:
         if fd in self.dsync_fds:  # O_DSYNC: the data is on disk when write returns
             inode.synced = bytes(inode.data)
 
+    def open_new(self, path: str) -> int:
+        return self.open_append(path, create=True, exclusive=True)
+
+    def pwrite(self, fd: int, data, offset: int, path: str = "") -> None:
+        p, inode = self.fds[fd]
+        data = bytes(data)
+        if self._tick(f"pwrite {p} @{offset} +{len(data)}"):
+            raise SimCrash(f"pwrite {p}")
+        end = offset + len(data)
+        if len(inode.data) < end:
+            inode.data += bytes(end - len(inode.data))
+        inode.data[offset:end] = data
+
     def fsync(self, fd: int, path: str = "") -> None:
         p, inode = self.fds[fd]
         if self._tick(f"fsync {p}"):

@@ -50,11 +50,11 @@ def packb(value) -> bytes:
     canonicalize + msgpack here, the same bytes: tests/test_canonical.py checks it against that slower
     reference); every type it would otherwise convert (datetime, UUID, enum, dataclass, subclasses) is
     routed to _reject instead, so nothing without a canonical form slips through."""
-    import ormsgpack
-
+    if not _FAST:
+        _load_fast()
     try:
-        return ormsgpack.packb(value, option=_ORMSGPACK_OPTIONS(), default=_reject)
-    except (TypeError, ormsgpack.MsgpackEncodeError) as e:
+        return _FAST[0](value, option=_FAST[1], default=_reject)
+    except (TypeError, _FAST[2]) as e:
         raise NotCanonical(str(e)) from None
 
 
@@ -69,26 +69,43 @@ def _reject(value):
     raise TypeError(f"{type(value).__name__} has no canonical msgpack form")
 
 
-def _ORMSGPACK_OPTIONS() -> int:
+_FAST: list = []  # (ormsgpack.packb, options, its error type), loaded on first use (start-up stays light)
+
+
+def _load_fast() -> None:
     import ormsgpack
 
-    return (ormsgpack.OPT_SORT_KEYS | ormsgpack.OPT_PASSTHROUGH_DATACLASS | ormsgpack.OPT_PASSTHROUGH_DATETIME
-            | ormsgpack.OPT_PASSTHROUGH_SUBCLASS | ormsgpack.OPT_PASSTHROUGH_ENUM | ormsgpack.OPT_PASSTHROUGH_UUID)
+    options = (ormsgpack.OPT_SORT_KEYS | ormsgpack.OPT_PASSTHROUGH_DATACLASS | ormsgpack.OPT_PASSTHROUGH_DATETIME
+               | ormsgpack.OPT_PASSTHROUGH_SUBCLASS | ormsgpack.OPT_PASSTHROUGH_ENUM | ormsgpack.OPT_PASSTHROUGH_UUID)
+    _FAST[:] = [ormsgpack.packb, options, ormsgpack.MsgpackEncodeError]
 
 
 def unpackb(data):
     """Exactly one msgpack value, nothing after it (raises ValueError otherwise). msgpack bounds every
     container and string by the input's length, so a lying header cannot make it allocate more."""
-    import msgpack
-
+    if _MSGPACK is None:
+        _load_msgpack()
     try:
-        return msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
-    except msgpack.ExtraData:
+        return _MSGPACK.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+    except _MSGPACK.ExtraData:
         raise ValueError("bytes follow the msgpack value") from None
     except Exception as e:  # msgpack raises several unrelated types for bad input
         raise ValueError(f"not msgpack: {type(e).__name__}: {e}") from None
 
 
+_MSGPACK = None
+
+
+def _load_msgpack() -> None:
+    global _MSGPACK
+    import msgpack
+
+    _MSGPACK = msgpack
+
+
 def entry_checksum(entry: dict) -> str:
     """ADR-003: lowercase hex SHA-256 of the canonical msgpack of the entry without its checksum."""
-    return hashlib.sha256(packb({k: v for k, v in entry.items() if k != "checksum"})).hexdigest()
+    if "checksum" in entry:
+        entry = dict(entry)
+        del entry["checksum"]
+    return hashlib.sha256(packb(entry)).hexdigest()

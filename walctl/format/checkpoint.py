@@ -90,40 +90,50 @@ def encode_header(*, checkpoint_id: bytes, timestamp: int, wal_sequence: int, co
     return head + hashlib.sha256(head).digest()
 
 
-class Body(NamedTuple):
-    parts: list  # the zstd frame, in pieces (joining 500 MB would only copy it)
-    compressed_size: int
-    uncompressed_size: int
-    sha256: bytes
-
-
 COMPRESS_SLICE = 4 << 20
 
 
-def encode_body(state: dict, *, level: int = DEFAULT_LEVEL, threads: int = -1) -> Body:
-    """One zstd frame (content size and checksum on) of the canonical msgpack of `state`. The frame is
-    produced in slices so that hashing each slice overlaps the compression of the next (zstd's worker
-    threads run while this one hashes); the bytes are those of a one-shot compression."""
-    import hashlib
+class BodyEncoder:
+    """One zstd frame (content size and checksum on) of the canonical msgpack of a state, produced in
+    slices: iterate it for the compressed pieces (zstd's worker threads compress the next slice while the
+    caller hashes and writes this one); afterwards `compressed_size`, `uncompressed_size` and `sha256`
+    describe the frame. The bytes are those of a one-shot compression at the same level."""
 
-    import zstandard
+    def __init__(self, state: dict, *, level: int = DEFAULT_LEVEL, threads: int = -1):
+        self.raw = packb(state)  # NotCanonical (a ValueError) before any byte is produced
+        self.level, self.threads = level, threads
+        self.uncompressed_size = len(self.raw)
+        self.compressed_size = 0
+        self._digest = hashlib.sha256()
 
-    raw = packb(state)
-    cctx = zstandard.ZstdCompressor(level=level, threads=threads, write_checksum=True, write_content_size=True)
-    cobj = cctx.compressobj(size=len(raw))
-    digest, parts, total = hashlib.sha256(), [], 0
-    view = memoryview(raw)
-    for pos in range(0, len(raw), COMPRESS_SLICE):
-        out = cobj.compress(view[pos:pos + COMPRESS_SLICE])
-        if out:
-            digest.update(out)
-            parts.append(out)
-            total += len(out)
-    out = cobj.flush()
-    digest.update(out)
-    parts.append(out)
-    total += len(out)
-    return Body(parts, total, len(raw), digest.digest())
+    def __iter__(self):
+        import zstandard
+
+        cctx = zstandard.ZstdCompressor(level=self.level, threads=self.threads, write_checksum=True,
+                                        write_content_size=True)
+        cobj = cctx.compressobj(size=len(self.raw))
+        view = memoryview(self.raw)
+        for pos in range(0, len(self.raw), COMPRESS_SLICE):
+            out = cobj.compress(view[pos:pos + COMPRESS_SLICE])
+            if out:
+                yield self._account(out)
+        yield self._account(cobj.flush())
+        self.raw = b""  # the canonical bytes are no longer needed
+
+    def _account(self, out: bytes) -> bytes:
+        self._digest.update(out)
+        self.compressed_size += len(out)
+        return out
+
+    @property
+    def sha256(self) -> bytes:
+        return self._digest.digest()
+
+
+def encode_body(state: dict, *, level: int = DEFAULT_LEVEL, threads: int = -1) -> tuple[bytes, BodyEncoder]:
+    """The whole frame at once (tests and small states)."""
+    enc = BodyEncoder(state, level=level, threads=threads)
+    return b"".join(enc), enc
 
 
 def decode_header(buf) -> CheckpointHeader:

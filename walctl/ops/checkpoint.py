@@ -145,16 +145,20 @@ def create(directory: str, state: dict, wal_sequence: int, *, level: int = ck.DE
     t = time.perf_counter()
     body_state = dict(state, wal_sequence=wal_sequence)
     try:
-        body = ck.encode_body(body_state, level=level, threads=threads)
+        body = ck.BodyEncoder(body_state, level=level, threads=threads)
     except ValueError as e:  # NotCanonical: a key that is not a string, a set, an object ...
         raise UsageError(f"the state cannot be checkpointed: {e}") from None
     cid = uuid.UUID(checkpoint_id) if checkpoint_id else uuid.uuid4()
-    header = ck.encode_header(checkpoint_id=cid.bytes, timestamp=int(time.time()) if timestamp is None else timestamp,
-                              wal_sequence=wal_sequence, compressed_size=body.compressed_size,
-                              uncompressed_size=body.uncompressed_size, body_sha256=body.sha256, level=level)
+    stamp = int(time.time()) if timestamp is None else timestamp
+
+    def header() -> bytes:
+        return ck.encode_header(checkpoint_id=cid.bytes, timestamp=stamp, wal_sequence=wal_sequence,
+                                compressed_size=body.compressed_size, uncompressed_size=body.uncompressed_size,
+                                body_sha256=body.sha256, level=level)
+
     durable.make_dir(directory, fs)
     path = os.path.join(directory, f"{cid}{SUFFIX}")
-    durable.create_file(path, [header, *body.parts], fs)
+    durable.create_file_streamed(path, ck.CHECKPOINT_HEADER.size, body, header, fs)
     return Created(path, str(cid), wal_sequence, body.uncompressed_size, body.compressed_size,
                    time.perf_counter() - t)
 

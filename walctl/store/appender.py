@@ -92,31 +92,13 @@ class ChunkAppender:
             memory_id = memory_id.encode("utf-8")
         stored, flags = (payload, 0) if self.compress_threshold is None else \
             compress_payload(payload, self.compress_threshold)
-        handed_off = False
         with self._lock:
             if self._failed is not None or self._fd is None:
                 self._check()
             seq = self.next_sequence
-            record = encode_record(seq, type_ordinal, memory_id,
-                                   self.clock_ms() if timestamp_ms is None else timestamp_ms, stored, flags)
-            self.next_sequence = seq + 1
-            self._size += len(record)
-            if self._always:
-                self._write(record)  # O_DSYNC: durable when it returns
-                self.durable_sequence = seq
-            else:
-                self._buf += record
-                if self._batch:
-                    self._pending += 1
-                    if self._pending == 1:
-                        self._pending_since = time.monotonic()
-                    elif self._pending >= self.batch_records:
-                        self._hand_off_locked()
-                        handed_off = True
-                elif len(self._buf) >= WRITE_BUFFER_BYTES:
-                    self._drain()
-            if self._size >= self.max_chunk_bytes:  # Java's rule: roll once a write reaches the size
-                self._roll_locked()
+            handed_off = self._accept_locked(
+                encode_record(seq, type_ordinal, memory_id, self.clock_ms() if timestamp_ms is None else timestamp_ms,
+                              stored, flags), seq)
         if handed_off:
             # Let the commit thread take the group and enter its write and fdatasync now (they release
             # the GIL), instead of waiting for this thread's next switch interval: that is what lets the
@@ -129,27 +111,10 @@ class ChunkAppender:
         with self._lock:
             self._check()
             seq = self.next_sequence
-            frame = encode(seq)
-            self.next_sequence = seq + 1
-            self._size += len(frame)
-            self._in_file += 1
-            if self._always:
-                self._write(frame)
-                self.durable_sequence = seq
-            else:
-                self._buf += frame
-                if self._batch:
-                    self._pending += 1
-                    if self._pending == 1:
-                        self._pending_since = time.monotonic()
-                    elif self._pending >= self.batch_records:
-                        self._hand_off_locked()
-                elif len(self._buf) >= WRITE_BUFFER_BYTES:
-                    self._drain()
-            if self._size >= self.max_chunk_bytes or (
-                    self.max_records_per_file is not None and self._in_file >= self.max_records_per_file):
-                self._roll_locked()
-            return seq
+            handed_off = self._accept_locked(encode(seq), seq)
+        if handed_off:
+            time.sleep(0)
+        return seq
 
     def append_raw(self, record: bytes, sequence: int) -> int:
         """Copies an already-encoded record verbatim (salvage keeps the original bytes and CRCs). The
@@ -158,19 +123,11 @@ class ChunkAppender:
             self._check()
             if sequence < self.next_sequence:
                 raise ValueError(f"sequence {sequence} would go back (next is {self.next_sequence})")
-            self.next_sequence = sequence + 1
-            self._size += len(record)
             self._raw_records += 1
-            self._buf += record
-            if self._batch:
-                self._pending += 1
-                if self._pending >= self.batch_records:
-                    self._hand_off_locked()
-            elif len(self._buf) >= WRITE_BUFFER_BYTES:
-                self._drain()
-            if self._size >= self.max_chunk_bytes:
-                self._roll_locked()
-            return sequence
+            handed_off = self._accept_locked(record, sequence)
+        if handed_off:
+            time.sleep(0)
+        return sequence
 
     def flush(self) -> int:
         """Makes everything written so far durable; returns the durable sequence."""
@@ -270,6 +227,33 @@ class ChunkAppender:
         if self._buf:
             self._write(self._buf)
             self._buf = bytearray()
+
+    def _accept_locked(self, data, seq: int) -> bool:
+        """Takes one encoded record (or frame) holding sequence `seq`: written now under sync=always, else
+        gathered for its group. True when a group was handed to the commit thread."""
+        self.next_sequence = seq + 1
+        self._size += len(data)
+        self._in_file += 1
+        handed_off = False
+        if self._always:
+            self._write(data)  # O_DSYNC: durable when it returns
+            self.durable_sequence = seq
+        else:
+            self._buf += data
+            if self._batch:
+                self._pending += 1
+                if self._pending == 1:
+                    self._pending_since = time.monotonic()
+                elif self._pending >= self.batch_records:
+                    self._hand_off_locked()
+                    handed_off = True
+            elif len(self._buf) >= WRITE_BUFFER_BYTES:
+                self._drain()
+        # Java's rule: roll once a write brings the file to the size (segments also roll by count)
+        if self._size >= self.max_chunk_bytes or (
+                self.max_records_per_file is not None and self._in_file >= self.max_records_per_file):
+            self._roll_locked()
+        return handed_off
 
     def _wait_idle_locked(self) -> None:
         while self._inflight is not None:

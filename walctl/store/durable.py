@@ -36,6 +36,31 @@ def create_file(path: str, data, fs=DEFAULT_FS, *, replace: bool = False) -> Non
     fs.fsync_dir(os.path.dirname(path) or ".")
 
 
+def create_file_streamed(path: str, header_size: int, chunks, make_header, fs=DEFAULT_FS) -> None:
+    """Durable create of a file whose header depends on its body (sizes, digests): the body is written
+    while it is produced (`chunks` is an iterator), then the header in the space left at the start. The
+    same crash guarantees as create_file: nothing is visible under `path` until the whole file is synced."""
+    if fs.exists(path):
+        raise Refused(f"{os.path.basename(path)} already exists; walctl never overwrites it", path)
+    tmp = path + TMP_SUFFIX
+    if fs.exists(tmp):
+        fs.unlink(tmp)
+    fd = fs.open_new(tmp)
+    try:
+        fs.write(fd, bytes(header_size), tmp)
+        for piece in chunks:
+            fs.write(fd, piece, tmp)
+        header = make_header()
+        if len(header) != header_size:
+            raise ValueError(f"header of {len(header)} bytes, {header_size} reserved")
+        fs.pwrite(fd, header, 0, tmp)
+        fs.fsync(fd, tmp)
+    finally:
+        fs.close(fd)
+    fs.rename(tmp, path)
+    fs.fsync_dir(os.path.dirname(path) or ".")
+
+
 def append(path: str, data: bytes, fs=DEFAULT_FS) -> None:
     """Appends and syncs; creates the file (and syncs its directory) when it is new."""
     new = not fs.exists(path)

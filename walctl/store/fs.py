@@ -119,6 +119,16 @@ class OsFileSystem:
             flags |= os.O_EXCL
         return self._os(os.open, path, flags, 0o644)
 
+    def open_new(self, path: str) -> int:
+        """A new file for writing at chosen offsets (no O_APPEND: on Linux pwrite would append)."""
+        return self._os(os.open, path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+
+    def pwrite(self, fd: int, data, offset: int, path: str = "") -> None:
+        view = memoryview(data)
+        while view:
+            n = self._os(os.pwrite, path, fd, view, offset, _pass_path=False)
+            view, offset = view[n:], offset + n
+
     def write(self, fd: int, data, path: str = "") -> None:
         view = memoryview(data)
         while view:

@@ -129,7 +129,8 @@ class Frame(NamedTuple):
     kind: str  # "ok" | "incomplete" | "invalid" | "legacy"
 
 
-def read_frame(buf, off: int) -> Frame:
+def read_frame(buf, off: int, view: memoryview | None = None) -> Frame:
+    """The frame at `off`. `view`: a memoryview of buf, when the caller reads many frames of it."""
     end = len(buf)
     if end - off < FRAME_LENGTH.size:
         return Frame(None, f"{end - off} bytes left, fewer than a 4-byte length", "incomplete")
@@ -139,7 +140,7 @@ def read_frame(buf, off: int) -> Frame:
     if off + 4 + n > end:
         return Frame(None, f"frame of {n} bytes runs past the end of the file ({end - off - 4} present)",
                      "incomplete")
-    value, encoding, problem = decode_body(memoryview(buf)[off + 4:off + 4 + n])
+    value, encoding, problem = decode_body((view if view is not None else memoryview(buf))[off + 4:off + 4 + n])
     if encoding == "erlang":
         return Frame(None, problem, "legacy")
     if problem is not None or value is None:

@@ -35,12 +35,15 @@ class Skip(Exception):
 
 
 def reduce_adr003(state: dict, entry: dict) -> dict:
-    op = OPERATION_ALIASES.get(entry.get("operation"), entry.get("operation"))
+    op = entry.get("operation")
+    op = OPERATION_ALIASES.get(op, op)
     data = entry["data"] if "data" in entry else entry.get("params")
     if op == "memory_add":
-        state.setdefault("memory_blocks", []).append(
-            {"content": data.get("content") if isinstance(data, dict) else None,
-             "sequence": entry["sequence"], "timestamp": entry.get("timestamp")})
+        blocks = state.get("memory_blocks")
+        if blocks is None:
+            blocks = state["memory_blocks"] = []
+        blocks.append({"content": data.get("content") if type(data) is dict else None,
+                       "sequence": entry["sequence"], "timestamp": entry.get("timestamp")})
     elif op == "tool_register":
         tool = data.get("tool") if isinstance(data, dict) else None
         if not isinstance(tool, dict) or "name" not in tool:

@@ -7,7 +7,6 @@ after it is corruption; with none, it is a torn tail only in the last segment.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Callable, Iterator, NamedTuple
 
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED, UnsupportedInput, \
@@ -67,7 +66,7 @@ class SegmentWalk:
         writer = None if self.lock_held_by_us or kind == KIND_SEGMENT else self.fs.probe_writer(self.path)
         findings: list[Finding] = list(foreign)
         chunks: list[ChunkReport] = []
-        recent: OrderedDict[int, str] = OrderedDict()
+        recent: dict[int, str] = {}  # sequence -> checksum of the latest entries (trimmed in bulk)
         prev: int | None = None
         pending_damage: list[int] = []  # indexes in findings of damage since the last valid entry
         for i, s in enumerate(segs):
@@ -77,9 +76,10 @@ class SegmentWalk:
             first = last = None
             with self.fs.map_read(s.path) as buf:
                 off, end = 0, len(buf)
+                view = memoryview(buf)
                 budget = [16 * end + (1 << 20)]
                 while off < end:
-                    fr = seg.read_frame(buf, off)
+                    fr = seg.read_frame(buf, off, view)
                     if fr.kind == "legacy" and off == 0:
                         f = Finding(F.UNSUPPORTED, EXIT_UNSUPPORTED, "first frame is Erlang term format (what the ADR's "
                                     "public implementation writes): unsupported legacy segment", s.name, 0)
@@ -136,8 +136,8 @@ class SegmentWalk:
                     pending_damage = []
                     prev = q
                     recent[q] = e.checksum
-                    if len(recent) > RECENT_CHECKSUMS:
-                        recent.popitem(last=False)
+                    if len(recent) > 2 * RECENT_CHECKSUMS:  # keep the newest half; cheap amortised
+                        recent = dict(list(recent.items())[-RECENT_CHECKSUMS:])
                     records += 1
                     valid_bytes += e.size
                     first = q if first is None else first

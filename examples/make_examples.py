@@ -107,7 +107,8 @@ def adr_entries():
 
 
 def write_segments(base: str) -> None:
-    from walctl.format.segment import encode_frame, segment_name
+    from walctl.format.names import segment_name
+    from walctl.format.segment import encode_frame
 
     d = os.path.join(base, "segments")
     if os.path.isdir(d):

@@ -11,7 +11,8 @@ import pytest
 
 from walctl.errors import NotClean
 from walctl.format.canonical import entry_checksum
-from walctl.format.segment import encode_frame, seal, segment_name
+from walctl.format.names import segment_name
+from walctl.format.segment import encode_frame, seal
 from walctl.ops import checkpoint as C
 from walctl.ops.recover import recover
 from walctl.ops.verify import verify_path

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import struct
-import uuid
 from typing import NamedTuple
 
 from .canonical import packb, unpackb
 
-CHECKPOINT_MAGIC = b"O_CKPT_V2" + bytes(7)
+from .names import CHECKPOINT_MAGIC  # noqa: E402 (the magic lives with the other name rules)
 CHECKPOINT_VERSION = 2
 CHECKPOINT_HEADER = struct.Struct(">16sHHBBBBq16sQQQ32s120s32s")
 assert CHECKPOINT_HEADER.size == 256
@@ -48,6 +47,8 @@ class CheckpointHeader(NamedTuple):
 
     @property
     def id_text(self) -> str:
+        import uuid
+
         return str(uuid.UUID(bytes=self.checkpoint_id))
 
 

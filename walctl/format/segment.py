@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from .canonical import entry_checksum, packb, unpackb
 
+
 FRAME_LENGTH = struct.Struct(">I")
 assert FRAME_LENGTH.size == 4
 MAX_FRAME_BYTES = 16 << 20
@@ -21,17 +22,7 @@ ERLANG_TERM_TAG = 0x83  # what the ADR's public implementation really writes: un
 OPERATIONS = ("memory_add", "tool_register", "state_update")
 OPERATION_ALIASES = {"memory-add": "memory_add", "tool-register": "tool_register", "state-update": "state_update"}
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_SEGMENT_RE = re.compile(r"wal_([0-9]+)\.log")
 _MAP_MARKERS = frozenset(range(0x80, 0x90)) | {0xDE, 0xDF}
-
-
-def segment_name(n: int) -> str:
-    return f"wal_{n:08d}.log"
-
-
-def parse_segment_name(name: str) -> int | None:
-    m = _SEGMENT_RE.fullmatch(name)
-    return int(m.group(1)) if m and int(m.group(1)) >= 1 else None
 
 
 class Entry(NamedTuple):

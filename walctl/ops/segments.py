@@ -12,6 +12,7 @@ from typing import Callable, Iterator, NamedTuple
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED, UnsupportedInput, \
     combine_exit_codes
 from ..format import segment as seg
+from ..format.names import parse_segment_name
 from ..store.fs import DEFAULT_FS
 from . import findings as F
 from .findings import Finding
@@ -32,10 +33,10 @@ class SegmentFile(NamedTuple):
 def list_segments(path: str, fs=DEFAULT_FS) -> tuple[list[SegmentFile], list, str]:
     e = fs.stat(path)
     if e.kind == "file":
-        return [SegmentFile(seg.parse_segment_name(e.name) or 0, e.name, path, e.size)], [], KIND_SEGMENT
+        return [SegmentFile(parse_segment_name(e.name) or 0, e.name, path, e.size)], [], KIND_SEGMENT
     segs, foreign = [], []
     for x in fs.listdir(path):
-        n = seg.parse_segment_name(x.name)
+        n = parse_segment_name(x.name)
         if n is not None and x.kind == "file":
             segs.append(SegmentFile(n, x.name, x.path, x.size))
         elif x.name not in (".quarantine", ".walctl.lock") and not x.name.endswith(".tmp"):
@@ -45,7 +46,7 @@ def list_segments(path: str, fs=DEFAULT_FS) -> tuple[list[SegmentFile], list, st
 
 
 def looks_like_segment_dir(path: str, fs=DEFAULT_FS) -> bool:
-    return any(seg.parse_segment_name(e.name) is not None for e in fs.listdir(path))
+    return any(parse_segment_name(e.name) is not None for e in fs.listdir(path))
 
 
 class SegmentWalk:

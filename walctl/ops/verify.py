@@ -132,8 +132,7 @@ KIND_CHECKPOINTS, KIND_CHECKPOINT = "checkpoint-dir", "checkpoint"
 
 def detect_kind(path: str, fs=DEFAULT_FS) -> str:
     """What PATH is, from names and first bytes only; never a guess: unknown is unsupported."""
-    from ..format.checkpoint import CHECKPOINT_MAGIC
-    from ..format.segment import parse_segment_name
+    from ..format.names import CHECKPOINT_MAGIC, CHECKPOINT_SUFFIX, parse_segment_name
 
     entry = fs.stat(path)
     if entry.kind == "dir":
@@ -142,7 +141,7 @@ def detect_kind(path: str, fs=DEFAULT_FS) -> str:
             return KIND_DIR
         if any(parse_segment_name(n) is not None for n in names):
             return KIND_SEGMENTS
-        if any(n.endswith(".ckpt") for n in names):
+        if any(n.endswith(CHECKPOINT_SUFFIX) for n in names):
             return KIND_CHECKPOINTS
         raise UnsupportedInput("no known artifact here (Spector V2 chunks wal-NNNNNN.bin, ADR-003 segments "
                                "wal_NNNNNNNN.log, O_CKPT_V2 checkpoints *.ckpt)", path)

@@ -60,7 +60,8 @@ class WalWriter:
             if format == FORMAT_V2:
                 layout = dict(chunk_index=int(self.opened.chunk[4:-4]))
             else:
-                from ..format.segment import ENTRIES_PER_SEGMENT, segment_name
+                from ..format.names import segment_name
+                from ..format.segment import ENTRIES_PER_SEGMENT
 
                 layout = dict(chunk_index=int(self.opened.chunk[4:-4]), naming=segment_name, file_header=b"",
                               max_records_per_file=ENTRIES_PER_SEGMENT, records_in_file=self._in_last)

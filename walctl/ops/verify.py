@@ -240,12 +240,12 @@ def _unsupported_dir(path):
 
 
 def scan_chunks(chunks: list[ChunkFile], *, jobs: int = 1, fs=DEFAULT_FS,
-                progress: Callable[[int], None] | None = None, visit=None) -> list[ChunkOutcome]:
+                progress: Callable[[int], None] | None = None) -> list[ChunkOutcome]:
     def not_a_file(c):
         return ChunkOutcome(None, UnsupportedInput("not a regular file", c.path))
 
     readable = [c for c in chunks if c.kind == "file"]
-    if jobs > 1 and len(readable) > 1 and fs is DEFAULT_FS and visit is None and hasattr(os, "fork"):
+    if jobs > 1 and len(readable) > 1 and fs is DEFAULT_FS and hasattr(os, "fork"):
         from .parallel import parallel_scan
 
         outcomes = parallel_scan([c.path for c in readable], [c.size for c in readable], jobs, progress)
@@ -253,7 +253,7 @@ def scan_chunks(chunks: list[ChunkFile], *, jobs: int = 1, fs=DEFAULT_FS,
     else:
         results = {}
         for c in readable:
-            results[c.path] = scan_chunk_file(c.path, fs, visit)
+            results[c.path] = scan_chunk_file(c.path, fs)
             if progress:
                 progress(c.size)
     return [results[c.path] if c.kind == "file" else not_a_file(c) for c in chunks]

@@ -86,7 +86,7 @@ def unpackb(data):
     if _MSGPACK is None:
         _load_msgpack()
     try:
-        return _MSGPACK.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+        return _MSGPACK.unpackb(data)  # msgpack >= 1.0 defaults: str keys only, str as str, arrays as lists
     except _MSGPACK.ExtraData:
         raise ValueError("bytes follow the msgpack value") from None
     except Exception as e:  # msgpack raises several unrelated types for bad input

@@ -104,10 +104,15 @@ def validate(e: dict) -> str | None:
     checksum = e.get("checksum")
     if type(checksum) is not str:
         return "checksum is not a string"
+    # The checksum covers the entry without itself: take it out of the (freshly decoded) map for the
+    # hash and put it back, rather than copy the map.
+    del e["checksum"]
     try:
         computed = entry_checksum(e)
     except ValueError as err:
         return f"entry has no canonical form: {err}"
+    finally:
+        e["checksum"] = checksum
     if computed != checksum:  # equal means it is also 64 lowercase hex digits
         shape = "" if _HEX64.fullmatch(checksum) else " (not 64 lowercase hex digits)"
         return f"checksum mismatch (stored {checksum}{shape}, computed {computed})"

@@ -190,6 +190,7 @@ def recover(checkpoints: str | None, log: str | None, *, reducer: str = "adr003"
         return RecoverReport(state, outcome, EXIT_OK, used, fallbacks, rejected, 0, (), 0, 0, w, tuple(warnings),
                              _secs(t0, t1, time.perf_counter()))
     entries, report, dups, _ = read_log(log, w, fs)
+    t_read = time.perf_counter()
     torn = 0
     for f in report.findings:
         if f.exit_code == EXIT_TORN:
@@ -211,7 +212,7 @@ def recover(checkpoints: str | None, log: str | None, *, reducer: str = "adr003"
             warnings.append(f"no valid checkpoint, and the log starts at sequence {entries[0]['sequence']}, not 1: "
                             "nothing can be replayed onto the empty state")
             return RecoverReport(state, OUTCOME_EMPTY_LOG_NOT_FROM_1, code, None, fallbacks, rejected, 0, (), dups,
-                                 torn, 0, tuple(warnings), _secs(t0, t1, time.perf_counter()))
+                                 torn, 0, tuple(warnings), _secs(t0, t1, time.perf_counter(), t_read))
         outcome = OUTCOME_FROM_EMPTY if entries else OUTCOME_FRESH
     else:
         outcome = OUTCOME_CHECKPOINT
@@ -239,11 +240,15 @@ def recover(checkpoints: str | None, log: str | None, *, reducer: str = "adr003"
         warnings.append(f"{len(skipped)} entries were not applied by the reducer (see skipped)")
     t2 = time.perf_counter()
     return RecoverReport(state, outcome, EXIT_OK, used, fallbacks, rejected, len(entries) - len(skipped),
-                         tuple(skipped), dups, torn, final, tuple(warnings), _secs(t0, t1, t2))
+                         tuple(skipped), dups, torn, final, tuple(warnings), _secs(t0, t1, t2, t_read))
 
 
-def _secs(t0, t1, t2) -> dict:
-    return {"checkpoint": round(t1 - t0, 6), "replay": round(t2 - t1, 6), "total": round(t2 - t0, 6)}
+def _secs(t0, t1, t2, t_read=None) -> dict:
+    """checkpoint: find, verify and decode it; read_log: read and check every entry after it; replay:
+    fold them into the state (the ADR's "WAL replay"); total."""
+    t_read = t1 if t_read is None else t_read
+    return {"checkpoint": round(t1 - t0, 6), "read_log": round(t_read - t1, 6), "replay": round(t2 - t_read, 6),
+            "total": round(t2 - t0, 6)}
 
 
 def fold_log(log: str, *, reducer: str = "adr003", fs=DEFAULT_FS) -> RecoverReport:

@@ -103,9 +103,10 @@ class SegmentWalk:
                         off = nxt
                         continue
                     e = fr.entry
-                    q = e.sequence
+                    value = e.value
+                    q = value["sequence"]
                     if prev is not None and q <= prev:
-                        if recent.get(q) == e.checksum:
+                        if recent.get(q) == value["checksum"]:
                             self.duplicates += 1
                             findings.append(Finding(F.ANOMALY, EXIT_CORRUPT if self.strict else EXIT_OK,
                                                     f"sequence {q} repeated with the same checksum: skipped",
@@ -136,7 +137,7 @@ class SegmentWalk:
                             codes.append(f.exit_code)
                     pending_damage = []
                     prev = q
-                    recent[q] = e.checksum
+                    recent[q] = value["checksum"]
                     if len(recent) > 2 * RECENT_CHECKSUMS:  # keep the newest half; cheap amortised
                         recent = dict(list(recent.items())[-RECENT_CHECKSUMS:])
                     records += 1

@@ -17,6 +17,8 @@ _API = {
     "repair": "ops.repair", "salvage": "ops.salvage", "compact": "ops.compact",
     "create_checkpoint": ("ops.checkpoint", "create"), "latest_checkpoint": ("ops.checkpoint", "latest"),
     "recover": "ops.recover", "Checkpointer": "ops.checkpointer",
+    "WorkflowCheckpoint": ("format.workflow", "CheckpointState"), "PauseMetadata": "format.workflow",
+    "InMemoryWorkflowStore": "ops.workflow", "DirectoryWorkflowStore": "ops.workflow",
 }
 
 __all__ = ["__version__", *_API]

@@ -38,6 +38,7 @@ COMMANDS = {
     "quarantine": ("quarantine_cmd", "app", "group"),
     "checkpoint": ("checkpoint_cmd", "app", "group"),
     "recover": ("recover_cmd", "recover", "command"),
+    "workflow": ("workflow_cmd", "app", "group"),
 }
 
 _debug = {"on": bool(os.environ.get("WALCTL_DEBUG"))}

@@ -1,0 +1,141 @@
+"""The ADR-002 workflow store: both backends behave as the interface says; the directory backend is
+durable, JSON only, and safe against path tricks."""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from simfs import SimCrash, SimFS
+from walctl.errors import UsageError
+from walctl.format.workflow import CheckpointState, PauseMetadata, decode, encode
+from walctl.ops.workflow import DirectoryWorkflowStore, InMemoryWorkflowStore
+
+T0 = datetime(2026, 11, 21, 12, 0, 0, 123456, tzinfo=timezone.utc)
+
+
+def state(cid="wf-1", name="deploy", at=T0, pause=None, waves=1):
+    return CheckpointState(cid, name, {"env": "prod"}, [[{"id": "a"}], [{"id": "b"}, {"id": "c"}]], waves,
+                           {"blocks": {"a": {"outputs": {"ok": True}}}}, at, pause)
+
+
+@pytest.fixture(params=["memory", "directory"])
+def store(request, tmp_path):
+    return InMemoryWorkflowStore() if request.param == "memory" else DirectoryWorkflowStore(str(tmp_path / "root"))
+
+
+def test_round_trip_with_pause_metadata(store):
+    s = state(pause=PauseMetadata("ask", "Continue?", ""))  # an empty response is recorded as given
+    store.save(s)
+    assert store.load("wf-1") == s
+    s2 = state(cid="wf-2", pause=PauseMetadata("ask", "Continue?", None))
+    store.save(s2)
+    assert store.load("wf-2").pause_metadata.response is None
+    assert store.load("nope") is None
+
+
+def test_list_sorted_by_created_then_id_and_filtered(store):
+    for cid, name, dt in (("b", "x", 5), ("a", "x", 5), ("c", "y", 1)):
+        store.save(state(cid, name, T0 + timedelta(seconds=dt)))
+    assert [s.checkpoint_id for s in store.list()] == ["c", "a", "b"]
+    assert [s.checkpoint_id for s in store.list("x")] == ["a", "b"]
+
+
+def test_delete_is_idempotent_and_says_whether_it_existed(store):
+    store.save(state())
+    assert store.delete("wf-1") is True and store.delete("wf-1") is False
+    assert store.load("wf-1") is None
+
+
+def test_cleanup_expired_is_strictly_older(store):
+    store.save(state("old", at=T0 - timedelta(hours=24, microseconds=1)))
+    store.save(state("edge", at=T0 - timedelta(hours=24)))
+    store.save(state("new", at=T0))
+    assert store.cleanup_expired(24, now=T0) == 1
+    assert [s.checkpoint_id for s in store.list()] == ["edge", "new"]
+
+
+@pytest.mark.parametrize("bad", ["", ".hidden", "..", "../etc", "a/b", "a\\b", "x" * 201, "nul\x00", "sp ace", "é"])
+def test_ids_that_could_be_paths_are_refused(store, bad):
+    with pytest.raises(UsageError):
+        store.save(state(bad))
+    with pytest.raises(UsageError):
+        store.load(bad)
+
+
+def test_directory_documents_are_sorted_json_never_pickle(tmp_path):
+    root = str(tmp_path / "root")
+    DirectoryWorkflowStore(root).save(state(pause=PauseMetadata("b", "p", None)))
+    path = os.path.join(root, "workflow-checkpoints", "wf-1.json")
+    text = open(path, encoding="utf-8").read()
+    doc = json.loads(text)
+    assert list(doc) == sorted(doc) and doc["schema_version"] == 1
+    assert doc["created_at"] == "2026-11-21T12:00:00.123456Z" and doc["pause_metadata"]["response"] is None
+    with open(path, "wb") as f:
+        pickle.dump({"evil": True}, f)
+    with pytest.raises(ValueError, match="not a JSON document"):
+        DirectoryWorkflowStore(root).load("wf-1")
+    s = DirectoryWorkflowStore(root)
+    assert s.list() == [] and s.problems[0].file == "wf-1.json"
+
+
+@pytest.mark.parametrize("mutate, why", [
+    (lambda d: d.update(schema_version=2), "schema_version"),
+    (lambda d: d.update(checkpoint_id="other"), "differs from the file name"),
+    (lambda d: d.update(completed_waves=-1), "completed_waves"),
+    (lambda d: d.update(created_at="2026-11-21 12:00"), "created_at"),
+    (lambda d: d.update(execution_waves=[1]), "array of arrays"),
+    (lambda d: d.update(pause_metadata={"block_id": 1}), "pause_metadata"),
+])
+def test_invalid_documents_name_their_problem(mutate, why):
+    doc = json.loads(encode(state()))
+    mutate(doc)
+    with pytest.raises(ValueError, match=why):
+        decode(json.dumps(doc).encode(), "wf-1")
+
+
+def test_save_is_durable_replace_at_every_crash_point():
+    def fresh():
+        fs = SimFS()
+        fs.makedirs_durable("/root")
+        store = DirectoryWorkflowStore("/root", fs)
+        store.save(state(waves=0))
+        fs.settle()
+        return fs, store
+
+    fs, store = fresh()
+    start = fs.ops
+    store.save(state(waves=1))
+    steps = fs.ops - start
+    for n in range(1, steps + 1):
+        fs, store = fresh()
+        fs.crash_at = fs.ops + n
+        with pytest.raises(SimCrash):
+            store.save(state(waves=1))
+        fs.crash()
+        assert DirectoryWorkflowStore("/root", fs).load("wf-1").completed_waves in (0, 1), n
+
+
+def test_cli_list_show_delete_cleanup(cli, tmp_path):
+    root = str(tmp_path / "root")
+    store = DirectoryWorkflowStore(root)
+    now = datetime.now(timezone.utc)
+    store.save(state("fresh", at=now))
+    store.save(state("stale", at=now - timedelta(days=3), pause=PauseMetadata("ask", "Go?", None)))
+    doc = cli("workflow", "list", root, "--json").json()
+    assert [c["checkpoint_id"] for c in doc["checkpoints"]] == ["stale", "fresh"]
+    assert doc["checkpoints"][0]["paused_at_block"] == "ask"
+    assert json.loads(cli("workflow", "show", root, "stale", "--json").out)["workflow_name"] == "deploy"
+    assert cli("workflow", "show", root, "../x").code == 2
+    r = cli("workflow", "cleanup", root)
+    assert "would set aside stale" in r.out and store.load("stale") is not None
+    r = cli("workflow", "cleanup", root, "--apply", "--json")
+    assert r.json()["expired"] == ["stale"] and store.load("stale") is None
+    kept = os.path.join(root, "workflow-checkpoints", ".quarantine", "stale.json")
+    assert decode(open(kept, "rb").read()).checkpoint_id == "stale"  # set aside, not destroyed
+    assert "would set aside fresh" in cli("workflow", "delete", root, "fresh").out
+    assert "set aside fresh" in cli("workflow", "delete", root, "fresh", "--apply").out
+    assert "no such checkpoint" in cli("workflow", "delete", root, "fresh", "--apply").out

@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from .render import emit, json_document, plain_table
+
+app = typer.Typer(help="""The ADR-002 workflow checkpoint store: ROOT/workflow-checkpoints/<id>.json.
+
+Documents are JSON with sorted keys (never pickle), each written by durable replace. delete and cleanup
+move files into ROOT/workflow-checkpoints/.quarantine/ (with a manifest line) and need --apply.
+
+Example: walctl workflow list /var/lib/workflows""", no_args_is_help=True)
+
+
+def _store(root):
+    from ..ops.workflow import DirectoryWorkflowStore
+
+    return DirectoryWorkflowStore(root)
+
+
+def _summary(s) -> dict:
+    from ..format.workflow import to_json
+
+    d = to_json(s)
+    return {"checkpoint_id": d["checkpoint_id"], "workflow_name": d["workflow_name"], "created_at": d["created_at"],
+            "completed_waves": d["completed_waves"], "waves": len(d["execution_waves"]),
+            "paused_at_block": (d["pause_metadata"] or {}).get("block_id")}
+
+
+@app.command("list", help="""Checkpoints sorted by (created_at, id); unreadable documents are listed as problems.
+
+Example: walctl workflow list /var/lib/workflows --workflow deploy --json""")
+def list_(root: str = typer.Argument(..., help="The store's root directory."),
+          workflow: Optional[str] = typer.Option(None, "--workflow", help="Only this workflow_name."),
+          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-list/1).")):
+    store = _store(root)
+    states = store.list(workflow)
+    code = 3 if store.problems else 0
+    if json_out:
+        emit(json_document("walctl.workflow-list/1", {"root": root, "checkpoints": [_summary(s) for s in states],
+                                                      "problems": [p._asdict() for p in store.problems],
+                                                      "exit_code": code}))
+        raise typer.Exit(code)
+    rows = [[x["checkpoint_id"], x["workflow_name"], x["created_at"], f"{x['completed_waves']}/{x['waves']}",
+             x["paused_at_block"] or ""] for x in map(_summary, states)]
+    for line in plain_table(["id", "workflow", "created_at", "waves", "paused at"], rows, indent=""):
+        emit(line)
+    for p in store.problems:
+        emit(f"problem: {p.file}: {p.reason}")
+    raise typer.Exit(code)
+
+
+@app.command("show", help="""One checkpoint document, validated.
+
+Example: walctl workflow show /var/lib/workflows 3f2a...""")
+def show(root: str = typer.Argument(..., help="The store's root directory."),
+         checkpoint_id: str = typer.Argument(..., help="The checkpoint id."),
+         json_out: bool = typer.Option(False, "--json", help="The document itself, as stored.")):
+    import json
+
+    from ..errors import NotClean, UsageError
+    from ..format.workflow import to_json
+
+    try:
+        state = _store(root).load(checkpoint_id)
+    except ValueError as e:  # the document does not validate (an invalid id is a UsageError, exit 2)
+        raise NotClean(str(e), checkpoint_id) from None
+    if state is None:
+        raise UsageError(f"no checkpoint {checkpoint_id} in {root}")
+    doc = to_json(state)
+    if json_out:
+        emit(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
+    else:
+        for k in ("checkpoint_id", "workflow_name", "created_at", "completed_waves"):
+            emit(f"{k:<16} {doc[k]}")
+        emit(f"{'waves':<16} {len(doc['execution_waves'])}")
+        emit(f"{'pause':<16} {json.dumps(doc['pause_metadata'], ensure_ascii=False)}")
+        emit(f"{'context keys':<16} {', '.join(sorted(doc['context']))}")
+    raise typer.Exit(0)
+
+
+@app.command("delete", help="""Set a checkpoint aside (into .quarantine/, recorded). Says whether it existed.
+Dry run unless --apply.
+
+Example: walctl workflow delete /var/lib/workflows 3f2a... --apply""")
+def delete(root: str = typer.Argument(..., help="The store's root directory."),
+           checkpoint_id: str = typer.Argument(..., help="The checkpoint id."),
+           apply: bool = typer.Option(False, "--apply", help="Do it (default: say what would happen).")):
+    store = _store(root)
+    exists = store.load(checkpoint_id) is not None if not apply else None
+    if not apply:
+        emit(f"{'would set aside' if exists else 'no such checkpoint:'} {checkpoint_id}; dry run: nothing was changed")
+        raise typer.Exit(0)
+    entry = store.set_aside(checkpoint_id, "walctl workflow delete")
+    emit(f"set aside {checkpoint_id} as {entry['evidence']}" if entry else f"no such checkpoint: {checkpoint_id}")
+    raise typer.Exit(0)
+
+
+@app.command("cleanup", help="""Set aside checkpoints older than --max-age (created_at strictly older). Dry run
+unless --apply.
+
+Example: walctl workflow cleanup /var/lib/workflows --max-age 24h --apply""")
+def cleanup(root: str = typer.Argument(..., help="The store's root directory."),
+            max_age: str = typer.Option("24h", "--max-age", help="Older than this (s, m, h, d) expires."),
+            apply: bool = typer.Option(False, "--apply", help="Do it (default: list what would go)."),
+            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-cleanup/1).")):
+    from ..ops.workflow import expired_ids
+    from .checkpoint_cmd import _seconds
+
+    store = _store(root)
+    expired = expired_ids(store.list(), _seconds(max_age) / 3600, None)
+    entries = [store.set_aside(cid, f"expired: older than {max_age}") for cid in expired] if apply else []
+    if json_out:
+        emit(json_document("walctl.workflow-cleanup/1", {"root": root, "applied": apply, "expired": expired,
+                                                         "manifest": entries}))
+    else:
+        for cid in expired:
+            emit(f"{'set aside' if apply else 'would set aside'} {cid}")
+        if expired and not apply:
+            emit("dry run: nothing was changed; run again with --apply")
+        if not expired:
+            emit("nothing has expired")
+    raise typer.Exit(0)

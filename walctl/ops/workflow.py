@@ -1,0 +1,147 @@
+"""The ADR-002 workflow checkpoint store: save, load, delete, list, cleanup_expired.
+
+Two backends with the ADR's synchronous interface: InMemoryWorkflowStore (the library default) and
+DirectoryWorkflowStore, which keeps `<root>/workflow-checkpoints/<id>.json`, each written by durable
+replace (a crash leaves the old document or the new one). The library's delete and cleanup really delete
+(completing a workflow deletes its checkpoint); the CLI's, being an operator's destructive commands, move
+files into .quarantine/ first and need --apply.
+"""
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta, timezone
+from typing import NamedTuple
+
+from .. import __version__
+from ..errors import UsageError
+from ..format import workflow as wf
+from ..format.workflow import CheckpointState, PauseMetadata
+from ..store import durable, quarantine
+from ..store.fs import DEFAULT_FS
+from .clock import utc_now
+
+SUBDIR = "workflow-checkpoints"
+SUFFIX = ".json"
+
+__all__ = ["CheckpointState", "PauseMetadata", "InMemoryWorkflowStore", "DirectoryWorkflowStore"]
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _order(states):
+    return sorted(states, key=lambda s: (s.created_at, s.checkpoint_id))
+
+
+def _check_id(checkpoint_id) -> None:
+    if not wf.valid_id(checkpoint_id):
+        raise UsageError(f"checkpoint id {checkpoint_id!r}: [A-Za-z0-9._-]{{1,200}}, not starting with a dot")
+
+
+class InMemoryWorkflowStore:
+    def __init__(self):
+        self._states: dict[str, CheckpointState] = {}
+
+    def save(self, state: CheckpointState) -> None:
+        _check_id(state.checkpoint_id)
+        wf.encode(state)  # the same validation as on disk: a state that could not be stored is refused here too
+        self._states[state.checkpoint_id] = state
+
+    def load(self, checkpoint_id: str) -> CheckpointState | None:
+        _check_id(checkpoint_id)
+        return self._states.get(checkpoint_id)
+
+    def delete(self, checkpoint_id: str) -> bool:
+        _check_id(checkpoint_id)
+        return self._states.pop(checkpoint_id, None) is not None
+
+    def list(self, workflow_name: str | None = None) -> list[CheckpointState]:
+        return _order(s for s in self._states.values() if workflow_name is None or s.workflow_name == workflow_name)
+
+    def cleanup_expired(self, max_age_hours: float = 24, now: datetime | None = None) -> int:
+        expired = expired_ids(self.list(), max_age_hours, now)
+        for cid in expired:
+            del self._states[cid]
+        return len(expired)
+
+
+def expired_ids(states, max_age_hours: float, now: datetime | None) -> list[str]:
+    """Expired iff now - created_at > max age, strictly."""
+    now = now or _now()
+    limit = timedelta(hours=max_age_hours)
+    return [s.checkpoint_id for s in states if now - s.created_at > limit]
+
+
+class Problem(NamedTuple):
+    file: str
+    reason: str
+
+
+class DirectoryWorkflowStore:
+    def __init__(self, root: str, fs=DEFAULT_FS):
+        self.root = root
+        self.dir = os.path.join(root, SUBDIR)
+        self.fs = fs
+        self.problems: list[Problem] = []  # unreadable documents met by list(), never silently skipped
+
+    def _path(self, checkpoint_id: str) -> str:
+        _check_id(checkpoint_id)
+        return os.path.join(self.dir, checkpoint_id + SUFFIX)
+
+    def save(self, state: CheckpointState) -> None:
+        path = self._path(state.checkpoint_id)
+        data = wf.encode(state)
+        durable.make_dir(self.root, self.fs)
+        durable.make_dir(self.dir, self.fs)
+        durable.create_file(path, data, self.fs, replace=True)
+
+    def load(self, checkpoint_id: str) -> CheckpointState | None:
+        path = self._path(checkpoint_id)
+        if not self.fs.exists(path):
+            return None
+        with self.fs.map_read(path) as buf:
+            return wf.decode(bytes(buf), checkpoint_id)
+
+    def delete(self, checkpoint_id: str) -> bool:
+        path = self._path(checkpoint_id)
+        if not self.fs.exists(path):
+            return False
+        durable.remove(path, self.fs)
+        return True
+
+    def list(self, workflow_name: str | None = None) -> list[CheckpointState]:
+        self.problems = []
+        out = []
+        if not self.fs.exists(self.dir):
+            return out
+        for e in self.fs.listdir(self.dir):
+            if not e.name.endswith(SUFFIX) or e.kind != "file":
+                continue
+            cid = e.name[:-len(SUFFIX)]
+            try:
+                if not wf.valid_id(cid):
+                    raise ValueError("the file name is not a valid checkpoint id")
+                state = self.load(cid)
+            except ValueError as err:
+                self.problems.append(Problem(e.name, str(err)))
+                continue
+            if workflow_name is None or state.workflow_name == workflow_name:
+                out.append(state)
+        return _order(out)
+
+    def cleanup_expired(self, max_age_hours: float = 24, now: datetime | None = None) -> int:
+        expired = expired_ids(self.list(), max_age_hours, now)
+        for cid in expired:
+            self.delete(cid)
+        return len(expired)
+
+    # ---- the CLI's destructive commands: evidence first ----
+
+    def set_aside(self, checkpoint_id: str, reason: str) -> dict | None:
+        """Moves a checkpoint into .quarantine/ with a manifest line; None when it did not exist."""
+        path = self._path(checkpoint_id)
+        if not self.fs.exists(path):
+            return None
+        return quarantine.move_in(self.dir, checkpoint_id + SUFFIX, action="workflow-delete", reason=reason,
+                                  now=utc_now(), version=__version__, fs=self.fs)

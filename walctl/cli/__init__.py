@@ -39,6 +39,7 @@ COMMANDS = {
     "checkpoint": ("checkpoint_cmd", "app", "group"),
     "recover": ("recover_cmd", "recover", "command"),
     "workflow": ("workflow_cmd", "app", "group"),
+    "tasklog": ("tasklog_cmd", "app", "group"),
 }
 
 _debug = {"on": bool(os.environ.get("WALCTL_DEBUG"))}

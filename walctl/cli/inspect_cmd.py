@@ -73,6 +73,10 @@ def inspect(
         from .checkpoint_cmd import inspect as inspect_checkpoint
 
         return inspect_checkpoint(path=path, json_out=jsonl)
+    if kind in ("tasklog", "tasklog-dir"):
+        from .tasklog_cmd import inspect as inspect_tasklog
+
+        return inspect_tasklog(path=path, json_out=jsonl)
     try:
         type_set = frozenset(parse_type(t) for t in types) if types else None
     except ValueError as e:

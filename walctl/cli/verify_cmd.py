@@ -18,7 +18,8 @@ finding (order 6, 3, 4, 5, 1): 0 clean, 1 torn tail only, 3 corruption, 4 sequen
 Example: walctl verify /var/lib/agent/wal --json | jq .exit_code"""
 
 _UNITS = {"adr003-segments": ("segment", "entries"), "adr003-segment": ("segment", "entries"),
-          "checkpoint-dir": ("checkpoint", "valid"), "checkpoint": ("checkpoint", "valid")}
+          "checkpoint-dir": ("checkpoint", "valid"), "checkpoint": ("checkpoint", "valid"),
+          "tasklog-dir": ("task log", "entries"), "tasklog": ("task log", "entries")}
 _SEVERITY_COLOR = {"error": "red", "torn": "yellow", "warning": "yellow", "note": "dim"}
 _VERDICT_COLOR = {"clean": "green", "torn": "yellow"}
 

@@ -128,6 +128,7 @@ def verify_paths(paths, *, strict: bool = False, jobs: int = 1, fs=DEFAULT_FS,
 
 KIND_SEGMENTS, KIND_SEGMENT = "adr003-segments", "adr003-segment"
 KIND_CHECKPOINTS, KIND_CHECKPOINT = "checkpoint-dir", "checkpoint"
+KIND_TASKLOGS, KIND_TASKLOG = "tasklog-dir", "tasklog"
 
 
 def detect_kind(path: str, fs=DEFAULT_FS) -> str:
@@ -143,6 +144,8 @@ def detect_kind(path: str, fs=DEFAULT_FS) -> str:
             return KIND_SEGMENTS
         if any(n.endswith(CHECKPOINT_SUFFIX) for n in names):
             return KIND_CHECKPOINTS
+        if any(n.endswith(".wal") for n in names):
+            return KIND_TASKLOGS
         raise UnsupportedInput("no known artifact here (Spector V2 chunks wal-NNNNNN.bin, ADR-003 segments "
                                "wal_NNNNNNNN.log, O_CKPT_V2 checkpoints *.ckpt)", path)
     if entry.kind != "file":
@@ -154,6 +157,8 @@ def detect_kind(path: str, fs=DEFAULT_FS) -> str:
         return KIND_CHECKPOINT
     if parse_segment_name(os.path.basename(path)) is not None:
         return KIND_SEGMENT
+    if path.endswith(".wal"):
+        return KIND_TASKLOG
     if len(head) >= 4:
         raise UnsupportedInput(f"not a known format (starts {head[:8].hex()}; a Spector chunk starts "
                                f"{FILE_MAGIC.hex()} 'SPEC', a checkpoint 'O_CKPT_V2')", path)
@@ -172,6 +177,8 @@ def verify_path(path: str, *, strict: bool = False, jobs: int = 1, fs=DEFAULT_FS
             return verify_segments(path, strict=strict, fs=fs, lock_held_by_us=lock_held_by_us)
         if kind in (KIND_CHECKPOINTS, KIND_CHECKPOINT):
             return verify_checkpoints(path, strict=strict, fs=fs)
+        if kind in (KIND_TASKLOGS, KIND_TASKLOG):
+            return verify_tasklogs(path, kind, strict=strict, fs=fs)
         chunks, foreign, kind, writer = resolve_chunks(path, fs)
         if lock_held_by_us:
             writer = None
@@ -202,6 +209,21 @@ def verify_checkpoints(path: str, *, strict: bool = False, fs=DEFAULT_FS) -> Pat
                                   VERDICTS[rep.exit_code], rep.exit_code, 1 if rep.checked.ok else 0,
                                   h.wal_sequence if h else None, h.wal_sequence if h else None,
                                   size if rep.checked.ok else 0, 0 if rep.checked.ok else size, {}))
+    return PathReport(path, kind, combine_exit_codes(f.exit_code for f in findings), None, tuple(chunks),
+                      tuple(findings))
+
+
+def verify_tasklogs(path: str, kind: str, *, strict: bool = False, fs=DEFAULT_FS) -> PathReport:
+    """Task logs as a PathReport: one "chunk" per task log, its valid entries as records."""
+    from .tasklog import read_all
+
+    chunks, findings = [], []
+    for i, rep in enumerate(read_all(path, strict=strict, fs=fs)):
+        findings.extend(rep.findings)
+        size = fs.stat(rep.path).size
+        damaged = sum((f.end_offset or 0) - (f.offset or 0) for f in rep.findings if f.exit_code)
+        chunks.append(ChunkReport(os.path.basename(rep.path), i, size, rep.read.status, 1, VERDICTS[rep.exit_code],
+                                  rep.exit_code, rep.read.state.valid_entries, None, None, size - damaged, damaged, {}))
     return PathReport(path, kind, combine_exit_codes(f.exit_code for f in findings), None, tuple(chunks),
                       tuple(findings))
 

@@ -1,0 +1,231 @@
+"""Tiffany task logs: every rule of docs/format.md section 9, the fold into TaskState, resume and append,
+and a crash at every step of an append."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from simfs import SimCrash, SimFS
+from walctl.errors import NotClean, Refused, UsageError
+from walctl.format.tasklog import encode_entry, read_log
+from walctl.ops.tasklog import append, read_task, resume
+
+TID = "3f2a9c1e-0b7d-4e55-9a51-6d0c2f1b8e77"
+SHA0, SHA1, SHA2 = "0" * 40, "1" * 40, "2" * 64
+
+
+def E(kind, i=None, **kw):
+    e = {"v": 1, "ts": f"2026-11-21T10:00:{i or 0:02d}Z", "type": kind, "task_id": TID}
+    e.update(kw)
+    return e
+
+
+PLAN = [{"index": 0, "description": "edit"}, {"index": 1, "description": "test"}, {"index": 2, "description": "docs"}]
+
+
+def happy(upto=None):
+    entries = [E("InstructionStart", 1, instruction="add validation", base_sha=SHA0),
+               E("LLMPlan", 2, steps=PLAN),
+               E("StepStart", 3, step_index=0), E("ToolResult", 4, step_index=0, tool="edit", success=True, output="ok"),
+               E("PatchPreview", 5, step_index=0, diff="--- a", files={"m.rs": "fn x() {}"}),
+               E("Commit", 6, step_index=0, sha=SHA1, message="step 0"),
+               E("StepStart", 7, step_index=1), E("ToolResult", 8, step_index=1, tool="cargo", success=False, error="boom"),
+               E("PatchPreview", 9, step_index=1, diff="--- b", base_sha=SHA1)]
+    return entries[:upto] if upto else entries
+
+
+def log(entries, tail=b"") -> bytes:
+    return b"".join(encode_entry(e) for e in entries) + tail
+
+
+def read(data):
+    return read_log(data, TID)
+
+
+def test_interrupted_task_state_and_resume_point():
+    r = read(log(happy()))
+    s = r.state
+    assert r.status == "interrupted" and r.problems == () and r.torn is None
+    assert (s.instruction, s.last_started, s.last_confirmed, s.last_sha) == ("add validation", 1, 0, SHA1)
+    assert s.resume_step_index() == 1 and s.in_flight_step_index == 1
+    assert s.canvas_snapshot() == {"step_index": 1, "diff": "--- b", "base_sha": SHA1, "recoverable": True}
+    assert s.tool_results == {0: [{"tool": "edit", "success": True, "output": "ok"}],
+                              1: [{"tool": "cargo", "success": False, "error": "boom"}]}
+
+
+def test_completed_failed_stopped_clean_and_empty():
+    done = happy() + [E("Commit", 10, step_index=1, sha=SHA2, message="1"), E("TaskComplete", 11, success=True, final_sha=SHA2)]
+    r = read(log(done))
+    assert r.status == "completed" and r.state.last_sha == SHA2 and r.state.canvas is None
+    assert read(log(happy() + [E("TaskComplete", 10, success=False, error="x")])).status == "failed"
+    r = read(log(happy() + [E("ShutdownMarker", 10, reason="sigterm")]))
+    assert r.status == "stopped_clean" and r.state.resume_step_index() == 1  # still resumable
+    assert read(b"").status == "empty"
+
+
+@pytest.mark.parametrize("tail", [b'{"v":1,"ts":"2026', bytes(64), log([E("StepStart", 10, step_index=2)])[:-1]])
+def test_torn_tail_is_never_folded_and_exit_1(tail, tmp_path):
+    path = tmp_path / f"{TID}.wal"
+    path.write_bytes(log(happy()) + tail)
+    rep = read_task(str(path))
+    assert rep.exit_code == 1 and rep.read.status == "interrupted" and rep.read.torn[1] == len(tail)
+    assert rep.read.state.last_started == 1  # the complete-looking StepStart 2 without its \n is not folded
+
+
+def test_corrupt_middle_line_is_corruption_even_as_last_line():
+    entries = happy()
+    data = log(entries[:3]) + b'{"v":1,"ts":"bad"}\n' + log(entries[3:])
+    r = read(data)
+    assert r.status == "invalid" and [(p.code, p.kind, p.line) for p in r.problems] == [(3, "corrupt-line", 4)]
+    assert r.state.last_confirmed == 0  # the other entries are folded
+    r = read(log(entries) + b"not json\n")
+    assert [(p.code, p.line) for p in r.problems] == [(3, 10)] and r.torn is None
+
+
+@pytest.mark.parametrize("line, why", [
+    (b"\n", "blank line"), (b"\xff\xfe\n", "not UTF-8"), (b"[1,2]\n", "not an object"),
+    (b'{"v":1,"ts":"2026-11-21T10:00:00Z","type":"Nope","task_id":"%s"}\n' % TID.encode(), "unknown type"),
+    (b'{"v":1,"ts":"2026-11-21T10:00:00Z","type":"ShutdownMarker","task_id":"other"}\n', "task_id"),
+    (b'{"v":1,"ts":"2026-11-21T10:00:00+00:00","type":"ShutdownMarker","task_id":"%s"}\n' % TID.encode(), "ts"),
+    (b'{"v":1,"ts":"2026-11-21T10:00:00Z","type":"Commit","task_id":"%s","step_index":0,"sha":"xyz","message":"m"}\n'
+     % TID.encode(), "40 or 64 hex"),
+    (b'{"v":1,"ts":"2026-11-21T10:00:00Z","type":"StepStart","task_id":"%s","step_index":NaN}\n' % TID.encode(), "JSON"),
+])
+def test_invalid_lines_say_why(line, why):
+    r = read(log(happy(2)) + line)
+    (p,) = r.problems
+    assert p.code == 3 and why in p.reason
+
+
+def test_unknown_entry_version_is_unsupported():
+    r = read(log(happy(2)) + encode_entry(dict(E("ShutdownMarker"), v=2)))
+    assert [(p.code, p.kind) for p in r.problems] == [(5, "unsupported-version")] and r.status == "invalid"
+
+
+@pytest.mark.parametrize("entries, why", [
+    ([E("LLMPlan", steps=PLAN)], "not InstructionStart"),
+    (happy(2) + [E("InstructionStart", instruction="again")], "InstructionStart"),
+    ([E("InstructionStart", instruction="x"), E("StepStart", step_index=0)], "before any LLMPlan"),
+    (happy(2) + [E("StepStart", step_index=7)], "outside the plan"),
+    (happy(6) + [E("StepStart", step_index=0)], "goes back before"),
+    (happy(3) + [E("Commit", step_index=1, sha=SHA1, message="m")], "latest StepStart is 0"),
+    (happy(6) + [E("StepStart", step_index=2), E("Commit", step_index=2, sha=SHA1, message="m"),
+                 E("StepStart", step_index=1), E("Commit", step_index=1, sha=SHA1, message="m")], "below an earlier"),
+    (happy(2) + [E("TaskComplete", success=True), E("StepStart", step_index=0)], "after TaskComplete"),
+])
+def test_rule_violations_are_corruption_and_still_folded(entries, why):
+    r = read(log(entries))
+    assert r.status == "invalid" and any(p.code == 3 and why in p.reason for p in r.problems), r.problems
+
+
+def test_seq_gaps_are_sequence_findings_and_ts_backwards_an_anomaly(tmp_path):
+    entries = [dict(e, seq=i) for i, e in enumerate(happy(4))]
+    entries[3]["seq"] = 5
+    r = read(log(entries))
+    assert [(p.code, p.line) for p in r.problems] == [(4, 4)]
+    back = happy(3)
+    back[2]["ts"] = "2026-11-21T09:00:00Z"
+    path = tmp_path / f"{TID}.wal"
+    path.write_bytes(log(back))
+    rep = read_task(str(path))
+    assert rep.read.status == "interrupted" and rep.exit_code == 0 and rep.findings[0].cls == "ts-backwards"
+    assert read_task(str(path), strict=True).exit_code == 3
+
+
+def test_replan_resets_progress_but_keeps_results_and_sha():
+    entries = happy() + [E("LLMPlan", 10, steps=PLAN[:2]), E("StepStart", 11, step_index=0)]
+    r = read(log(entries))
+    s = r.state
+    assert r.problems == () and s.last_confirmed is None and s.canvas is None and s.last_sha == SHA1
+    assert s.resume_step_index() == 0 and s.in_flight_step_index == 0 and len(s.tool_results) == 2
+
+
+def test_canvas_recoverable_only_with_files_or_matching_base():
+    assert read(log(happy(5))).state.canvas_snapshot()["recoverable"] is True
+    entries = happy(8) + [E("PatchPreview", 9, step_index=1, diff="--- b", base_sha=SHA0)]
+    assert read(log(entries)).state.canvas_snapshot()["recoverable"] is False
+
+
+def test_resume_cuts_torn_tail_with_evidence_and_refuses_invalid(tmp_path, cli):
+    path = tmp_path / f"{TID}.wal"
+    good = log(happy())
+    path.write_bytes(good + b'{"v":1,"ts')
+    dry = resume(str(path))
+    assert "would cut 10 torn bytes" in dry.message and path.read_bytes() == good + b'{"v":1,"ts'
+    done = resume(str(path), apply=True)
+    assert path.read_bytes() == good and done.report.exit_code == 0
+    with open(tmp_path / done.cut["evidence"], "rb") as f:
+        assert f.read() == b'{"v":1,"ts'
+    r = cli("tasklog", "resume", str(path))
+    assert r.code == 0 and json.loads(r.out)["resume_step_index"] == 1
+    path.write_bytes(good + b"junk\n")
+    with pytest.raises(NotClean):
+        resume(str(path))
+    assert resume(str(path), force=True).report.exit_code == 3
+    path.write_bytes(log(happy(2) + [E("TaskComplete", success=True)]))
+    assert resume(str(path)).message == "nothing to resume: the task is completed"
+
+
+def test_append_validates_and_keeps_the_rules(tmp_path):
+    path = str(tmp_path / f"{TID}.wal")
+    ts = iter(f"2026-11-21T10:00:{i:02d}.000000Z" for i in range(60))
+    append(path, [{"type": "InstructionStart", "instruction": "go"}, {"type": "LLMPlan", "steps": PLAN}],
+           now=lambda: next(ts))
+    with pytest.raises(Refused):
+        append(path, [{"type": "Commit", "step_index": 0, "sha": SHA1, "message": "m"}], now=lambda: next(ts))
+    with pytest.raises(UsageError):
+        append(path, [{"type": "StepStart"}], now=lambda: next(ts))
+    append(path, [{"type": "StepStart", "step_index": 0}], now=lambda: next(ts))
+    line = open(path, encoding="utf-8").read().splitlines()[-1]
+    assert line.startswith('{"v":1,"ts":"2026-11-21T10:00:') and line.endswith(
+        '"type":"StepStart","task_id":"%s","step_index":0}' % TID)  # the writer's key order, compact
+    with open(path, "ab") as f:
+        f.write(b'{"v"')
+    with pytest.raises(Refused, match="torn"):
+        append(path, [{"type": "ShutdownMarker"}])
+    rep = read_task(path)
+    assert rep.read.state.in_flight_step_index == 0 and rep.exit_code == 1
+
+
+def test_crash_at_every_step_of_append_leaves_a_valid_prefix():
+    entries = [{"type": "InstructionStart", "instruction": "go"}, {"type": "LLMPlan", "steps": PLAN},
+               {"type": "StepStart", "step_index": 0}, {"type": "ShutdownMarker"}]
+    path = f"/t/{TID}.wal"
+
+    def run(fs):
+        for e in entries:
+            append(path, [e], fs=fs, now=lambda: "2026-11-21T10:00:00.000000Z")
+
+    probe = SimFS()
+    probe.makedirs_durable("/t")
+    run(probe)
+    total = probe.ops
+    for n in range(1, total + 1):
+        fs = SimFS(seed=n, crash_at=n)
+        fs.makedirs_durable("/t")
+        with pytest.raises(SimCrash):
+            run(fs)
+        fs.crash()
+        if not fs.exists(path):
+            continue
+        with fs.map_read(path) as buf:
+            r = read_log(buf, TID)
+        assert [p for p in r.problems] == [], n
+        assert r.state.valid_entries <= len(entries)
+        types = [e["type"] for e in entries][:r.state.valid_entries]
+        assert r.status in ("empty", "interrupted", "stopped_clean"), n
+        assert r.state.instruction == ("go" if types else None)
+
+
+def test_directory_summary_and_verify_recognises_task_logs(tmp_path, cli):
+    (tmp_path / f"{TID}.wal").write_bytes(log(happy()))
+    other = "0f2a9c1e-0b7d-4e55-9a51-6d0c2f1b8e70"
+    (tmp_path / f"{other}.wal").write_bytes(log([dict(e, task_id=other) for e in happy(2)]) + b"xx")
+    r = cli("tasklog", "inspect", str(tmp_path))
+    assert TID in r.out and other in r.out and r.code == 1
+    assert cli("verify", str(tmp_path)).code == 1
+    doc = cli("verify", "--json", str(tmp_path / f"{TID}.wal")).json()
+    assert doc["paths"][0]["kind"] == "tasklog" and doc["exit_code"] == 0
+    assert os.path.exists(tmp_path / f"{TID}.wal")

@@ -1,0 +1,162 @@
+"""tasklog verify | inspect | resume | replay | append over one `<task_id>.wal` or a directory of them.
+
+Read-only except resume --apply (cuts a torn tail after keeping it in .quarantine/) and append (one write +
+fsync per entry, a new file's directory synced too).
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import NamedTuple
+
+from .. import __version__
+from ..errors import (
+    EXIT_CORRUPT, EXIT_OK, EXIT_TORN, NotClean, Refused, UsageError, combine_exit_codes,
+)
+from ..format import tasklog as tl
+from ..store import durable, quarantine
+from ..store.fs import DEFAULT_FS
+from .clock import utc_now
+from .findings import Finding
+
+SUFFIX = ".wal"
+
+
+def task_id_of(path: str) -> str:
+    name = os.path.basename(path)
+    if not name.endswith(SUFFIX):
+        raise UsageError(f"a task log is named <task_id>{SUFFIX}", path)
+    return name[:-len(SUFFIX)]
+
+
+class TaskReport(NamedTuple):
+    path: str
+    task_id: str
+    read: tl.LogRead
+    strict: bool
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        out = []
+        for p in self.read.problems:
+            code = EXIT_CORRUPT if (p.code == tl.ANOMALY and self.strict) else p.code
+            out.append(Finding(p.kind, code, f"line {p.line}: {p.reason}", os.path.basename(self.path), p.offset,
+                               p.end, extra={"line": p.line}))
+        if self.read.torn:
+            off, n = self.read.torn
+            out.append(Finding("tail-damage", EXIT_TORN, f"{n} bytes after the last newline: a torn last line "
+                               "(never folded)", os.path.basename(self.path), off, off + n,
+                               extra={"tail_kind": "incomplete", "torn": True}))
+        return tuple(out)
+
+    @property
+    def exit_code(self) -> int:
+        return combine_exit_codes(f.exit_code for f in self.findings)
+
+    def state_json(self) -> dict:
+        s = self.read.state
+        return {"task_id": self.task_id, "status": self.read.status, "instruction": s.instruction,
+                "plan": s.plan, "last_started_step_index": s.last_started,
+                "last_confirmed_step_index": s.last_confirmed, "resume_step_index": s.resume_step_index(),
+                "in_flight_step_index": s.in_flight_step_index, "last_git_sha": s.last_sha,
+                "canvas_snapshot": s.canvas_snapshot(),
+                "tool_results": {str(k): v for k, v in sorted(s.tool_results.items())},
+                "complete": s.complete, "clean_shutdown": s.clean_shutdown, "valid_entries": s.valid_entries,
+                "lines": self.read.lines, "torn_bytes": self.read.torn[1] if self.read.torn else 0}
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "exit_code": self.exit_code, "state": self.state_json(),
+                "findings": [f.to_json() for f in self.findings]}
+
+
+def read_task(path: str, *, strict: bool = False, fs=DEFAULT_FS, timeline: bool = False,
+              until: int | None = None) -> TaskReport:
+    tid = task_id_of(path)
+    with fs.map_read(path) as buf:
+        read = tl.read_log(buf, tid, timeline=timeline, until=until)
+    return TaskReport(path, tid, read, strict)
+
+
+def task_files(path: str, fs=DEFAULT_FS) -> list[str]:
+    if fs.stat(path).kind == "dir":
+        return sorted(e.path for e in fs.listdir(path) if e.name.endswith(SUFFIX) and e.kind == "file")
+    return [path]
+
+
+def read_all(path: str, *, strict: bool = False, fs=DEFAULT_FS) -> list[TaskReport]:
+    return [read_task(p, strict=strict, fs=fs) for p in task_files(path, fs)]
+
+
+class Resumed(NamedTuple):
+    report: TaskReport
+    applied: bool
+    cut: dict | None  # the manifest entry of the torn tail kept as evidence
+    message: str
+
+
+def resume(path: str, *, apply: bool = False, force: bool = False, fs=DEFAULT_FS) -> Resumed:
+    rep = read_task(path, fs=fs)
+    errors = [f for f in rep.findings if f.exit_code not in (EXIT_OK, EXIT_TORN)]
+    if errors and not force:
+        raise NotClean(f"the log does not validate ({errors[0].one_line()}); fix it or pass --force", path,
+                       code=combine_exit_codes(f.exit_code for f in errors))
+    cut = None
+    if rep.read.torn and apply:
+        off, n = rep.read.torn
+        directory = os.path.dirname(path) or "."
+        data = fs.read_range(path, off, n)
+        cut = quarantine.keep_bytes(directory, os.path.basename(path), off, data, action="truncate",
+                                    reason="torn last line of a task log", now=utc_now(), version=__version__, fs=fs)
+        durable.truncate(path, off, fs)
+        rep = read_task(path, fs=fs)
+    status = rep.read.status
+    if status in ("completed", "failed"):
+        msg = f"nothing to resume: the task is {status}"
+    elif rep.read.torn and not apply:
+        msg = f"dry run: would cut {rep.read.torn[1]} torn bytes (kept as evidence); resume at step " \
+              f"{rep.read.state.resume_step_index()}"
+    else:
+        msg = f"resume at step {rep.read.state.resume_step_index()}"
+    return Resumed(rep, apply and cut is not None, cut, msg)
+
+
+def append(path: str, entries: list[dict], *, force: bool = False, fs=DEFAULT_FS, now=None) -> list[dict]:
+    """Validates each entry (v, ts and task_id filled in when absent) as a line would be read, checks that
+    the log still follows the rules with it, then writes it with one write and one fsync."""
+    tid = task_id_of(path)
+    if fs.exists(path):
+        with fs.map_read(path) as buf:
+            read, folder = tl.fold(buf, tid)
+        if read.torn:
+            raise Refused("the log ends in a torn line: run `walctl tasklog resume --apply` first (an append "
+                          "would be glued to it)", path)
+        number, offset = read.lines, fs.stat(path).size
+    else:
+        durable.make_dir(os.path.dirname(path) or ".", fs)
+        folder, number, offset = tl.Folder(), 0, 0
+    written = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise UsageError(f"entry {len(written) + 1} is not a JSON object")
+        e = {"v": 1, "ts": now() if now else _now_ts(), "task_id": tid, **entry}
+        line = tl.encode_entry(e)
+        parsed, _, problem = tl.parse_line(line[:-1], tid)
+        if problem:
+            raise UsageError(f"entry {len(written) + 1}: {problem}; nothing after the previous entry was written",
+                             path)
+        known = len(folder.problems)
+        number += 1
+        folder.apply(tl.Line(number, offset, offset + len(line), line[:-1]), parsed)
+        new = [p for p in folder.problems[known:] if p.code != tl.ANOMALY]
+        if new and not force:
+            raise Refused(f"entry {len(written) + 1} breaks a rule: {new[0].reason} (--force writes it anyway); "
+                          "the entries before it were written", path)
+        durable.append(path, line, fs)
+        offset += len(line)
+        written.append(e)
+    return written
+
+
+def _now_ts() -> str:
+    t = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1e6) % 1_000_000:06d}Z"

@@ -40,6 +40,7 @@ COMMANDS = {
     "recover": ("recover_cmd", "recover", "command"),
     "workflow": ("workflow_cmd", "app", "group"),
     "tasklog": ("tasklog_cmd", "app", "group"),
+    "agents": ("agents_cmd", "app", "group"),
 }
 
 _debug = {"on": bool(os.environ.get("WALCTL_DEBUG"))}

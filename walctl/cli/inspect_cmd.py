@@ -77,6 +77,14 @@ def inspect(
         from .tasklog_cmd import inspect as inspect_tasklog
 
         return inspect_tasklog(path=path, json_out=jsonl)
+    if kind == "substrat-root":
+        from .agents_cmd import tree
+
+        return tree(root=path, json_out=jsonl)
+    if kind == "workflow-store":
+        from .workflow_cmd import list_
+
+        return list_(root=path, workflow=None, json_out=jsonl)
     try:
         type_set = frozenset(parse_type(t) for t in types) if types else None
     except ValueError as e:

@@ -18,8 +18,11 @@ def stats(
     from ..ops.stats import collect_stats
     from ..ops.verify import KIND_SEGMENT, KIND_SEGMENTS, detect_kind
 
-    if detect_kind(path) in (KIND_SEGMENTS, KIND_SEGMENT):
+    kind = detect_kind(path)
+    if kind in (KIND_SEGMENTS, KIND_SEGMENT):
         return _segment_stats(path, json_out)
+    if kind not in ("spector-v2-dir", "spector-v2-chunk"):
+        return _summary_stats(path, json_out)
     st = collect_stats(path)
     if json_out:
         emit(json_document("walctl.stats/1", st.to_json()))
@@ -84,3 +87,21 @@ def _segment_stats(path: str, json_out: bool) -> int:
                               c["verdict"]] for c in st["segments"]]):
         emit(line)
     raise typer.Exit(st["exit_code"])
+
+
+def _summary_stats(path: str, json_out: bool) -> int:
+    """Other artifacts: counts per file from verify's view (checkpoints, task logs, agent roots, workflows)."""
+    from ..ops.verify import verify_path
+
+    rep = verify_path(path)
+    body = {"path": path, "kind": rep.kind, "verdict": rep.verdict, "exit_code": rep.exit_code,
+            "files": len(rep.chunks), "records": rep.records, "bytes": sum(c.size for c in rep.chunks),
+            "by_state": {}}
+    for c in rep.chunks:
+        body["by_state"][c.state] = body["by_state"].get(c.state, 0) + 1
+    if json_out:
+        emit(json_document("walctl.stats/1", body))
+    else:
+        emit(f"{path}: {rep.kind}, {rep.verdict} (exit {rep.exit_code}); {body['files']} files, {body['records']} "
+             f"records, {body['bytes']} bytes; by state: {body['by_state']}")
+    raise typer.Exit(rep.exit_code)

@@ -19,7 +19,8 @@ Example: walctl verify /var/lib/agent/wal --json | jq .exit_code"""
 
 _UNITS = {"adr003-segments": ("segment", "entries"), "adr003-segment": ("segment", "entries"),
           "checkpoint-dir": ("checkpoint", "valid"), "checkpoint": ("checkpoint", "valid"),
-          "tasklog-dir": ("task log", "entries"), "tasklog": ("task log", "entries")}
+          "tasklog-dir": ("task log", "entries"), "tasklog": ("task log", "entries"),
+          "substrat-root": ("session", "events"), "workflow-store": ("workflow checkpoint", "valid")}
 _SEVERITY_COLOR = {"error": "red", "torn": "yellow", "warning": "yellow", "note": "dim"}
 _VERDICT_COLOR = {"clean": "green", "torn": "yellow"}
 

@@ -129,6 +129,7 @@ def verify_paths(paths, *, strict: bool = False, jobs: int = 1, fs=DEFAULT_FS,
 KIND_SEGMENTS, KIND_SEGMENT = "adr003-segments", "adr003-segment"
 KIND_CHECKPOINTS, KIND_CHECKPOINT = "checkpoint-dir", "checkpoint"
 KIND_TASKLOGS, KIND_TASKLOG = "tasklog-dir", "tasklog"
+KIND_SUBSTRAT, KIND_WORKFLOWS = "substrat-root", "workflow-store"
 
 
 def detect_kind(path: str, fs=DEFAULT_FS) -> str:
@@ -146,6 +147,10 @@ def detect_kind(path: str, fs=DEFAULT_FS) -> str:
             return KIND_CHECKPOINTS
         if any(n.endswith(".wal") for n in names):
             return KIND_TASKLOGS
+        if "agents" in names and fs.stat(os.path.join(path, "agents")).kind == "dir":
+            return KIND_SUBSTRAT
+        if "workflow-checkpoints" in names:
+            return KIND_WORKFLOWS
         raise UnsupportedInput("no known artifact here (Spector V2 chunks wal-NNNNNN.bin, ADR-003 segments "
                                "wal_NNNNNNNN.log, O_CKPT_V2 checkpoints *.ckpt)", path)
     if entry.kind != "file":
@@ -179,6 +184,12 @@ def verify_path(path: str, *, strict: bool = False, jobs: int = 1, fs=DEFAULT_FS
             return verify_checkpoints(path, strict=strict, fs=fs)
         if kind in (KIND_TASKLOGS, KIND_TASKLOG):
             return verify_tasklogs(path, kind, strict=strict, fs=fs)
+        if kind == KIND_SUBSTRAT:
+            from .agents import to_path_report
+
+            return to_path_report(path, kind, fs)
+        if kind == KIND_WORKFLOWS:
+            return verify_workflows(path, fs)
         chunks, foreign, kind, writer = resolve_chunks(path, fs)
         if lock_held_by_us:
             writer = None
@@ -225,6 +236,21 @@ def verify_tasklogs(path: str, kind: str, *, strict: bool = False, fs=DEFAULT_FS
         chunks.append(ChunkReport(os.path.basename(rep.path), i, size, rep.read.status, 1, VERDICTS[rep.exit_code],
                                   rep.exit_code, rep.read.state.valid_entries, None, None, size - damaged, damaged, {}))
     return PathReport(path, kind, combine_exit_codes(f.exit_code for f in findings), None, tuple(chunks),
+                      tuple(findings))
+
+
+def verify_workflows(root: str, fs=DEFAULT_FS) -> PathReport:
+    """A workflow store: every document must load; one "chunk" per document."""
+    from .workflow import DirectoryWorkflowStore
+
+    store = DirectoryWorkflowStore(root, fs)
+    states = store.list()
+    findings = [Finding("workflow-document", EXIT_CORRUPT, p.reason, p.file) for p in store.problems]
+    chunks = [ChunkReport(f"{s.checkpoint_id}.json", i, 0, "ok", 1, "clean", EXIT_OK, 1, None, None, 0, 0, {})
+              for i, s in enumerate(states)]
+    chunks += [ChunkReport(p.file, len(chunks) + i, 0, "invalid", None, "corrupt", EXIT_CORRUPT, 0, None, None, 0, 0, {})
+               for i, p in enumerate(store.problems)]
+    return PathReport(root, KIND_WORKFLOWS, combine_exit_codes(f.exit_code for f in findings), None, tuple(chunks),
                       tuple(findings))
 
 

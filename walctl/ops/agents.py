@@ -1,0 +1,372 @@
+"""Substrat agent session roots: `<root>/agents/<session_id>/{session.json, events.jsonl, events.pending}`.
+
+Reading never changes anything and reads every byte safely (a bad line is a finding with its offset, never
+a crash and never silently skipped). `recover(apply=True)` does what the real daemon's recovery does, and
+the parts it gets wrong: ACTIVE sessions become SUSPENDED, orphans are terminated, a pending entry is
+completed into its log (Substrat's protocol: cut a partial tail, append the pending line unless the log
+already ends with it, fsync, unlink), a partial tail with no pending file is cut too; every replaced or
+cut byte is kept in `<root>/.quarantine/` first, and nothing is written until the whole root was read.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+from datetime import datetime, timezone
+from typing import NamedTuple
+
+from .. import __version__
+from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_TORN, combine_exit_codes
+from ..store import durable, quarantine
+from ..store.fs import DEFAULT_FS
+from .clock import utc_now
+from .findings import Finding
+
+STATES = ("created", "active", "suspended", "terminated")
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+
+
+class Line(NamedTuple):
+    number: int
+    offset: int
+    end: int
+    event: dict | None
+    problem: str | None
+
+
+class Session(NamedTuple):
+    session_id: str
+    meta: dict | None  # session.json, when it parses
+    problem: str | None  # why session.json is missing or wrong
+    lines: tuple[Line, ...]  # events.jsonl, \n-terminated lines
+    tail: tuple[int, bytes] | None  # (offset, bytes) after the last \n
+    pending: bytes | None  # events.pending
+    tmp: dict | None  # a session.json.tmp left by a crash, when it parses
+    log_size: int
+
+    @property
+    def events(self) -> list[dict]:
+        """The log's events, and the pending one that recovery will complete into it."""
+        out = [ln.event for ln in self.lines if ln.event is not None]
+        if self.pending is not None:
+            ev = _parse_event_line(0, 0, 0, self.pending.rstrip(b"\n"), self.session_id).event
+            if ev is not None and ev not in out:  # see _complete_pending: a stale pending file may resurrect
+                out.append(ev)
+        return out
+
+    @property
+    def state(self) -> str | None:
+        return self.meta.get("state") if self.meta else None
+
+
+def _read_json(fs, path):
+    with fs.map_read(path) as buf:
+        data = bytes(buf)
+    try:
+        return json.loads(data.decode("utf-8")), None
+    except (UnicodeDecodeError, ValueError) as e:
+        return None, f"not JSON: {e}"
+
+
+def read_session(directory: str, fs=DEFAULT_FS) -> Session:
+    sid = os.path.basename(directory)
+    meta, problem = None, None
+    sj = os.path.join(directory, "session.json")
+    if not fs.exists(sj):
+        problem = "no session.json"
+    else:
+        meta, problem = _read_json(fs, sj)
+        if problem is None:
+            problem = _check_meta(meta, sid)
+            if problem:
+                meta = meta if isinstance(meta, dict) else None
+    lines, tail, size = [], None, 0
+    log = os.path.join(directory, "events.jsonl")
+    if fs.exists(log):
+        with fs.map_read(log) as buf:
+            data = bytes(buf)
+        size = len(data)
+        pos = n = 0
+        while True:
+            nl = data.find(b"\n", pos)
+            if nl < 0:
+                break
+            n += 1
+            lines.append(_parse_event_line(n, pos, nl + 1, data[pos:nl], sid))
+            pos = nl + 1
+        if pos < len(data):
+            tail = (pos, data[pos:])
+    pending = None
+    pf = os.path.join(directory, "events.pending")
+    if fs.exists(pf):
+        with fs.map_read(pf) as buf:
+            pending = bytes(buf)
+    tmp = None
+    tf = sj + ".tmp"
+    if fs.exists(tf):
+        tmp, _ = _read_json(fs, tf)
+    return Session(sid, meta, problem, tuple(lines), tail, pending, tmp if isinstance(tmp, dict) else None, size)
+
+
+def _check_meta(meta, sid) -> str | None:
+    if not isinstance(meta, dict):
+        return "session.json is not a JSON object"
+    if meta.get("id") != sid:
+        return f"session.json id {meta.get('id')!r} is not the directory's {sid!r}"
+    if meta.get("state") not in STATES:
+        return f"session.json state {meta.get('state')!r} is not one of {', '.join(STATES)}"
+    ps = meta.get("provider_state", "")
+    if not isinstance(ps, str):
+        return "provider_state is not a base64 string"
+    try:
+        base64.b64decode(ps, validate=True)
+    except ValueError:
+        return "provider_state is not valid base64"
+    return None
+
+
+def _parse_event_line(n, start, end, raw: bytes, sid) -> Line:
+    try:
+        e = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        held = raw[:60].decode("utf-8", "replace")
+        return Line(n, start, end, None, f"not a JSON line ({err}); it held {held!r}")
+    if not isinstance(e, dict) or not isinstance(e.get("event"), str):
+        return Line(n, start, end, None, "not an event object")
+    if e.get("session_id") != sid:
+        return Line(n, start, end, None, f"session_id {e.get('session_id')!r} is not this session's")
+    return Line(n, start, end, e, None)
+
+
+class Agent(NamedTuple):
+    agent_id: str
+    session_id: str
+    name: str | None
+    parent_session_id: str | None
+    metadata: dict
+    pending: tuple[dict, ...]  # enqueued and not delivered, in order
+
+
+class Tree(NamedTuple):
+    agents: dict  # agent_id -> Agent (sessions not terminated, in the tree)
+    roots: tuple[str, ...]
+    children: dict  # agent_id -> [child agent_ids]
+    orphans: tuple[tuple[str, str], ...]  # (session_id, why)
+
+    def to_json(self) -> dict:
+        return {"roots": list(self.roots),
+                "agents": [{"agent_id": a.agent_id, "session_id": a.session_id, "name": a.name,
+                            "parent_session_id": a.parent_session_id, "children": self.children.get(a.agent_id, []),
+                            "metadata": a.metadata, "pending_message_ids": [m["message_id"] for m in a.pending]}
+                           for a in self.agents.values()],
+                "orphans": [{"session_id": s, "why": w} for s, w in self.orphans]}
+
+
+def build_tree(sessions: list[Session]) -> Tree:
+    by_sid = {s.session_id: s for s in sessions}
+    info = {}
+    orphans = []
+    for s in sessions:
+        if s.state == "terminated" or s.meta is None:
+            continue
+        created = next((e for e in s.events if e["event"] == "agent.created"), None)
+        if created is None:
+            orphans.append((s.session_id, "no agent.created in its log"))
+            continue
+        data = created.get("data") or {}
+        if any(e["event"] == "agent.terminated" for e in s.events):
+            orphans.append((s.session_id, "agent.terminated is logged but the session was not saved terminated"))
+            continue
+        meta = dict(data.get("metadata") or {})
+        enqueued, delivered = [], set()
+        for e in s.events:
+            d = e.get("data") or {}
+            if e["event"] == "metadata.updated" and "key" in d:
+                if d.get("value") is None:
+                    meta.pop(d["key"], None)
+                else:
+                    meta[d["key"]] = d["value"]
+            elif e["event"] == "message.enqueued" and "message_id" in d:
+                enqueued.append(d)
+            elif e["event"] == "message.delivered" and "message_id" in d:
+                delivered.add(d["message_id"])
+        info[s.session_id] = Agent(data.get("agent_id"), s.session_id, data.get("name"), data.get("parent_session_id"),
+                                   meta, tuple(m for m in enqueued if m["message_id"] not in delivered))
+    # parents must resolve to a live session in the tree; cycles are orphans too
+    changed = True
+    while changed:
+        changed = False
+        for sid, a in list(info.items()):
+            p = a.parent_session_id
+            if p is not None and p not in info:
+                why = "its parent session is terminated" if p in by_sid else "its parent session does not exist"
+                orphans.append((sid, why))
+                del info[sid]
+                changed = True
+    for sid in list(info):
+        seen, cur = set(), sid
+        while cur is not None and cur in info and cur not in seen:
+            seen.add(cur)
+            cur = info[cur].parent_session_id
+        if cur is not None and cur in seen:
+            orphans.append((sid, "its parents form a cycle"))
+    for sid, _ in orphans:
+        info.pop(sid, None)
+    agents = {a.agent_id: a for a in info.values()}
+    children: dict = {}
+    roots = []
+    for a in info.values():
+        if a.parent_session_id is None:
+            roots.append(a.agent_id)
+        else:
+            children.setdefault(info[a.parent_session_id].agent_id, []).append(a.agent_id)
+    return Tree(agents, tuple(roots), children, tuple(orphans))
+
+
+def read_root(root: str, fs=DEFAULT_FS) -> list[Session]:
+    adir = os.path.join(root, "agents")
+    if not fs.exists(adir):
+        return []
+    return [read_session(e.path, fs) for e in sorted(fs.listdir(adir), key=lambda e: e.name) if e.kind == "dir"]
+
+
+def verify_root(root: str, fs=DEFAULT_FS) -> tuple[list[Finding], Tree, list[Session]]:
+    sessions = read_root(root, fs)
+    out: list[Finding] = []
+    for s in sessions:
+        rel = f"agents/{s.session_id}"
+        if not _HEX32.fullmatch(s.session_id):
+            out.append(Finding("foreign-file", EXIT_OK, "not a session directory name (32 hex digits)", rel))
+        if s.problem:
+            out.append(Finding("session-json", EXIT_CORRUPT, s.problem, f"{rel}/session.json"))
+        for ln in s.lines:
+            if ln.problem:
+                out.append(Finding("corrupt-line", EXIT_CORRUPT, f"line {ln.number}: {ln.problem}",
+                                   f"{rel}/events.jsonl", ln.offset, ln.end, extra={"line": ln.number}))
+        if s.tail is not None:
+            off, data = s.tail
+            out.append(Finding("tail-damage", EXIT_TORN, f"{len(data)} bytes after the last newline: a partial "
+                               "line", f"{rel}/events.jsonl", off, off + len(data), extra={"torn": True}))
+        if s.pending is not None:
+            out.append(Finding("pending-entry", EXIT_TORN, "events.pending holds an entry not yet known to be in the "
+                               "log (recover completes it)", f"{rel}/events.pending"))
+        if s.tmp is not None:
+            changed = sorted(k for k in set(s.tmp) | set(s.meta or {}) if s.tmp.get(k) != (s.meta or {}).get(k))
+            out.append(Finding("session-json-tmp", EXIT_OK, "a session.json.tmp left by a crash; it differs in "
+                               f"{', '.join(changed) or 'nothing'}", f"{rel}/session.json.tmp"))
+        if s.state == "active":
+            out.append(Finding("active-session", EXIT_OK, "ACTIVE on disk: the daemon crashed or stopped without "
+                               "suspending (recover suspends it)", f"{rel}/session.json"))
+    tree = build_tree(sessions)
+    for sid, why in tree.orphans:
+        out.append(Finding("orphan", EXIT_CORRUPT, f"orphan session: {why} (recover terminates it)",
+                           f"agents/{sid}"))
+    return out, tree, sessions
+
+
+class Action(NamedTuple):
+    session_id: str
+    action: str
+    detail: str
+
+
+def recover(root: str, *, apply: bool = False, fs=DEFAULT_FS) -> tuple[list[Action], list[Finding]]:
+    """The plan (and with apply, its execution). Reads everything first; writes only with apply."""
+    findings, tree, sessions = verify_root(root, fs)
+    orphans = {sid for sid, _ in tree.orphans}
+    plan: list[Action] = []
+    for s in sessions:
+        if s.tail is not None:
+            plan.append(Action(s.session_id, "cut-tail", f"{len(s.tail[1])} bytes at offset {s.tail[0]}"))
+        if s.pending is not None:
+            plan.append(Action(s.session_id, "complete-pending", f"{len(s.pending)} bytes"))
+        if s.meta is None:
+            continue
+        if s.session_id in orphans and s.state != "terminated":
+            plan.append(Action(s.session_id, "terminate", dict(tree.orphans)[s.session_id]))
+        elif s.state == "active":
+            plan.append(Action(s.session_id, "suspend", "ACTIVE -> SUSPENDED"))
+    if apply:
+        now = datetime.now(timezone.utc).isoformat()
+        stamp = utc_now()
+        by_sid = {s.session_id: s for s in sessions}
+        for a in plan:
+            s = by_sid[a.session_id]
+            d = os.path.join(root, "agents", a.session_id)
+            if a.action == "cut-tail":
+                off, data = s.tail
+                quarantine.keep_bytes(root, f"agents/{a.session_id}/events.jsonl".replace("/", "__"), off, data,
+                                      action="truncate", reason="partial last line of an event log", now=stamp,
+                                      version=__version__, fs=fs)
+                durable.truncate(os.path.join(d, "events.jsonl"), off, fs)
+            elif a.action == "complete-pending":
+                _complete_pending(d, s, fs)
+            else:
+                meta = dict(s.meta)
+                meta["state"] = "suspended" if a.action == "suspend" else "terminated"
+                if a.action == "suspend":
+                    meta["suspended_at"] = now
+                old = json.dumps(s.meta, indent=2).encode()
+                quarantine.keep_bytes(root, f"agents__{a.session_id}__session.json", 0, old, action="replace",
+                                      reason=a.detail, now=stamp, version=__version__, fs=fs)
+                durable.create_file(os.path.join(d, "session.json"), json.dumps(meta, indent=2).encode(), fs,
+                                    replace=True)
+    return plan, findings
+
+
+def _complete_pending(d: str, s: Session, fs) -> None:
+    """Substrat's open-time protocol: cut any partial tail (done before, with evidence), append the pending
+    line, fsync, unlink the pending file. Substrat skips the append when the log already *ends* with the
+    line; walctl skips it when the line is anywhere in the log: Substrat unlinks the pending file without
+    syncing the directory, so after a crash an older pending file can come back, and appending it again
+    would duplicate an old event (the crash test in tests/test_agents.py found this)."""
+    log = os.path.join(d, "events.jsonl")
+    line = s.pending if s.pending.endswith(b"\n") else s.pending + b"\n"
+    current = fs.read_range(log, 0, fs.stat(log).size) if fs.exists(log) else b""
+    if not (current.startswith(line) or b"\n" + line in current):
+        durable.append(log, line, fs)
+    durable.remove(os.path.join(d, "events.pending"), fs)
+
+
+def pending(root: str, fs=DEFAULT_FS) -> dict:
+    _, tree, _ = verify_root(root, fs)
+    return {a.agent_id: [m for m in a.pending] for a in tree.agents.values()}
+
+
+def exit_code(findings) -> int:
+    return combine_exit_codes(f.exit_code for f in findings)
+
+
+def append_event(session_dir: str, event: dict, fs=DEFAULT_FS) -> None:
+    """Substrat's append protocol: the line to events.pending (fsync), then appended to events.jsonl
+    (fsync), then the pending file unlinked. A crash leaves the log as it was, or with the line, plus at
+    most a pending file that recovery completes."""
+    line = (json.dumps(event, separators=(",", ":")) + "\n").encode("ascii")
+    pending_path = os.path.join(session_dir, "events.pending")
+    fd = fs.open_new(pending_path)
+    try:
+        fs.write(fd, line, pending_path)
+        fs.fsync(fd, pending_path)
+    finally:
+        fs.close(fd)
+    durable.append(os.path.join(session_dir, "events.jsonl"), line, fs)
+    # Substrat unlinks without syncing the directory, so the file can come back after a crash; walctl syncs
+    # it (recovery copes with a resurrected one either way: see _complete_pending).
+    durable.remove(pending_path, fs)
+
+
+def to_path_report(root: str, kind: str, fs=DEFAULT_FS):
+    """verify's view: one "chunk" per session, its valid events as records."""
+    from .verify import VERDICTS, ChunkReport, PathReport
+
+    findings, _, sessions = verify_root(root, fs)
+    chunks = []
+    for i, s in enumerate(sessions):
+        mine = [f for f in findings if (f.file or "").startswith(f"agents/{s.session_id}")]
+        code = exit_code(mine)
+        chunks.append(ChunkReport(s.session_id, i, s.log_size, s.state or "invalid", None, VERDICTS[code], code,
+                                  len([ln for ln in s.lines if ln.event is not None]), None, None, s.log_size,
+                                  sum(ln.end - ln.offset for ln in s.lines if ln.problem) + (len(s.tail[1]) if s.tail else 0),
+                                  {}))
+    return PathReport(root, kind, exit_code(findings), None, tuple(chunks), tuple(findings))

@@ -89,6 +89,61 @@ def main(base: str) -> None:
     # recovery falls back to the one at 20 and replays 21..40.
     write_segments(base)
     write_checkpoints(base)
+    write_task_logs(base)
+    copy_agent_root(base)
+
+
+TASK_INTERRUPTED = "3f2a9c1e-0b7d-4e55-9a51-6d0c2f1b8e77"
+TASK_COMPLETED = "9c41d2aa-7e1b-4f0e-8d25-51a7b3c0e9f4"
+
+
+def write_task_logs(base: str) -> None:
+    """Two Tiffany task logs: one interrupted mid-step (with a torn last line), one completed."""
+    from walctl.format.tasklog import encode_entry
+
+    d = os.path.join(base, "tasks")
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    os.makedirs(d)
+    plan = [{"index": 0, "description": "add the validator"}, {"index": 1, "description": "wire it in"},
+            {"index": 2, "description": "write tests"}]
+
+    def e(tid, n, kind, **kw):
+        return dict({"v": 1, "ts": f"2026-11-21T10:{n:02d}:00Z", "type": kind, "task_id": tid}, **kw)
+
+    sha = ["%040x" % (0xA11CE + i) for i in range(4)]
+    t = TASK_INTERRUPTED
+    entries = [e(t, 0, "InstructionStart", instruction="Add validation to model.rs", base_sha=sha[0]),
+               e(t, 1, "LLMPlan", steps=plan, model="example-model"),
+               e(t, 2, "StepStart", step_index=0), e(t, 3, "ToolResult", step_index=0, tool="edit", success=True),
+               e(t, 4, "PatchPreview", step_index=0, diff="--- a/model.rs\n+++ b/model.rs", files={"model.rs": "fn v() {}"}),
+               e(t, 5, "Commit", step_index=0, sha=sha[1], message="add the validator"),
+               e(t, 6, "StepStart", step_index=1),
+               e(t, 7, "PatchPreview", step_index=1, diff="--- a/lib.rs", base_sha=sha[1])]
+    with open(os.path.join(d, f"{t}.wal"), "wb") as f:
+        f.write(b"".join(encode_entry(x) for x in entries) + b'{"v":1,"ts":"2026-11-21T10:08:00Z","type":"ToolRe')
+    t = TASK_COMPLETED
+    entries = [e(t, 0, "InstructionStart", instruction="Bump the version", base_sha=sha[0]),
+               e(t, 1, "LLMPlan", steps=plan[:1]), e(t, 2, "StepStart", step_index=0),
+               e(t, 3, "Commit", step_index=0, sha=sha[2], message="bump"),
+               e(t, 4, "TaskComplete", success=True, final_sha=sha[2], summary="version bumped"),
+               e(t, 5, "ShutdownMarker", reason="done")]
+    with open(os.path.join(d, f"{t}.wal"), "wb") as f:
+        f.write(b"".join(encode_entry(x) for x in entries))
+
+
+def copy_agent_root(base: str) -> None:
+    """A Substrat root the real daemon wrote, killed during a turn (tests/data/substrat/crashed-active)."""
+    src = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
+                                        "substrat", "crashed-active", "root"))
+    d = os.path.join(base, "agents-crashed")
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    shutil.copytree(src, d)
+    for root, dirs, files in os.walk(d):
+        os.chmod(root, 0o755)
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o644)
 
 
 def adr_entries():

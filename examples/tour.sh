@@ -18,6 +18,14 @@ check wal-sequence-gap 4
 check wal-legacy-v1 5
 check segments 0
 check checkpoints 3
+check tasks 1
+check agents-crashed 0
+echo "== the interrupted task: where it can resume"
+"$WALCTL" tasklog inspect "$here/tasks"
+echo
+echo "== the crashed agent root: the tree recovery rebuilds"
+"$WALCTL" agents tree "$here/agents-crashed"
+echo
 echo "== recovery: the newest checkpoint is rotten, so the one at 20 plus entries 21..40:"
 "$WALCTL" recover --checkpoints "$here/checkpoints" --log "$here/segments" || fail=1
 echo

@@ -303,5 +303,5 @@ class SimFS:
         if handle in self.files:
             self.files[handle].data = bytearray()
 
-    def probe_writer(self, directory: str) -> str | None:
-        return self.locks.get(self._norm(os.path.join(directory, ".walctl.lock")))
+    def probe_writer(self, directory: str, name: str | None = None) -> str | None:
+        return self.locks.get(self._norm(os.path.join(directory, name or ".walctl.lock")))

@@ -172,3 +172,18 @@ def test_crash_at_every_step_of_the_append_protocol_then_recovery(writer):
         # without its agent.created the session is an orphan and is terminated; otherwise suspended
         assert s.pending is None and s.state == ("suspended" if got else "terminated"), n
         assert build_tree(sessions).orphans == ()
+
+
+def test_live_daemon_blocks_recover_apply(tmp_path):
+    import fcntl
+
+    from walctl.errors import EnvironmentProblem
+
+    root = copy_root("crashed-active", tmp_path)
+    with open(os.path.join(root, "daemon.lock"), "w") as lf:
+        fcntl.flock(lf.fileno(), fcntl.LOCK_EX)
+        findings, _, _ = verify_root(root)
+        assert [f.cls for f in findings] == ["live-daemon"]
+        with pytest.raises(EnvironmentProblem):
+            recover(root, apply=True)
+    assert recover(root, apply=True)[0]  # once the daemon is gone

@@ -12,7 +12,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
 EXPECTED = {"wal-healthy": 0, "wal-torn-tail": 1, "wal-midlog-corrupt": 3, "wal-sequence-gap": 4, "wal-legacy-v1": 5,
-            "segments": 0, "checkpoints": 3}
+            "segments": 0, "checkpoints": 3, "tasks": 1, "agents-crashed": 0}
 BYTE_EXACT = [n for n in EXPECTED if n != "checkpoints"]  # zstd's bytes may differ between library versions
 
 
@@ -101,3 +101,16 @@ def test_recover_state_script(tmp_path):
     state = json.loads((tmp_path / "state.json").read_text())
     assert state["wal_sequence"] == 40 and len(state["memory_blocks"]) == 32 and len(state["tool_registry"]) == 4
     assert "passed over 0a6b3c1e-0000-4000-8000-000000000030.ckpt step 8" in out.stdout
+
+
+def test_task_examples_resume_where_the_log_says(tmp_path, cli):
+    import json
+
+    shutil.copytree(os.path.join(EXAMPLES, "tasks"), tmp_path / "tasks")
+    path = str(tmp_path / "tasks" / "3f2a9c1e-0b7d-4e55-9a51-6d0c2f1b8e77.wal")
+    r = cli("tasklog", "resume", path, "--apply")
+    state = json.loads(r.out)
+    assert r.code == 0 and state["resume_step_index"] == 1 and state["in_flight_step_index"] == 1
+    assert state["canvas_snapshot"]["recoverable"] is True and state["evidence"].startswith(".quarantine/")
+    done = cli("tasklog", "resume", str(tmp_path / "tasks" / "9c41d2aa-7e1b-4f0e-8d25-51a7b3c0e9f4.wal"))
+    assert "nothing to resume: the task is completed" in done.err

@@ -19,13 +19,6 @@ CORRUPT, SEQUENCE, UNSUPPORTED, ANOMALY = 3, 4, 5, 0
 KEY_ORDER = ("v", "ts", "type", "task_id")
 
 
-class Line(NamedTuple):
-    number: int  # from 1, over \n-terminated lines
-    offset: int
-    end: int  # after the \n
-    raw: bytes  # without the \n
-
-
 class Problem(NamedTuple):
     code: int  # CORRUPT | SEQUENCE | UNSUPPORTED | ANOMALY
     kind: str  # corrupt-line | rule | sequence | unsupported-version | ts-backwards
@@ -35,40 +28,38 @@ class Problem(NamedTuple):
     reason: str
 
 
-def split_lines(buf) -> tuple[list[Line], tuple[int, int] | None]:
-    """(\\n-terminated lines, torn tail as (offset, length) or None). The tail after the last \\n is never a
-    line, even when it is a whole JSON object: the writer had not finished it."""
-    data = bytes(buf)
-    lines, pos, n = [], 0, 0
-    while True:
-        nl = data.find(b"\n", pos)
-        if nl < 0:
-            break
-        n += 1
-        lines.append(Line(n, pos, nl + 1, data[pos:nl]))
-        pos = nl + 1
-    torn = (pos, len(data) - pos) if pos < len(data) else None
-    return lines, torn
-
-
 def _reject_constant(name):
     raise ValueError(f"{name} is not JSON")
+
+
+# One decoder for every line: json.loads(..., parse_constant=...) would build a new one per call.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _decode(text: str):
+    """json.loads semantics (surrounding whitespace allowed, nothing else after the value), without its
+    two whitespace scans on the common line that has none."""
+    try:
+        value, end = _DECODER.raw_decode(text)
+    except ValueError:
+        return _DECODER.decode(text)  # leading whitespace, or the error message json.loads would give
+    if end != len(text) and not text[end:].isspace():
+        return _DECODER.decode(text)
+    return value
 
 
 def parse_line(raw: bytes, task_id: str) -> tuple[dict | None, int, str | None]:
     """(entry, problem code, problem). A valid entry has problem None."""
     if raw.endswith(b"\r"):
         raw = raw[:-1]
-    if not raw.strip():
-        return None, CORRUPT, "blank line"
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         return None, CORRUPT, f"not UTF-8 ({e.reason} at byte {e.start})"
     try:
-        e = json.loads(text, parse_constant=_reject_constant)
+        e = _decode(text)
     except ValueError as err:
-        return None, CORRUPT, f"not JSON: {err}"
+        return None, CORRUPT, "blank line" if not text.strip() else f"not JSON: {err}"
     if not isinstance(e, dict):
         return None, CORRUPT, f"a JSON {type(e).__name__}, not an object"
     v = e.get("v")
@@ -80,37 +71,40 @@ def parse_line(raw: bytes, task_id: str) -> tuple[dict | None, int, str | None]:
     return (None, CORRUPT, problem) if problem else (e, 0, None)
 
 
-def _present(e: dict, key: str) -> bool:
-    return e.get(key) is not None  # JSON null in an optional field means absent
-
-
 def _check_fields(e: dict, task_id: str) -> str | None:
-    ts = e.get("ts")
-    if not isinstance(ts, str) or not _TS.fullmatch(ts):
+    get = e.get
+    ts = get("ts")
+    if ts.__class__ is not str or not _TS.fullmatch(ts):
         return "ts is not YYYY-MM-DDTHH:MM:SS[.fraction]Z"
-    kind = e.get("type")
-    if kind not in TYPES:
+    kind = get("type")
+    check = _CHECKS.get(kind) if kind.__class__ is str else None
+    if check is None:
         return f"unknown type {kind!r}"
-    if e.get("task_id") != task_id:
-        return f"task_id {e.get('task_id')!r} is not the file's {task_id!r}"
-    if _present(e, "seq") and (type(e["seq"]) is not int or e["seq"] < 0):
+    if get("task_id") != task_id:
+        return f"task_id {get('task_id')!r} is not the file's {task_id!r}"
+    seq = get("seq")
+    if seq is not None and (seq.__class__ is not int or seq < 0):
         return "seq is not a non-negative integer"
-    need = _REQUIRED[kind]
-    for key, check, what in need:
-        if key not in e or e[key] is None:
-            return f"{kind} without {key}"
-        if not check(e[key]):
-            return f"{kind}.{key} is not {what}"
-    if kind == "ToolResult" and e["success"] is False and not isinstance(e.get("error"), str):
-        return "a failed ToolResult without error"
-    if kind == "PatchPreview" and _present(e, "files") and not (
-            isinstance(e["files"], dict) and all(isinstance(v, str) for v in e["files"].values())):
-        return "PatchPreview.files is not an object of strings"
-    return None
+    return check(get)
+
+
+def _need(get, kind, key, ok, what) -> str | None:
+    value = get(key)
+    if value is None:
+        return f"{kind} without {key}"
+    return None if ok(value) else f"{kind}.{key} is not {what}"
+
+
+def _is_str(v) -> bool:
+    return v.__class__ is str
 
 
 def _is_int(v) -> bool:
-    return type(v) is int
+    return v.__class__ is int
+
+
+def _is_bool(v) -> bool:
+    return v.__class__ is bool
 
 
 def _steps_ok(v) -> bool:
@@ -119,19 +113,60 @@ def _steps_ok(v) -> bool:
         for i, s in enumerate(v))
 
 
-_STR = (lambda v: isinstance(v, str), "a string")
-_REQUIRED = {
-    "InstructionStart": (("instruction", *_STR),),
-    "LLMPlan": (("steps", _steps_ok, "a non-empty list of {index == position, description}"),),
-    "StepStart": (("step_index", _is_int, "an integer"),),
-    "ToolResult": (("step_index", _is_int, "an integer"), ("tool", *_STR),
-                   ("success", lambda v: type(v) is bool, "a boolean")),
-    "PatchPreview": (("step_index", _is_int, "an integer"), ("diff", *_STR)),
-    "Commit": (("step_index", _is_int, "an integer"), ("sha", lambda v: isinstance(v, str) and bool(_SHA.fullmatch(v)),
-                                                       "40 or 64 hex digits"), ("message", *_STR)),
-    "TaskComplete": (("success", lambda v: type(v) is bool, "a boolean"),),
-    "ShutdownMarker": (),
-}
+def _sha_ok(v) -> bool:
+    return v.__class__ is str and bool(_SHA.fullmatch(v))
+
+
+# One small function per entry type: the required fields with their JSON types (docs/format.md section 9).
+def _c_instruction(get):
+    return _need(get, "InstructionStart", "instruction", _is_str, "a string")
+
+
+def _c_plan(get):
+    return _need(get, "LLMPlan", "steps", _steps_ok, "a non-empty list of {index == position, description}")
+
+
+def _c_step_start(get):
+    return _need(get, "StepStart", "step_index", _is_int, "an integer")
+
+
+def _c_tool_result(get):
+    problem = (_need(get, "ToolResult", "step_index", _is_int, "an integer")
+               or _need(get, "ToolResult", "tool", _is_str, "a string")
+               or _need(get, "ToolResult", "success", _is_bool, "a boolean"))
+    if problem is None and get("success") is False and get("error").__class__ is not str:
+        return "a failed ToolResult without error"
+    return problem
+
+
+def _c_patch(get):
+    problem = (_need(get, "PatchPreview", "step_index", _is_int, "an integer")
+               or _need(get, "PatchPreview", "diff", _is_str, "a string"))
+    files = get("files")
+    if problem is None and files is not None and not (
+            isinstance(files, dict) and all(isinstance(v, str) for v in files.values())):
+        return "PatchPreview.files is not an object of strings"
+    return problem
+
+
+def _c_commit(get):
+    return (_need(get, "Commit", "step_index", _is_int, "an integer")
+            or _need(get, "Commit", "sha", _sha_ok, "40 or 64 hex digits")
+            or _need(get, "Commit", "message", _is_str, "a string"))
+
+
+def _c_complete(get):
+    return _need(get, "TaskComplete", "success", _is_bool, "a boolean")
+
+
+def _c_shutdown(get):
+    return None
+
+
+_CHECKS = {"InstructionStart": _c_instruction, "LLMPlan": _c_plan, "StepStart": _c_step_start,
+           "ToolResult": _c_tool_result, "PatchPreview": _c_patch, "Commit": _c_commit,
+           "TaskComplete": _c_complete, "ShutdownMarker": _c_shutdown}
+assert tuple(_CHECKS) == TYPES
 
 
 class TaskState(NamedTuple):
@@ -183,79 +218,99 @@ class Folder:
         self.prev_ts = None
         self.count = 0
 
-    def _rule(self, line: Line, reason: str, code: int = CORRUPT, kind: str = "rule"):
-        self.problems.append(Problem(code, kind, line.number, line.offset, line.end, reason))
+    def _rule(self, loc, reason: str, code: int = CORRUPT, kind: str = "rule"):
+        self.problems.append(Problem(code, kind, loc[0], loc[1], loc[2], reason))
 
-    def apply(self, line: Line, e: dict) -> None:
+    def apply(self, loc: tuple[int, int, int], e: dict) -> None:
+        """loc: (line number, offset, end offset) of the entry's line."""
         kind = e["type"]
         self.count += 1
         # ordering rules (each reports on its own; the entry is still folded as written)
         if self.count == 1 and kind != "InstructionStart":
-            self._rule(line, f"the first entry is {kind}, not InstructionStart")
-        if kind == "InstructionStart":
-            self.instruction_seen += 1
-            if self.count > 1:
-                self._rule(line, "a second InstructionStart" if self.instruction_seen > 1 else
-                           "InstructionStart is not the first entry")
+            self._rule(loc, f"the first entry is {kind}, not InstructionStart")
         if self.after_complete and kind != "ShutdownMarker":
-            self._rule(line, f"{kind} after TaskComplete (only ShutdownMarker may follow)")
-        if kind in STEP_TYPES and self.plan is None:
-            self._rule(line, f"{kind} before any LLMPlan")
-        idx = e.get("step_index")
-        if kind == "StepStart" and self.plan is not None:
-            if not 0 <= idx < len(self.plan):
-                self._rule(line, f"StepStart {idx} is outside the plan's {len(self.plan)} steps")
-            floor = (self.last_confirmed if self.last_confirmed is not None else -1) + 1
-            if idx < floor:
-                self._rule(line, f"StepStart {idx} goes back before the next unconfirmed step {floor}")
-        if kind in ("ToolResult", "PatchPreview", "Commit") and self.plan is not None and idx != self.last_started:
-            self._rule(line, f"{kind} for step {idx}, but the latest StepStart is {self.last_started}")
-        if kind == "Commit" and self.commit_floor is not None and idx < self.commit_floor:
-            self._rule(line, f"Commit index {idx} is below an earlier Commit's {self.commit_floor}")
+            self._rule(loc, f"{kind} after TaskComplete (only ShutdownMarker may follow)")
         seq = e.get("seq")
         if seq is not None:
             prev = self.prev_seq_entry
             expected = 0 if prev is None else prev + 1
             if (prev is None and self.count == 1 and seq != 0) or (prev is not None and seq != expected):
-                self._rule(line, f"seq {seq}, expected {expected}", SEQUENCE, "sequence")
+                self._rule(loc, f"seq {seq}, expected {expected}", SEQUENCE, "sequence")
             self.prev_seq_entry = seq
         ts = e["ts"]
-        if self.prev_ts is not None and ts < self.prev_ts:  # same format: string order is time order
-            self._rule(line, f"ts {ts} is before the previous entry's {self.prev_ts}", ANOMALY, "ts-backwards")
+        if self.prev_ts is not None and ts < self.prev_ts:  # one format: string order is time order
+            self._rule(loc, f"ts {ts} is before the previous entry's {self.prev_ts}", ANOMALY, "ts-backwards")
         self.prev_ts = ts
-        # the fold
-        if kind == "InstructionStart":
-            self.instruction = e["instruction"]
-            if e.get("base_sha") is not None:
-                self.last_sha = e["base_sha"]
-        elif kind == "LLMPlan":  # a re-plan resets progress, keeps results, sha and instruction
-            self.plan = e["steps"]
-            self.last_started = self.last_confirmed = self.commit_floor = self.in_flight = self.canvas = None
-        elif kind == "StepStart":
-            self.last_started = idx
-            self.in_flight = idx
-        elif kind == "ToolResult":
-            self.tool_results.setdefault(idx, []).append(
-                {k: e.get(k) for k in ("tool", "success", "output", "error") if e.get(k) is not None})
-        elif kind == "PatchPreview":
-            self.canvas = {k: e[k] for k in ("step_index", "diff", "files", "base_sha") if e.get(k) is not None}
-        elif kind == "Commit":
-            self.last_confirmed = idx if self.last_confirmed is None else max(self.last_confirmed, idx)
-            self.commit_floor = idx if self.commit_floor is None else max(self.commit_floor, idx)
-            self.last_sha = e["sha"]
-            self.canvas = None
-            self.in_flight = None
-        elif kind == "TaskComplete":
-            self.complete = e["success"]
-            self.after_complete = True
-            if e.get("final_sha") is not None:
-                self.last_sha = e["final_sha"]
+        _HANDLERS[kind](self, loc, e)
         self.last_type = kind
+
+    def _step_entry(self, loc, e, kind) -> int:
+        idx = e["step_index"]
+        if self.plan is None:
+            self._rule(loc, f"{kind} before any LLMPlan")
+        elif kind != "StepStart" and idx != self.last_started:
+            self._rule(loc, f"{kind} for step {idx}, but the latest StepStart is {self.last_started}")
+        return idx
+
+    def _instruction(self, loc, e):
+        self.instruction_seen += 1
+        if self.count > 1:
+            self._rule(loc, "a second InstructionStart" if self.instruction_seen > 1 else
+                       "InstructionStart is not the first entry")
+        self.instruction = e["instruction"]
+        if e.get("base_sha") is not None:
+            self.last_sha = e["base_sha"]
+
+    def _plan(self, loc, e):  # a re-plan resets progress, keeps results, sha and instruction
+        self.plan = e["steps"]
+        self.last_started = self.last_confirmed = self.commit_floor = self.in_flight = self.canvas = None
+
+    def _step_start(self, loc, e):
+        idx = self._step_entry(loc, e, "StepStart")
+        if self.plan is not None:
+            if not 0 <= idx < len(self.plan):
+                self._rule(loc, f"StepStart {idx} is outside the plan's {len(self.plan)} steps")
+            floor = (self.last_confirmed if self.last_confirmed is not None else -1) + 1
+            if idx < floor:
+                self._rule(loc, f"StepStart {idx} goes back before the next unconfirmed step {floor}")
+        self.last_started = self.in_flight = idx
+
+    def _tool_result(self, loc, e):
+        idx = self._step_entry(loc, e, "ToolResult")
+        self.tool_results.setdefault(idx, []).append(
+            {k: e[k] for k in ("tool", "success", "output", "error") if e.get(k) is not None})
+
+    def _patch(self, loc, e):
+        self._step_entry(loc, e, "PatchPreview")
+        self.canvas = {k: e[k] for k in ("step_index", "diff", "files", "base_sha") if e.get(k) is not None}
+
+    def _commit(self, loc, e):
+        idx = self._step_entry(loc, e, "Commit")
+        if self.commit_floor is not None and idx < self.commit_floor:
+            self._rule(loc, f"Commit index {idx} is below an earlier Commit's {self.commit_floor}")
+        self.last_confirmed = idx if self.last_confirmed is None else max(self.last_confirmed, idx)
+        self.commit_floor = idx if self.commit_floor is None else max(self.commit_floor, idx)
+        self.last_sha = e["sha"]
+        self.canvas = self.in_flight = None
+
+    def _complete(self, loc, e):
+        self.complete = e["success"]
+        self.after_complete = True
+        if e.get("final_sha") is not None:
+            self.last_sha = e["final_sha"]
+
+    def _shutdown(self, loc, e):
+        pass
 
     def state(self) -> TaskState:
         return TaskState(self.instruction, self.plan, self.last_started, self.last_confirmed, self.last_sha,
                          self.canvas, self.tool_results, self.complete, self.last_type == "ShutdownMarker",
                          self.in_flight, self.count)
+
+
+_HANDLERS = {"InstructionStart": Folder._instruction, "LLMPlan": Folder._plan, "StepStart": Folder._step_start,
+             "ToolResult": Folder._tool_result, "PatchPreview": Folder._patch, "Commit": Folder._commit,
+             "TaskComplete": Folder._complete, "ShutdownMarker": Folder._shutdown}
 
 
 class LogRead(NamedTuple):
@@ -284,21 +339,28 @@ def read_log(buf, task_id: str, *, timeline: bool = False, until: int | None = N
 
 def fold(buf, task_id: str, *, timeline: bool = False, until: int | None = None) -> tuple[LogRead, Folder]:
     """read_log, and the Folder itself so that a writer can check further entries against the rules."""
-    lines, torn = split_lines(buf)
+    data = bytes(buf)
+    parts = data.split(b"\n")
+    tail = parts.pop()  # what follows the last \n: a torn line when not empty
+    torn = (len(data) - len(tail), len(tail)) if tail else None
     folder = Folder()
     states = [] if timeline else None
-    for line in lines:
-        if until is not None and line.number > until:
+    problems = folder.problems
+    offset = 0
+    for number, raw in enumerate(parts, 1):
+        end = offset + len(raw) + 1
+        if until is not None and number > until:
             break
-        e, code, problem = parse_line(line.raw, task_id)
+        e, code, problem = parse_line(raw, task_id)
         if problem is not None:
-            folder.problems.append(Problem(code, "unsupported-version" if code == UNSUPPORTED else "corrupt-line",
-                                           line.number, line.offset, line.end, problem))
-            continue
-        folder.apply(line, e)
-        if states is not None:
-            states.append((line.number, e["type"], folder.state()))
-    read = LogRead(folder.state(), tuple(folder.problems), torn if until is None else None, len(lines),
+            problems.append(Problem(code, "unsupported-version" if code == UNSUPPORTED else "corrupt-line",
+                                    number, offset, end, problem))
+        else:
+            folder.apply((number, offset, end), e)
+            if states is not None:
+                states.append((number, e["type"], folder.state()))
+        offset = end
+    read = LogRead(folder.state(), tuple(problems), torn if until is None else None, len(parts),
                    tuple(states) if states is not None else None)
     return read, folder
 

@@ -234,6 +234,10 @@ def read_root(root: str, fs=DEFAULT_FS) -> list[Session]:
 def verify_root(root: str, fs=DEFAULT_FS) -> tuple[list[Finding], Tree, list[Session]]:
     sessions = read_root(root, fs)
     out: list[Finding] = []
+    daemon = live_daemon(root, fs)
+    if daemon:
+        out.append(Finding("live-daemon", EXIT_OK, f"{daemon} is running: ACTIVE sessions and a pending file may "
+                           "be work in progress", "daemon.lock"))
     for s in sessions:
         rel = f"agents/{s.session_id}"
         if not _HEX32.fullmatch(s.session_id):
@@ -255,7 +259,7 @@ def verify_root(root: str, fs=DEFAULT_FS) -> tuple[list[Finding], Tree, list[Ses
             changed = sorted(k for k in set(s.tmp) | set(s.meta or {}) if s.tmp.get(k) != (s.meta or {}).get(k))
             out.append(Finding("session-json-tmp", EXIT_OK, "a session.json.tmp left by a crash; it differs in "
                                f"{', '.join(changed) or 'nothing'}", f"{rel}/session.json.tmp"))
-        if s.state == "active":
+        if s.state == "active" and not daemon:
             out.append(Finding("active-session", EXIT_OK, "ACTIVE on disk: the daemon crashed or stopped without "
                                "suspending (recover suspends it)", f"{rel}/session.json"))
     tree = build_tree(sessions)
@@ -271,8 +275,25 @@ class Action(NamedTuple):
     detail: str
 
 
+def live_daemon(root: str, fs=DEFAULT_FS) -> str | None:
+    """A running Substrat daemon holds an flock on ROOT/daemon.lock; its pid is in daemon.pid."""
+    holder = fs.probe_writer(root, "daemon.lock")
+    if holder is None:
+        return None
+    pid = fs.read_head(os.path.join(root, "daemon.pid"), 32).decode("ascii", "replace").strip() \
+        if fs.exists(os.path.join(root, "daemon.pid")) else "?"
+    return f"Substrat daemon pid {pid}"
+
+
 def recover(root: str, *, apply: bool = False, fs=DEFAULT_FS) -> tuple[list[Action], list[Finding]]:
-    """The plan (and with apply, its execution). Reads everything first; writes only with apply."""
+    """The plan (and with apply, its execution). Reads everything first; writes only with apply, and never
+    under a running daemon."""
+    from ..errors import EnvironmentProblem
+
+    daemon = live_daemon(root, fs)
+    if daemon and apply:
+        raise EnvironmentProblem(f"a live daemon holds daemon.lock ({daemon}); stop it first; nothing was changed",
+                                 root)
     findings, tree, sessions = verify_root(root, fs)
     orphans = {sid for sid, _ in tree.orphans}
     plan: list[Action] = []

@@ -146,7 +146,7 @@ def append(path: str, entries: list[dict], *, force: bool = False, fs=DEFAULT_FS
                              path)
         known = len(folder.problems)
         number += 1
-        folder.apply(tl.Line(number, offset, offset + len(line), line[:-1]), parsed)
+        folder.apply((number, offset, offset + len(line)), parsed)
         new = [p for p in folder.problems[known:] if p.code != tl.ANOMALY]
         if new and not force:
             raise Refused(f"entry {len(written) + 1} breaks a rule: {new[0].reason} (--force writes it anyway); "

@@ -191,10 +191,10 @@ class OsFileSystem:
         except OSError:
             return False
 
-    def probe_writer(self, directory: str) -> str | None:
-        from .lock import probe_writer
+    def probe_writer(self, directory: str, name: str | None = None) -> str | None:
+        from .lock import LOCK_NAME, probe_writer
 
-        return probe_writer(directory)
+        return probe_writer(directory, name or LOCK_NAME)
 
     def unlock(self, handle) -> None:
         try:

@@ -11,9 +11,10 @@ import os
 LOCK_NAME = ".walctl.lock"
 
 
-def probe_writer(directory: str) -> str | None:
-    """A description of the live writer holding `directory`'s lock, or None when nobody holds it."""
-    path = os.path.join(directory, LOCK_NAME)
+def probe_writer(directory: str, name: str = LOCK_NAME) -> str | None:
+    """A description of the live process holding `directory`/`name` (walctl's lock by default, or another
+    program's flock file such as Substrat's daemon.lock), or None when nobody holds it."""
+    path = os.path.join(directory, name)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:

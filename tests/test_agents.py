@@ -187,3 +187,46 @@ def test_live_daemon_blocks_recover_apply(tmp_path):
         with pytest.raises(EnvironmentProblem):
             recover(root, apply=True)
     assert recover(root, apply=True)[0]  # once the daemon is gone
+
+
+def test_crash_at_every_step_of_recover_apply_then_recover_again(tmp_path):
+    """Replacing session.json files, completing the pending entry: a crash anywhere leaves each file old or
+    new, and a second recovery ends where one uninterrupted recovery would."""
+    src = os.path.join(DATA, "substrat", "pending-file", "root")
+    expected_states = expected("pending-file")["orchestrator_recover"]["session_states_after"]
+
+    def load(crash_at=None, seed=0):
+        fs = SimFS(seed=seed, crash_at=crash_at)
+        for d, _, files in os.walk(src):
+            rel = os.path.relpath(d, src)
+            target = "/r" if rel == "." else f"/r/{rel}"
+            fs.makedirs_durable(target)
+            for name in files:
+                with open(os.path.join(d, name), "rb") as f:
+                    data = f.read()
+                fd = fs.open_append(f"{target}/{name}", create=True)
+                fs.write(fd, data)
+                fs.fsync(fd)
+                fs.close(fd)
+        fs.settle()
+        return fs
+
+    probe = load()
+    start = probe.ops
+    recover("/r", apply=True, fs=probe)
+    steps = probe.ops - start
+    for n in range(1, steps + 1):
+        fs = load(seed=n)
+        fs.crash_at = fs.ops + n
+        with pytest.raises(SimCrash):
+            recover("/r", apply=True, fs=fs)
+        fs.crash()
+        for s in read_root("/r", fs):
+            assert s.meta is not None and s.problem is None, (n, s.session_id)  # old or new, never torn
+        recover("/r", apply=True, fs=fs)
+        assert {s.session_id: s.state for s in read_root("/r", fs)} == expected_states, n
+        findings, _, _ = verify_root("/r", fs)
+        assert [f for f in findings if f.exit_code] == [], n
+        assert sum(ln.event == json.loads(open(os.path.join(src, "agents", "c89fa177d137420e90c23037dc31153f",
+                                                                 "events.pending")).read())
+                   for s in read_root("/r", fs) for ln in s.lines) == 1, n  # the pending entry exactly once

@@ -6,6 +6,7 @@ walctl Finding type.
 """
 from __future__ import annotations
 
+import io
 import json
 import re
 from typing import NamedTuple
@@ -117,46 +118,72 @@ def _sha_ok(v) -> bool:
     return v.__class__ is str and bool(_SHA.fullmatch(v))
 
 
-# One small function per entry type: the required fields with their JSON types (docs/format.md section 9).
+# Required fields per type with their JSON types (docs/format.md section 9). Each type has a fast check (one
+# boolean expression on the common, valid entry) and falls back to _first_problem for the message.
+_REQUIRED = {
+    "InstructionStart": (("instruction", _is_str, "a string"),),
+    "LLMPlan": (("steps", _steps_ok, "a non-empty list of {index == position, description}"),),
+    "StepStart": (("step_index", _is_int, "an integer"),),
+    "ToolResult": (("step_index", _is_int, "an integer"), ("tool", _is_str, "a string"),
+                   ("success", _is_bool, "a boolean")),
+    "PatchPreview": (("step_index", _is_int, "an integer"), ("diff", _is_str, "a string")),
+    "Commit": (("step_index", _is_int, "an integer"), ("sha", _sha_ok, "40 or 64 hex digits"),
+               ("message", _is_str, "a string")),
+    "TaskComplete": (("success", _is_bool, "a boolean"),),
+    "ShutdownMarker": (),
+}
+
+
+def _first_problem(get, kind: str) -> str | None:
+    for key, ok, what in _REQUIRED[kind]:
+        problem = _need(get, kind, key, ok, what)
+        if problem:
+            return problem
+    if kind == "ToolResult" and get("success") is False and get("error").__class__ is not str:
+        return "a failed ToolResult without error"
+    files = get("files")
+    if kind == "PatchPreview" and files is not None and not (
+            isinstance(files, dict) and all(isinstance(v, str) for v in files.values())):
+        return "PatchPreview.files is not an object of strings"
+    return None
+
+
 def _c_instruction(get):
-    return _need(get, "InstructionStart", "instruction", _is_str, "a string")
+    return None if get("instruction").__class__ is str else _first_problem(get, "InstructionStart")
 
 
 def _c_plan(get):
-    return _need(get, "LLMPlan", "steps", _steps_ok, "a non-empty list of {index == position, description}")
+    return None if _steps_ok(get("steps")) else _first_problem(get, "LLMPlan")
 
 
 def _c_step_start(get):
-    return _need(get, "StepStart", "step_index", _is_int, "an integer")
+    return None if get("step_index").__class__ is int else _first_problem(get, "StepStart")
 
 
 def _c_tool_result(get):
-    problem = (_need(get, "ToolResult", "step_index", _is_int, "an integer")
-               or _need(get, "ToolResult", "tool", _is_str, "a string")
-               or _need(get, "ToolResult", "success", _is_bool, "a boolean"))
-    if problem is None and get("success") is False and get("error").__class__ is not str:
-        return "a failed ToolResult without error"
-    return problem
+    ok = get("success")
+    if get("step_index").__class__ is int and get("tool").__class__ is str and ok.__class__ is bool and (
+            ok or get("error").__class__ is str):
+        return None
+    return _first_problem(get, "ToolResult")
 
 
 def _c_patch(get):
-    problem = (_need(get, "PatchPreview", "step_index", _is_int, "an integer")
-               or _need(get, "PatchPreview", "diff", _is_str, "a string"))
-    files = get("files")
-    if problem is None and files is not None and not (
-            isinstance(files, dict) and all(isinstance(v, str) for v in files.values())):
-        return "PatchPreview.files is not an object of strings"
-    return problem
+    if get("step_index").__class__ is int and get("diff").__class__ is str and get("files") is None:
+        return None
+    return _first_problem(get, "PatchPreview")
 
 
 def _c_commit(get):
-    return (_need(get, "Commit", "step_index", _is_int, "an integer")
-            or _need(get, "Commit", "sha", _sha_ok, "40 or 64 hex digits")
-            or _need(get, "Commit", "message", _is_str, "a string"))
+    sha = get("sha")
+    if get("step_index").__class__ is int and get("message").__class__ is str and sha.__class__ is str and (
+            _SHA.fullmatch(sha)):
+        return None
+    return _first_problem(get, "Commit")
 
 
 def _c_complete(get):
-    return _need(get, "TaskComplete", "success", _is_bool, "a boolean")
+    return None if get("success").__class__ is bool else _first_problem(get, "TaskComplete")
 
 
 def _c_shutdown(get):
@@ -339,18 +366,27 @@ def read_log(buf, task_id: str, *, timeline: bool = False, until: int | None = N
 
 def fold(buf, task_id: str, *, timeline: bool = False, until: int | None = None) -> tuple[LogRead, Folder]:
     """read_log, and the Folder itself so that a writer can check further entries against the rules."""
-    data = bytes(buf)
-    parts = data.split(b"\n")
-    tail = parts.pop()  # what follows the last \n: a torn line when not empty
-    torn = (len(data) - len(tail), len(tail)) if tail else None
+    # readline (C speed) over an mmap or a BytesIO: no copy of the whole log, no list of all its lines
+    reader = buf if hasattr(buf, "readline") and hasattr(buf, "seek") else io.BytesIO(bytes(buf))
+    reader.seek(0)
+    readline = reader.readline
+    torn = None
     folder = Folder()
     states = [] if timeline else None
     problems = folder.problems
-    offset = 0
-    for number, raw in enumerate(parts, 1):
-        end = offset + len(raw) + 1
-        if until is not None and number > until:
+    offset = number = 0
+    while True:
+        line = readline()
+        if not line:
             break
+        if line[-1:] != b"\n":  # what follows the last \n: a torn line, never folded
+            torn = (offset, len(line))
+            break
+        if until is not None and number >= until:
+            break
+        number += 1
+        raw = line[:-1]
+        end = offset + len(line)
         e, code, problem = parse_line(raw, task_id)
         if problem is not None:
             problems.append(Problem(code, "unsupported-version" if code == UNSUPPORTED else "corrupt-line",
@@ -360,7 +396,7 @@ def fold(buf, task_id: str, *, timeline: bool = False, until: int | None = None)
             if states is not None:
                 states.append((number, e["type"], folder.state()))
         offset = end
-    read = LogRead(folder.state(), tuple(problems), torn if until is None else None, len(parts),
+    read = LogRead(folder.state(), tuple(problems), torn if until is None else None, number,
                    tuple(states) if states is not None else None)
     return read, folder
 

@@ -14,6 +14,7 @@ from walctl.errors import NotClean
 from walctl.format import checkpoint as ck
 from walctl.format.canonical import NotCanonical, packb
 from walctl.ops import checkpoint as C
+from walctl.store import quarantine as q
 
 STATE = {"agent_state": {"mood": "calm", "n": 3}, "conversation_history": [{"role": "user", "content": "hi"}],
          "memory_blocks": [{"content": "x" * 200, "sequence": 1, "timestamp": 5, "embedding": [0.5, -1.25, 3.0]}],
@@ -225,6 +226,47 @@ def test_prune_keeps_newest_two_valid_and_never_invalid(tmp_path, cli):
                                            + [os.path.basename(o.path) for o in old[2:]])
     with open(os.path.join(d, ".quarantine", "MANIFEST.jsonl")) as f:
         assert f.read().count('"checkpoint-prune"') == 2
+    for o in old[:2]:  # moved, not deleted: byte for byte, and still a valid checkpoint there
+        kept = os.path.join(d, ".quarantine", os.path.basename(o.path))
+        assert hashlib.sha256(read(kept)).hexdigest() == next(
+            e["sha256"] for e in r.json()["manifest"] if e["source"] == os.path.basename(o.path))
+        assert C.check_path(kept).checked.ok
+    assert [c.header.wal_sequence for c in C.list_checkpoints(d, decode=True).candidates if c.checked.ok] == [4, 3]
+
+
+def test_crash_at_every_step_of_prune_keeps_every_checkpoint_somewhere():
+    def fresh():
+        fs = SimFS()
+        fs.makedirs_durable("/ck")
+        for s in (1, 2, 3, 4):
+            C.create("/ck", STATE, s, timestamp=1_000 + s, fs=fs,
+                     checkpoint_id=f"{s:08d}-1111-4111-8111-111111111111")
+        fs.settle()
+        return fs
+
+    def files(fs, d):
+        return {e.name: fs.read_range(e.path, 0, e.size) for e in fs.listdir(d)
+                if e.kind == "file" and e.name.endswith(".ckpt")} if fs.exists(d) else {}
+
+    probe = fresh()
+    everything = files(probe, "/ck")
+    start = probe.ops
+    assert len(C.prune("/ck", max_age_s=10, now=10_000, apply=True, fs=probe).removals) == 2
+    steps = probe.ops - start
+    for n in range(1, steps + 1):
+        fs = fresh()
+        fs.crash_at = fs.ops + n
+        with pytest.raises(SimCrash):
+            C.prune("/ck", max_age_s=10, now=10_000, apply=True, fs=fs)
+        fs.crash()
+        left, aside = files(fs, "/ck"), files(fs, "/ck/.quarantine")
+        assert set(everything.values()) <= set(left.values()) | set(aside.values()), n
+        assert {3, 4} <= {C.check_path(f"/ck/{k}", fs=fs).header.wal_sequence for k in left}, n
+        C.prune("/ck", max_age_s=10, now=10_000, apply=True, fs=fs)  # the rerun finishes the job
+        assert sorted(files(fs, "/ck/.quarantine").values()) == sorted(
+            v for k, v in everything.items() if k.startswith(("00000001", "00000002"))), n
+        lines = [e for e in q.read_manifest("/ck", fs)[0] if e["action"] == "checkpoint-prune"]
+        assert sorted(e["source"] for e in lines) == sorted(k for k in everything if k.startswith(("00000001", "00000002")))
 
 
 def test_crash_at_every_step_of_writing_a_checkpoint_leaves_old_or_new():

@@ -207,7 +207,24 @@ def test_crash_during_salvage_leaves_no_output_or_a_whole_one():
         assert rep.records == len(expected)
 
 
-def test_crash_during_compaction_never_loses_a_record_above_the_hwm():
+def quarantined(fs, directory=WAL) -> dict[str, bytes]:
+    """Every file in the directory's .quarantine/ but the manifest, by name."""
+    qd = q.qdir(directory)
+    if not fs.exists(qd):
+        return {}
+    return {e.name: fs.read_range(e.path, 0, e.size) for e in fs.listdir(qd)
+            if e.kind == "file" and e.name != q.MANIFEST}
+
+
+def assert_removed_chunks_quarantined(fs, before: dict[str, bytes]) -> None:
+    """A chunk gone from the WAL is byte for byte in .quarantine/ (recorded, or reported unrecorded)."""
+    kept = set(quarantined(fs).values())
+    for name, data in before.items():
+        if name not in chunk_bytes(fs):
+            assert data in kept, f"{name} left the WAL and is not in .quarantine/"
+
+
+def test_crash_during_compaction_never_loses_a_byte():
     def setup(seed):
         fs = fresh_fs(seed)
         acked: dict = {}
@@ -218,10 +235,11 @@ def test_crash_during_compaction_never_loses_a_record_above_the_hwm():
     probe, acked = setup(0)
     start = probe.ops
     rep = compact(WAL, before=15, apply=True, fs=probe)
-    assert rep.removals
+    assert rep.removals and all(e["action"] == "compact" for e in rep.evidence)
     steps = probe.ops - start
     for n in range(1, steps + 1):
         fs, acked = setup(n)
+        before = chunk_bytes(fs)
         fs.crash_at = fs.ops + n
         with pytest.raises(SimCrash):
             compact(WAL, before=15, apply=True, fs=fs)
@@ -230,10 +248,18 @@ def test_crash_during_compaction_never_loses_a_record_above_the_hwm():
         seqs = [r.sequence for r in records]
         assert [s for s in acked if s > 15 and s not in seqs] == []
         assert seqs == list(range(seqs[0], seqs[-1] + 1)) and report.exit_code == 0
+        assert_removed_chunks_quarantined(fs, before)
         entries, _ = q.read_manifest(WAL, fs)
-        recorded = {e["source"] for e in entries if e["action"] == "compact-delete"}
-        gone = {r.file for r in rep.removals} - set(chunk_bytes(fs))
-        assert gone <= recorded, "a chunk was deleted without its manifest line"
+        for e in entries:  # each line's bytes are in .quarantine/, or still in the WAL (crash before the move)
+            data = quarantined(fs).get(e["evidence"].split("/", 1)[1], chunk_bytes(fs).get(e["source"]))
+            assert data is not None and hashlib.sha256(data).hexdigest() == e["sha256"], e
+        # the rerun finishes the job: the same chunks end in .quarantine/, each recorded once
+        compact(WAL, before=15, apply=True, fs=fs)
+        assert set(chunk_bytes(fs)) == set(chunk_bytes(probe))
+        assert_removed_chunks_quarantined(fs, before)
+        entries, problems = q.read_manifest(WAL, fs)
+        assert sorted(e["source"] for e in entries if e["action"] == "compact") == sorted(r.file for r in rep.removals)
+        assert len(problems) <= 1 and all("torn by a crash" in p for p in problems), problems  # the crashed append
 
 
 # ---- the state machine ----------------------------------------------------------------------------
@@ -373,6 +399,7 @@ class WalStory(RuleBasedStateMachine):
     def compact(self, frac, crash_in):
         hwm = int(max(self.acked) * frac)
         self._label(f"compact before={hwm} crash_in={crash_in}")
+        before = chunk_bytes(self.fs)
         if crash_in is not None:
             self.fs.crash_at = self.fs.ops + crash_in
         try:
@@ -384,6 +411,7 @@ class WalStory(RuleBasedStateMachine):
             self.hwm = max(self.hwm, hwm)
         finally:
             self.fs.crash_at = None
+        assert_removed_chunks_quarantined(self.fs, before)
 
     @precondition(lambda self: self.writer is None)
     @rule()

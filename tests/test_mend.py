@@ -188,8 +188,12 @@ def test_compact_dry_run_then_apply_with_manifest(tmp_path, cli):
                                                                        "wal-000004.bin"]
     assert seqs(d) == list(range(21, 51)) and verify_path(d).exit_code == 0
     entries, _ = q.read_manifest(d)
-    assert [(e["action"], e["source"]) for e in entries] == [("compact-delete", "wal-000000.bin"),
-                                                             ("compact-delete", "wal-000001.bin")]
+    assert [(e["action"], e["source"], e["evidence"]) for e in entries] == [
+        ("compact", f"wal-00000{i}.bin", f".quarantine/wal-00000{i}.bin") for i in (0, 1)]
+    for i in (0, 1):  # the bytes are kept, not deleted
+        assert (tmp_path / "w" / ".quarantine" / f"wal-00000{i}.bin").read_bytes() == \
+            make_chunk(range(1 + 10 * i, 11 + 10 * i))
+    assert "moved wal-000000.bin (" in r.out and "to .quarantine/wal-000000.bin" in r.out
 
 
 def test_compact_never_removes_the_last_chunk(tmp_path):

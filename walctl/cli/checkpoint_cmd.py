@@ -142,15 +142,16 @@ def _seconds(text: str) -> int:
         raise UsageError(f"--max-age {text!r}: a number of seconds, or with s, m, h, d") from None
 
 
-@app.command("prune", help="""Delete checkpoints older than --max-age, always keeping the newest --keep valid ones
-(never the newest valid checkpoint, never an invalid one: that is evidence). Dry run unless --apply; each
-removal is recorded in .quarantine/MANIFEST.jsonl first.
+@app.command("prune", help="""Move checkpoints older than --max-age into DIR/.quarantine/, always keeping the newest
+--keep valid ones (never the newest valid checkpoint, never an invalid one: that is evidence). Dry run
+unless --apply; each move is recorded in .quarantine/MANIFEST.jsonl. walctl deletes no checkpoint: remove
+.quarantine/ files yourself once they cannot be needed.
 
 Example: walctl checkpoint prune ckpts/ --max-age 24h --apply""")
 def prune(directory: str = typer.Argument(..., help="The checkpoint directory."),
           max_age: str = typer.Option("24h", "--max-age", help="Older than this (s, m, h, d) may go."),
           keep: int = typer.Option(2, "--keep", min=1, help="Always keep this many newest valid checkpoints."),
-          apply: bool = typer.Option(False, "--apply", help="Delete (default: print the plan only)."),
+          apply: bool = typer.Option(False, "--apply", help="Move them (default: print the plan only)."),
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-prune/1).")):
     from ..ops.checkpoint import prune as run_prune
 
@@ -158,9 +159,10 @@ def prune(directory: str = typer.Argument(..., help="The checkpoint directory.")
     if json_out:
         emit(json_document("walctl.checkpoint-prune/1", rep.to_json()))
         raise typer.Exit(0)
-    verb = "deleted" if rep.applied else "would delete"
+    moved = {e["source"]: e["evidence"] for e in rep.manifest}
     for r in rep.removals:
-        emit(f"{verb} {r.file} (wal_sequence {r.header.wal_sequence}, timestamp {r.header.timestamp})")
+        what = f"{r.file} (wal_sequence {r.header.wal_sequence}, timestamp {r.header.timestamp})"
+        emit(f"moved {what} to {moved[r.file]}" if rep.applied else f"would move {what} to .quarantine/")
     for r in rep.kept:
         emit(f"kept {r.file} (wal_sequence {r.header.wal_sequence})")
     for r in rep.left_alone:

@@ -6,13 +6,15 @@ import typer
 
 from .render import emit, json_document, seq_range
 
-HELP = """Delete (or --archive-to DIR move) closed chunks whose records a checkpoint covers. Dry run unless --apply.
+HELP = """Move closed chunks whose records a checkpoint covers into DIR/.quarantine/ (or --archive-to another
+directory). Dry run unless --apply.
 
 The high-water mark comes from --before N (every sequence <= N is covered), a Spector checkpoint.meta, or
 a checkpoint directory (--checkpoints: the wal_sequence of the oldest valid checkpoint kept for fallback).
 A chunk's last sequence is read from the first record header of the next chunk, so old chunks are not
 scanned. Never removes the last chunk, a foreign, unsupported or damaged chunk, or anything past a gap.
-Every removal is recorded in .quarantine/MANIFEST.jsonl with its sha256.
+Every move is recorded in .quarantine/MANIFEST.jsonl with its sha256. walctl deletes no chunk: remove
+.quarantine/ or archive files yourself once no recovery can need them.
 
 Example: walctl compact /var/lib/agent/wal --checkpoint-meta /var/lib/agent/checkpoint.meta --apply"""
 
@@ -23,8 +25,8 @@ def compact(
     checkpoint_meta: Optional[str] = typer.Option(None, "--checkpoint-meta", help="Take the HWM from this file."),
     checkpoints: Optional[str] = typer.Option(None, "--checkpoints",
                                               help="Take the HWM from the oldest valid checkpoint in this directory."),
-    archive_to: Optional[str] = typer.Option(None, "--archive-to", help="Move chunks here instead of deleting."),
-    apply: bool = typer.Option(False, "--apply", help="Remove the chunks (default: print the plan only)."),
+    archive_to: Optional[str] = typer.Option(None, "--archive-to", help="Move chunks here instead of into .quarantine/."),
+    apply: bool = typer.Option(False, "--apply", help="Move the chunks (default: print the plan only)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.compact/1) on stdout."),
 ) -> int:
     from ..ops.compact import compact as run_compact
@@ -34,11 +36,12 @@ def compact(
     if json_out:
         emit(json_document("walctl.compact/1", rep.to_json()))
         raise typer.Exit(rep.exit_code)
-    verb = ("archived" if archive_to else "deleted") if rep.applied else \
-        ("would archive" if archive_to else "would delete")
     emit(f"HWM {rep.hwm} from {rep.hwm_source}")
+    moved = {e["source"]: e["evidence"] for e in rep.evidence}
     for r in rep.removals:
-        emit(f"{verb} {r.file}: {r.size} bytes, seq {seq_range(r.first_sequence or r.last_sequence, r.last_sequence)}")
+        what = f"{r.file} ({r.size} bytes, seq {seq_range(r.first_sequence or r.last_sequence, r.last_sequence)})"
+        emit(f"moved {what} to {moved[r.file]}" if rep.applied else
+             f"would move {what} to {archive_to or '.quarantine/'}")
     if rep.stopped_at:
         emit(f"kept from here on: {rep.stopped_at}")
     if not rep.applied and rep.removals:

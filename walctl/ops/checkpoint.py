@@ -5,7 +5,6 @@ descending, among files whose header verifies; never by name or mtime.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 import uuid
@@ -215,8 +214,9 @@ class Pruned(NamedTuple):
 
 def prune(directory: str, *, max_age_s: int = 86_400, keep: int = 2, apply: bool = False, now: float | None = None,
           fs=DEFAULT_FS) -> Pruned:
-    """Removes checkpoints whose header timestamp is older than max_age, always keeping the newest `keep`
-    (>= 1) valid ones in latest order. Invalid checkpoints are left alone (they are evidence)."""
+    """Moves checkpoints whose header timestamp is older than max_age into the directory's `.quarantine/`,
+    always keeping the newest `keep` (>= 1) valid ones in latest order. Invalid checkpoints are left alone
+    (they are evidence). Nothing is deleted: freeing the space is the operator's `rm` of `.quarantine/`."""
     from ..store.lock import DirectoryLock, holder_text
 
     keep = max(1, keep)
@@ -232,15 +232,10 @@ def prune(directory: str, *, max_age_s: int = 86_400, keep: int = 2, apply: bool
         with DirectoryLock(directory, holder_text("checkpoint prune"), fs):
             stamp = utc_now()
             for r in removals:
-                with fs.map_read(r.path) as buf:
-                    sha = hashlib.sha256(buf).hexdigest()
-                entry = {"time": stamp, "action": "checkpoint-prune", "source": r.file, "offset": 0,
-                         "length": r.header.compressed_size + 256, "sha256": sha, "evidence": None,
-                         "reason": f"older than {max_age_s} s (wal_sequence {r.header.wal_sequence}); "
-                                   f"{len(protected)} newer valid checkpoints kept", "walctl_version": __version__}
-                quarantine.record(directory, entry, fs)  # the line first: no removal goes unrecorded
-                durable.remove(r.path, fs)
-                entries.append(entry)
+                entries.append(quarantine.move_in_recorded(
+                    directory, r.file, action="checkpoint-prune", now=stamp, version=__version__, fs=fs,
+                    reason=f"older than {max_age_s} s (wal_sequence {r.header.wal_sequence}); "
+                           f"{len(protected)} newer valid checkpoints kept"))
     return Pruned(directory, apply and bool(removals), tuple(removals), tuple(protected), tuple(invalid),
                   tuple(entries))
 

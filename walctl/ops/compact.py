@@ -1,4 +1,6 @@
-"""compact: delete (or archive) closed chunks that a checkpoint already covers.
+"""compact: move closed chunks that a checkpoint already covers out of the WAL: into the directory's
+`.quarantine/` (the default) or into an archive directory. walctl deletes no chunk: freeing the space is the
+operator's own `rm` of `.quarantine/` or of the archive, once nothing may need those records again.
 
 A chunk goes only when walctl can account for all of it without scanning it: its file header is V2,
 its first record header is intact (or it holds only the header), its index follows the previous one,
@@ -154,23 +156,24 @@ def compact(directory: str, *, before: int | None = None, checkpoint_meta: str |
             durable.make_dir(archive_to, fs)
         now = utc_now()
         for r in removals:
+            reason = f"sequences up to {r.last_sequence} are covered by {source}"
+            if not archive_to:
+                evidence.append(quarantine.move_in_recorded(directory, r.file, action="compact", reason=reason,
+                                                            now=now, version=__version__, fs=fs))
+                continue
             src = os.path.join(directory, r.file)
             sha = quarantine.sha256_file(src, fs)
-            dst = os.path.join(archive_to, r.file) if archive_to else None
-            if dst and fs.exists(dst) and quarantine.sha256_file(dst, fs) != sha:
+            dst = os.path.join(archive_to, r.file)
+            if fs.exists(dst) and quarantine.sha256_file(dst, fs) != sha:
                 raise Refused(f"{dst} exists with other content; nothing more was changed", archive_to)
-            entry = {"time": now, "action": "compact-archive" if dst else "compact-delete", "source": r.file,
-                     "offset": 0, "length": r.size, "sha256": sha, "evidence": dst,
-                     "reason": f"sequences up to {r.last_sequence} are covered by {source}",
-                     "walctl_version": __version__}
-            # The line goes first: a crash can leave a line for a chunk still there (the next run removes
-            # it and says so again), never a removal nobody recorded.
+            entry = {"time": now, "action": "compact-archive", "source": r.file, "offset": 0, "length": r.size,
+                     "sha256": sha, "evidence": dst, "reason": reason, "walctl_version": __version__}
+            # The line goes first: a crash can leave a line for a chunk still there (the next run moves it
+            # and says so again), never a chunk gone from the WAL that nobody recorded.
             quarantine.record(directory, entry, fs)
-            if dst and fs.exists(dst):
-                durable.remove(src, fs)  # archived by an earlier run that crashed before removing it
-            elif dst:
-                durable.move_across(src, dst, fs)
+            if fs.exists(dst):
+                durable.remove(src, fs)  # archived (identical bytes) by an earlier run that crashed before removing it
             else:
-                durable.remove(src, fs)
+                durable.move_across(src, dst, fs)
             evidence.append(entry)
     return CompactReport(directory, hwm, source, True, archive_to, tuple(removals), stop, tuple(evidence))

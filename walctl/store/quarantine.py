@@ -67,6 +67,37 @@ def move_in(directory: str, source: str, *, action: str, reason: str, now: str, 
     return entry
 
 
+def move_in_recorded(directory: str, source: str, *, action: str, reason: str, now: str, version: str,
+                     fs=DEFAULT_FS) -> dict:
+    """move_in for planned removals (compaction, retention), whose rerun after a crash must finish the
+    same move: the line goes first, then the move. A crash between the two leaves a line for a file still
+    in place; the rerun finds that line (same action, source and sha256, its move not finished) and
+    finishes the move under the name it gives, so every move has exactly one line and no file is unrecorded."""
+    durable.make_dir(qdir(directory), fs)
+    src = os.path.join(directory, source)
+    sha = sha256_file(src, fs)
+    last_line_of: dict[str, dict] = {}  # evidence -> the newest line naming it (a restore ends a move)
+    for e in read_manifest(directory, fs)[0]:
+        if isinstance(e.get("evidence"), str) and e["evidence"].startswith(QUARANTINE_DIR + "/"):
+            last_line_of[e["evidence"]] = e
+    def unfinished(ev: str) -> bool:  # not moved yet, or moved but the old name came back (unsynced directory)
+        path = os.path.join(directory, ev)
+        return not fs.exists(path) or sha256_file(path, fs) == sha
+
+    pending = next((e for ev, e in last_line_of.items() if e.get("action") == action and e.get("source") == source
+                    and e.get("sha256") == sha and unfinished(ev)), None)
+    if pending is None:
+        name, _ = _free_name(directory, source, fs)
+        pending = _entry(now, action, source, 0, fs.stat(src).size, sha, name, reason, version)
+        record(directory, pending, fs)
+    dst = os.path.join(directory, pending["evidence"])
+    if fs.exists(dst):
+        durable.remove(src, fs)  # the same bytes are already there, under this line
+    else:
+        durable.move(src, dst, fs)
+    return pending
+
+
 def _entry(now, action, source, offset, length, sha, evidence, reason, version) -> dict:
     return {"time": now, "action": action, "source": source, "offset": offset, "length": length,
             "sha256": sha, "evidence": f"{QUARANTINE_DIR}/{evidence}" if evidence else None,

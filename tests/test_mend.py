@@ -285,6 +285,9 @@ def test_quarantine_move_list_show_restore(tmp_path, cli):
     with open(os.path.join(d, "wal-000002.bin"), "rb") as f:
         assert f.read() == data
     assert verify_path(d).exit_code == 0
+    lst = Q.list_quarantine(d)  # the restored file is gone from the listing, and that is not a problem
+    assert [i.name for i in lst.items] == ["wal-000002.bin.1"] and lst.problems == ()
+    assert [e["action"] for e in lst.history] == ["move", "move", "restore"]
     assert cli("quarantine", "restore", d, "wal-000002.bin.1", "--apply").code == 7  # the name is taken
 
 
@@ -308,3 +311,20 @@ def test_quarantine_lists_unrecorded_files(tmp_path):
         f.write(b"x")
     lst = Q.list_quarantine(d)
     assert [i.entry for i in lst.items] == [None] and "not in MANIFEST.jsonl" in lst.problems[0]
+
+
+def test_quarantine_lists_a_recorded_move_a_crash_left_undone_and_compact_finishes_it(tmp_path):
+    d = five_chunks(tmp_path)
+    src = os.path.join(d, "wal-000000.bin")
+    entry = {"time": "t", "action": "compact", "source": "wal-000000.bin", "offset": 0,
+             "length": os.path.getsize(src), "sha256": q.sha256_file(src), "evidence": ".quarantine/wal-000000.bin",
+             "reason": "a crash after this line", "walctl_version": "0"}
+    q.record(d, entry)  # the state a crash between the line and the move leaves
+    lst = Q.list_quarantine(d)
+    assert lst.items == () and lst.problems == (
+        "wal-000000.bin: recorded (compact of wal-000000.bin) but not in .quarantine/ (a crash before the move? "
+        "the next run of that command finishes it)",)
+    rep = compact(d, before=10, apply=True)
+    assert rep.evidence == (entry,)  # the recorded move, finished: no second line
+    lst = Q.list_quarantine(d)
+    assert [i.entry for i in lst.items] == [entry] and lst.problems == () and len(lst.history) == 1

@@ -40,9 +40,17 @@ def list_quarantine(directory: str, fs=DEFAULT_FS) -> Listing:
     by_name: dict[str, dict] = {}
     for e in entries:
         ev = e.get("evidence") or ""
-        if ev.startswith(q.QUARANTINE_DIR + "/") and e.get("action") != "restore":
+        if not ev.startswith(q.QUARANTINE_DIR + "/"):
+            continue
+        if e.get("action") == "restore":  # the file went back: its earlier line no longer describes it
+            by_name.pop(ev[len(q.QUARANTINE_DIR) + 1:], None)
+        else:
             by_name[ev[len(q.QUARANTINE_DIR) + 1:]] = e
     items = []
+    for name, e in by_name.items():
+        if not fs.exists(os.path.join(q.qdir(directory), name)):
+            problems.append(f"{name}: recorded ({e.get('action')} of {e.get('source')}) but not in .quarantine/ "
+                            f"(a crash before the move? the next run of that command finishes it)")
     if fs.exists(q.qdir(directory)):
         for e in sorted(fs.listdir(q.qdir(directory)), key=lambda e: e.name):
             if e.name == q.MANIFEST or e.name.endswith(".tmp") or e.kind != "file":

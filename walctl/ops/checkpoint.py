@@ -231,9 +231,11 @@ def prune(directory: str, *, max_age_s: int = 86_400, keep: int = 2, apply: bool
     if apply and removals:
         with DirectoryLock(directory, holder_text("checkpoint prune"), fs):
             stamp = utc_now()
+            earlier = quarantine.read_manifest(directory, fs)[0]
             for r in removals:
                 entries.append(quarantine.move_in_recorded(
-                    directory, r.file, action="checkpoint-prune", now=stamp, version=__version__, fs=fs,
+                    directory, r.file, action="checkpoint-prune", now=stamp, version=__version__,
+                    manifest=earlier, fs=fs,
                     reason=f"older than {max_age_s} s (wal_sequence {r.header.wal_sequence}); "
                            f"{len(protected)} newer valid checkpoints kept"))
     return Pruned(directory, apply and bool(removals), tuple(removals), tuple(protected), tuple(invalid),

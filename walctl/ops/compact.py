@@ -155,11 +155,12 @@ def compact(directory: str, *, before: int | None = None, checkpoint_meta: str |
         if archive_to and removals:
             durable.make_dir(archive_to, fs)
         now = utc_now()
+        earlier = quarantine.read_manifest(directory, fs)[0]
         for r in removals:
             reason = f"sequences up to {r.last_sequence} are covered by {source}"
             if not archive_to:
                 evidence.append(quarantine.move_in_recorded(directory, r.file, action="compact", reason=reason,
-                                                            now=now, version=__version__, fs=fs))
+                                                            now=now, version=__version__, manifest=earlier, fs=fs))
                 continue
             src = os.path.join(directory, r.file)
             sha = quarantine.sha256_file(src, fs)

@@ -68,18 +68,21 @@ def move_in(directory: str, source: str, *, action: str, reason: str, now: str, 
 
 
 def move_in_recorded(directory: str, source: str, *, action: str, reason: str, now: str, version: str,
-                     fs=DEFAULT_FS) -> dict:
+                     manifest: list[dict] | None = None, fs=DEFAULT_FS) -> dict:
     """move_in for planned removals (compaction, retention), whose rerun after a crash must finish the
     same move: the line goes first, then the move. A crash between the two leaves a line for a file still
     in place; the rerun finds that line (same action, source and sha256, its move not finished) and
-    finishes the move under the name it gives, so every move has exactly one line and no file is unrecorded."""
+    finishes the move under the name it gives, so every move has exactly one line and no file is unrecorded.
+    `manifest`: the manifest's lines as read before a batch of moves (a pending line can only come from an
+    earlier run), so that moving N files reads the manifest once rather than N times."""
     durable.make_dir(qdir(directory), fs)
     src = os.path.join(directory, source)
     sha = sha256_file(src, fs)
     last_line_of: dict[str, dict] = {}  # evidence -> the newest line naming it (a restore ends a move)
-    for e in read_manifest(directory, fs)[0]:
+    for e in read_manifest(directory, fs)[0] if manifest is None else manifest:
         if isinstance(e.get("evidence"), str) and e["evidence"].startswith(QUARANTINE_DIR + "/"):
             last_line_of[e["evidence"]] = e
+
     def unfinished(ev: str) -> bool:  # not moved yet, or moved but the old name came back (unsynced directory)
         path = os.path.join(directory, ev)
         return not fs.exists(path) or sha256_file(path, fs) == sha

@@ -167,8 +167,7 @@ def compact(directory: str, *, before: int | None = None, checkpoint_meta: str |
             dst = os.path.join(archive_to, r.file)
             if fs.exists(dst) and quarantine.sha256_file(dst, fs) != sha:
                 raise Refused(f"{dst} exists with other content; nothing more was changed", archive_to)
-            entry = {"time": now, "action": "compact-archive", "source": r.file, "offset": 0, "length": r.size,
-                     "sha256": sha, "evidence": dst, "reason": reason, "walctl_version": __version__}
+            entry = quarantine.entry(now, "compact-archive", r.file, 0, r.size, sha, dst, reason, __version__)
             # The line goes first: a crash can leave a line for a chunk still there (the next run moves it
             # and says so again), never a chunk gone from the WAL that nobody recorded.
             quarantine.record(directory, entry, fs)

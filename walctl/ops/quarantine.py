@@ -37,28 +37,21 @@ class Listing(NamedTuple):
 
 def list_quarantine(directory: str, fs=DEFAULT_FS) -> Listing:
     entries, problems = q.read_manifest(directory, fs)
-    by_name: dict[str, dict] = {}
-    for e in entries:
-        ev = e.get("evidence") or ""
-        if not ev.startswith(q.QUARANTINE_DIR + "/"):
-            continue
-        if e.get("action") == "restore":  # the file went back: its earlier line no longer describes it
-            by_name.pop(ev[len(q.QUARANTINE_DIR) + 1:], None)
-        else:
-            by_name[ev[len(q.QUARANTINE_DIR) + 1:]] = e
-    items = []
+    by_name = q.holding_lines(entries)
+    files = sorted((e for e in fs.listdir(q.qdir(directory))
+                    if e.name != q.MANIFEST and not e.name.endswith(".tmp") and e.kind == "file"),
+                   key=lambda e: e.name) if fs.exists(q.qdir(directory)) else []
+    present = {f.name for f in files}
     for name, e in by_name.items():
-        if not fs.exists(os.path.join(q.qdir(directory), name)):
+        if name not in present:
             problems.append(f"{name}: recorded ({e.get('action')} of {e.get('source')}) but not in .quarantine/ "
                             f"(a crash before the move? the next run of that command finishes it)")
-    if fs.exists(q.qdir(directory)):
-        for e in sorted(fs.listdir(q.qdir(directory)), key=lambda e: e.name):
-            if e.name == q.MANIFEST or e.name.endswith(".tmp") or e.kind != "file":
-                continue
-            items.append(Item(e.name, e.size, by_name.get(e.name)))
-            if e.name not in by_name:
-                problems.append(f"{e.name}: in .quarantine/ but not in {q.MANIFEST} (a crash between the move and "
-                                f"its manifest line?)")
+    items = []
+    for f in files:
+        items.append(Item(f.name, f.size, by_name.get(f.name)))
+        if f.name not in by_name:
+            problems.append(f"{f.name}: in .quarantine/ but not in {q.MANIFEST} (a crash between the move and "
+                            f"its manifest line?)")
     return Listing(directory, tuple(items), tuple(entries), tuple(problems))
 
 

@@ -46,9 +46,9 @@ def keep_bytes(directory: str, source: str, offset: int, data: bytes, *, action:
     name, there = _free_name(directory, f"{source}.{offset}-{offset + len(data)}.{sha[:12]}", fs, sha)
     if not there:
         durable.create_file(os.path.join(qdir(directory), name), data, fs)
-    entry = _entry(now, action, source, offset, len(data), sha, name, reason, version)
-    record(directory, entry, fs)
-    return entry
+    line = entry(now, action, source, offset, len(data), sha, f"{QUARANTINE_DIR}/{name}", reason, version)
+    record(directory, line, fs)
+    return line
 
 
 def move_in(directory: str, source: str, *, action: str, reason: str, now: str, version: str,
@@ -59,12 +59,12 @@ def move_in(directory: str, source: str, *, action: str, reason: str, now: str, 
     sha = sha256_file(src, fs)
     size = fs.stat(src).size
     name, _ = _free_name(directory, source, fs)
-    entry = _entry(now, action, source, 0, size, sha, name, reason, version)
+    line = entry(now, action, source, 0, size, sha, f"{QUARANTINE_DIR}/{name}", reason, version)
     # A crash between the move and the manifest line leaves a quarantined file with no line:
     # `walctl quarantine list` shows such files as unrecorded, so nothing is ever silently lost.
     durable.move(src, os.path.join(qdir(directory), name), fs)
-    record(directory, entry, fs)
-    return entry
+    record(directory, line, fs)
+    return line
 
 
 def move_in_recorded(directory: str, source: str, *, action: str, reason: str, now: str, version: str,
@@ -78,20 +78,16 @@ def move_in_recorded(directory: str, source: str, *, action: str, reason: str, n
     durable.make_dir(qdir(directory), fs)
     src = os.path.join(directory, source)
     sha = sha256_file(src, fs)
-    last_line_of: dict[str, dict] = {}  # evidence -> the newest line naming it (a restore ends a move)
-    for e in read_manifest(directory, fs)[0] if manifest is None else manifest:
-        if isinstance(e.get("evidence"), str) and e["evidence"].startswith(QUARANTINE_DIR + "/"):
-            last_line_of[e["evidence"]] = e
-
-    def unfinished(ev: str) -> bool:  # not moved yet, or moved but the old name came back (unsynced directory)
-        path = os.path.join(directory, ev)
+    def unfinished(name: str) -> bool:  # not moved yet, or moved but the old name came back (unsynced directory)
+        path = os.path.join(qdir(directory), name)
         return not fs.exists(path) or sha256_file(path, fs) == sha
 
-    pending = next((e for ev, e in last_line_of.items() if e.get("action") == action and e.get("source") == source
-                    and e.get("sha256") == sha and unfinished(ev)), None)
+    lines = holding_lines(read_manifest(directory, fs)[0] if manifest is None else manifest)
+    pending = next((e for name, e in lines.items() if e.get("action") == action and e.get("source") == source
+                    and e.get("sha256") == sha and unfinished(name)), None)
     if pending is None:
         name, _ = _free_name(directory, source, fs)
-        pending = _entry(now, action, source, 0, fs.stat(src).size, sha, name, reason, version)
+        pending = entry(now, action, source, 0, fs.stat(src).size, sha, f"{QUARANTINE_DIR}/{name}", reason, version)
         record(directory, pending, fs)
     dst = os.path.join(directory, pending["evidence"])
     if fs.exists(dst):
@@ -101,10 +97,24 @@ def move_in_recorded(directory: str, source: str, *, action: str, reason: str, n
     return pending
 
 
-def _entry(now, action, source, offset, length, sha, evidence, reason, version) -> dict:
+def entry(now, action, source, offset, length, sha, evidence, reason, version) -> dict:
+    """One manifest line. `evidence`: where the bytes are now (`.quarantine/NAME` or an archive path)."""
     return {"time": now, "action": action, "source": source, "offset": offset, "length": length,
-            "sha256": sha, "evidence": f"{QUARANTINE_DIR}/{evidence}" if evidence else None,
-            "reason": reason, "walctl_version": version}
+            "sha256": sha, "evidence": evidence, "reason": reason, "walctl_version": version}
+
+
+def holding_lines(entries: list[dict]) -> dict[str, dict]:
+    """name in .quarantine/ -> the manifest line that put it there, for names not restored since."""
+    out: dict[str, dict] = {}
+    for e in entries:
+        ev = e.get("evidence")
+        if not isinstance(ev, str) or not ev.startswith(QUARANTINE_DIR + "/"):
+            continue
+        if e.get("action") == "restore":  # the file went back: its earlier line no longer describes it
+            out.pop(ev[len(QUARANTINE_DIR) + 1:], None)
+        else:
+            out[ev[len(QUARANTINE_DIR) + 1:]] = e
+    return out
 
 
 def record(directory: str, entry: dict, fs=DEFAULT_FS) -> None:

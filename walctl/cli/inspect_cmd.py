@@ -54,6 +54,10 @@ def inspect(
     around_offset: Optional[int] = typer.Option(None, "--around", min=0,
                                                 help="Annotated bytes around this offset of a chunk file."),
     context: int = typer.Option(64, "--context", min=0, max=1 << 20, help="Bytes each side of --around."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing records as a live writer appends "
+                                                              "(V2 directory; filters --from-seq/--to-seq/--limit)."),
+    interval: float = typer.Option(0.2, "--interval", min=0.01, max=60, help="--follow: poll every S seconds."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=0, help="--follow: stop after S seconds."),
 ) -> int:
     from ..format.v2 import parse_type
     from ..ops.records import RecordFilter, RecordWalk
@@ -62,6 +66,8 @@ def inspect(
     if payload not in PAYLOAD_MODES + ("none",):
         raise UsageError(f"--payload must be one of {', '.join(PAYLOAD_MODES)}, none (got {payload!r})")
     since_ms, until_ms = _parse_time(since, "--since"), _parse_time(until, "--until")
+    if follow:
+        return _follow(path, jsonl, payload, from_seq, to_seq, limit, interval, timeout)
     if around_offset is not None:
         if os.path.isdir(path):
             raise UsageError("--around needs a chunk file, not a directory")
@@ -102,6 +108,32 @@ def inspect(
         return 0
     _summarise(walk)
     raise typer.Exit(walk.report.exit_code)
+
+
+def _follow(path, jsonl, payload_mode, from_seq, to_seq, limit, interval, timeout) -> int:
+    import json
+
+    from ..format.hexdump import format_timestamp_ms
+    from ..ops.follow import follow
+    from ..ops.records import render_payload
+
+    def show(recs) -> None:
+        for r in recs:
+            if jsonl:
+                line = json.dumps(r.to_json(), ensure_ascii=False)
+            else:
+                view = "" if payload_mode == "none" else render_payload(r.payload, payload_mode)[1]
+                line = (f"{r.sequence:>8} {str(r.type):<14} {r.memory_id_text[:40]:<24} "
+                        f"{format_timestamp_ms(r.timestamp_ms)} {r.file}@{r.offset} {view[:120]}")
+            sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+    after = from_seq - 1 if from_seq else 0
+    res = follow(path, show, after=after, to=to_seq, limit=limit, interval=interval, timeout=timeout)
+    sys.stderr.write(f"walctl: followed {path}: {res.events} records; stopped by {res.ended_by}\n")
+    if res.problem:
+        warn_line(res.problem)
+    return res.exit_code
 
 
 def _summarise(walk) -> None:

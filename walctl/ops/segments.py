@@ -59,6 +59,7 @@ class SegmentWalk:
         self.report: PathReport | None = None
         self.duplicates = 0
         self.torn_bytes = 0
+        self.findings: list[Finding] = []
 
     def __iter__(self) -> Iterator[tuple[str, seg.Entry]]:
         segs, foreign, kind = list_segments(self.path, self.fs)
@@ -66,6 +67,7 @@ class SegmentWalk:
             raise UnsupportedInput("no ADR-003 segment files (wal_NNNNNNNN.log) in this directory", self.path)
         writer = None if self.lock_held_by_us or kind == KIND_SEGMENT else self.fs.probe_writer(self.path)
         findings: list[Finding] = list(foreign)
+        self.findings = findings  # grows as the walk goes: replay stops at the first blocking one
         chunks: list[ChunkReport] = []
         recent: dict[int, str] = {}  # sequence -> checksum of the latest entries (trimmed in bulk)
         prev: int | None = None
@@ -189,11 +191,35 @@ def iter_entries(path: str, fs=DEFAULT_FS, after: int = 0,
         on_report(walk.report)
 
 
+ENTRY_VIEW_KEYS = ("encoding", "file", "offset")
+
+
 def entry_json(name: str, e: seg.Entry) -> dict:
-    """The `inspect --jsonl` object of an entry."""
-    return {"sequence": e.sequence, "operation": e.value.get("operation"), "timestamp": e.value.get("timestamp"),
-            "data": _jsonable(e.data), "checksum": e.checksum, "encoding": e.encoding, "file": name,
-            "offset": e.offset}
+    """The `inspect --jsonl` / `replay --jsonl` object of an entry: every key of the entry (bytes as
+    {"$bytes_hex": ...}), `data` even when the entry says `params`, plus where it was read. Lossless:
+    entry_from_json gives the entry back, checksum and all."""
+    obj = {k: _jsonable(v) for k, v in e.value.items()}
+    obj.setdefault("data", _jsonable(e.data))
+    obj.update(encoding=e.encoding, file=name, offset=e.offset)
+    return obj
+
+
+def entry_from_json(obj: dict) -> dict:
+    """The entry an `entry_json` object shows (its checksum is for the caller to check)."""
+    value = {k: _from_jsonable(v) for k, v in obj.items() if k not in ENTRY_VIEW_KEYS}
+    if "params" in value:
+        value.pop("data", None)  # the view's copy of params
+    return value
+
+
+def _from_jsonable(v):
+    if isinstance(v, dict):
+        if len(v) == 1 and "$bytes_hex" in v and isinstance(v["$bytes_hex"], str):
+            return bytes.fromhex(v["$bytes_hex"])
+        return {k: _from_jsonable(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_from_jsonable(x) for x in v]
+    return v
 
 
 def _jsonable(v):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from ..errors import EXIT_OK, NotClean, WalctlError
+from ..errors import EXIT_OK, EXIT_SEQUENCE, NotClean, WalctlError
 from ..format import scan as fscan
 from ..format.ckptmeta import decode_checkpoint_meta
 from ..store import durable
@@ -46,7 +46,9 @@ class WalWriter:
     def __init__(self, directory: str, *, fs=DEFAULT_FS, sync: str = SYNC_BATCH, batch_records: int = 100,
                  batch_ms: int = 1000, max_chunk_bytes: int = 8 << 20, compress_threshold: int | None = None,
                  max_drop_bytes: int = DEFAULT_MAX_DROP_BYTES, command: str = "write", clock_ms=None,
-                 format: str = FORMAT_V2, encoding: str = "msgpack"):
+                 format: str = FORMAT_V2, encoding: str = "msgpack", start_sequence: int | None = None):
+        """start_sequence: the first sequence of a log that has none yet (an import that begins after a
+        checkpoint); ignored once the directory holds records or a checkpoint.meta HWM."""
         if format not in (FORMAT_V2, FORMAT_SEGMENTS):
             raise ValueError(f"format is {FORMAT_V2} or {FORMAT_SEGMENTS}")
         self.directory = directory
@@ -56,7 +58,7 @@ class WalWriter:
         durable.make_dir(directory, fs)
         self._lock = DirectoryLock(directory, holder_text(command), fs).__enter__()
         try:
-            self.opened = self._prepare(max_drop_bytes)
+            self.opened = self._prepare(max_drop_bytes, start_sequence)
             if format == FORMAT_V2:
                 layout = dict(chunk_index=int(self.opened.chunk[4:-4]))
             else:
@@ -91,6 +93,23 @@ class WalWriter:
 
         return self._appender.append_encoded(encode)
 
+    def append_sealed_entry(self, entry: dict) -> int:
+        """ADR-003: appends an entry that already carries its sequence and checksum (an import); the
+        writer's next sequence must be that one."""
+        from ..format.segment import encode_frame
+
+        if self.format != FORMAT_SEGMENTS:
+            raise ValueError("append_sealed_entry writes ADR-003 segments; this writer writes V2 chunks")
+        seq = entry["sequence"]
+
+        def encode(assigned: int) -> bytes:
+            if assigned != seq:
+                raise NotClean(f"the next sequence here is {assigned}, not the entry's {seq}", self.directory,
+                               code=EXIT_SEQUENCE)
+            return encode_frame(entry, self.encoding)
+
+        return self._appender.append_encoded(encode)
+
     def _has_files(self) -> bool:
         if self.format == FORMAT_V2:
             return bool(list_chunks(self.directory, self.fs).chunks)
@@ -98,7 +117,7 @@ class WalWriter:
 
         return looks_like_segment_dir(self.directory, self.fs)
 
-    def _prepare(self, max_drop_bytes: int) -> OpenReport:
+    def _prepare(self, max_drop_bytes: int, start_sequence: int | None = None) -> OpenReport:
         fs, d = self.fs, self.directory
         cut = None
         self._in_last = 0
@@ -127,6 +146,8 @@ class WalWriter:
             last_seq, continued = 0, False
             index = 0 if self.format == FORMAT_V2 else 1
         next_seq = max(last_seq, self._checkpoint_hwm()) + 1
+        if next_seq == 1 and start_sequence is not None:
+            next_seq = start_sequence
         if self.format == FORMAT_V2:
             return OpenReport(d, next_seq, f"wal-{index:06d}.bin", continued, cut)
         return OpenReport(d, next_seq, f"wal_{index:08d}.log", continued, cut)

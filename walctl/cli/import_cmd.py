@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+from ..errors import UsageError
+from .render import emit, json_document
+
+HELP = """Apply a replay stream (from walctl replay) to a WAL directory, idempotently and durably.
+
+Reads standard input (or --from FILE); the form (jsonl, msgpack or the Spector sync blob) is detected
+from the first byte, or given with --form. Events at or below the directory's high-water mark are
+skipped, so a re-run changes nothing; the event at the HWM, when the stream carries it, must equal the
+local one (else exit 4: the logs diverged). Above the HWM the sequence must continue exactly: a gap is
+refused (exit 4), and what came before it stays applied. The directory is created if missing and takes
+the stream's kind (V2 events or ADR-003 entries); the writer's lock, torn-tail repair and sync policies
+are those of `walctl write`. Prints the new durable HWM; --show-hwm only prints the current one.
+
+Example: walctl replay leader/wal --after "$(walctl import follower/wal --show-hwm)" | walctl import follower/wal
+Example: walctl import restored/wal --from outbox/wal-000000005000.bin --sync always"""
+
+
+def import_(
+    directory: str = typer.Argument(..., help="The WAL (or ADR-003 segment) directory to apply to."),
+    from_: Optional[str] = typer.Option(None, "--from", help="Read the stream from FILE instead of stdin."),
+    form: Optional[str] = typer.Option(None, "--form", help="jsonl, msgpack or sync (default: detected)."),
+    sync: str = typer.Option("batch", "--sync", help="always (fdatasync per event), batch, or none."),
+    batch_records: int = typer.Option(100, "--batch-records", min=1, help="batch: sync every N events."),
+    batch_ms: int = typer.Option(1000, "--batch-ms", min=1, help="batch: and at least every T milliseconds."),
+    max_chunk_bytes: int = typer.Option(8 << 20, "--max-chunk-bytes", min=64, help="Roll to a new chunk at this size."),
+    compress_threshold: Optional[int] = typer.Option(None, "--compress-threshold", min=0,
+                                                     help="zlib-compress payloads longer than N bytes."),
+    max_payload: int = typer.Option(256 << 20, "--max-payload", min=1,
+                                    help="Refuse stream items whose payload is larger than N bytes."),
+    allow_initial_gap: bool = typer.Option(False, "--allow-initial-gap",
+                                           help="An empty directory may start at the stream's first sequence "
+                                                "(after restoring a checkpoint)."),
+    show_hwm: bool = typer.Option(False, "--show-hwm", help="Print the directory's HWM (0 if none) and exit."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.import/1) on stdout."),
+) -> int:
+    from ..format import events as ev
+    from ..ops.importer import import_stream, local_hwm, read_stream
+    from ..store.appender import SYNC_POLICIES
+
+    if show_hwm:
+        emit(str(local_hwm(directory)))
+        return 0
+    if sync not in SYNC_POLICIES:
+        raise UsageError(f"--sync must be one of {', '.join(SYNC_POLICIES)} (got {sync!r})")
+    if form is not None and form not in ev.FORMS:
+        raise UsageError(f"--form must be one of {', '.join(ev.FORMS)} (got {form!r})")
+    if from_ is None and sys.stdin.isatty():
+        raise UsageError("the stream comes on standard input (a pipe from walctl replay) or from --from FILE")
+    f = open(from_, "rb") if from_ is not None else sys.stdin.buffer
+    try:
+        got_form, items = read_stream(f, form, max_payload)
+        report = import_stream(directory, items, got_form, sync=sync, batch_records=batch_records,
+                               batch_ms=batch_ms, max_chunk_bytes=max_chunk_bytes,
+                               compress_threshold=compress_threshold, allow_initial_gap=allow_initial_gap)
+    finally:
+        if from_ is not None:
+            f.close()
+    if json_out:
+        emit(json_document("walctl.import/1", dict(report.to_json(), exit_code=0)))
+    else:
+        span = f"seq {report.first_applied}..{report.last_applied}" if report.applied else "nothing new"
+        emit(f"imported {report.applied} of {report.received} events into {directory} ({span}; "
+             f"{report.skipped_at_or_below_hwm} already present); hwm {report.hwm_after}")
+    return 0

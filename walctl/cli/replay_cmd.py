@@ -1,0 +1,160 @@
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional
+
+import typer
+
+from ..errors import UsageError
+from .render import error_line, json_document, warn_line
+
+HELP = """Stream every event after a high-water mark, in order, for a follower or another tool. Read-only.
+
+Reads a V2 chunk directory or an ADR-003 segment directory. Forms: --jsonl (default; the inspect --jsonl
+object, payload_hex decoded, lossless), --msgpack (a stream of maps), --sync-blob (Spector CloudSync's
+[i64 seq][u8 type][i32 idLen][id][i64 ts][i32 len][payload], big-endian; with --out DIR the file is
+named wal-%012d.bin after its last sequence). The stream stops at damage and says where (exit code as
+for verify); --skip-damaged goes on and lists every range it skipped. A summary line goes to stderr,
+--report FILE writes it as JSON (schema walctl.replay/1). --follow keeps streaming as a live writer
+appends, until SIGINT/SIGTERM or --timeout.
+
+Example: walctl replay /var/lib/agent/wal --after "$(cat hwm)" --jsonl | walctl import /srv/follower/wal
+Example: walctl replay wal/ --after 5000 --sync-blob --out outbox/"""
+
+
+def replay(
+    path: str = typer.Argument(..., help="A V2 chunk directory (or chunk) or an ADR-003 segment directory."),
+    after: int = typer.Option(0, "--after", min=0, help="Only events with sequence > N (the follower's HWM)."),
+    to: Optional[int] = typer.Option(None, "--to", min=0, help="Only events with sequence <= N."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Stop after N events."),
+    jsonl: bool = typer.Option(False, "--jsonl", help="JSON lines (the default)."),
+    msgpack_: bool = typer.Option(False, "--msgpack", help="A stream of msgpack maps."),
+    sync_blob: bool = typer.Option(False, "--sync-blob", help="Spector's CloudSync blob (V2 events only)."),
+    out: Optional[str] = typer.Option(None, "--out", help="Write durably to FILE (--sync-blob: into DIR) "
+                                                          "instead of standard output."),
+    skip_damaged: bool = typer.Option(False, "--skip-damaged", help="Go on past damage; report what was skipped."),
+    report_path: Optional[str] = typer.Option(None, "--report", help="Write the JSON report to FILE ('-': stderr)."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep streaming new events as they are appended."),
+    interval: float = typer.Option(0.2, "--interval", min=0.01, max=60, help="--follow: poll every S seconds."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=0, help="--follow: stop after S seconds."),
+) -> int:
+    from ..format import events as ev
+
+    forms = [f for f, on in ((ev.FORM_JSONL, jsonl), (ev.FORM_MSGPACK, msgpack_), (ev.FORM_SYNC, sync_blob)) if on]
+    if len(forms) > 1:
+        raise UsageError("give one of --jsonl, --msgpack, --sync-blob")
+    form = forms[0] if forms else ev.FORM_JSONL
+    if to is not None and to <= after:
+        raise UsageError(f"--to {to} is not above --after {after}: nothing to replay")
+    if follow:
+        if out is not None or skip_damaged:
+            raise UsageError("--follow writes to standard output and stops at damage; drop --out/--skip-damaged")
+        return _follow(path, form, after, to, limit, interval, timeout)
+    if form != ev.FORM_JSONL and out is None and sys.stdout.isatty():
+        raise UsageError("a binary stream would go to the terminal; use --out or a pipe")
+    from ..ops.replay import ReplayOptions, replay as run_replay
+
+    opts = ReplayOptions(after, to, limit, form, skip_damaged)
+    if out is None:
+        report = run_replay(path, _stdout_writer(), opts)
+    else:
+        report = _replay_to_file(path, out, opts)
+    _summarise(report, report_path)
+    return report.exit_code
+
+
+def _stdout_writer():
+    """writev straight to fd 1 when stdout is a real file (the fast path), else through sys.stdout."""
+    import io
+
+    from ..ops.replay import write_pieces_to_fd
+
+    sys.stdout.flush()
+    try:
+        return write_pieces_to_fd(sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        buf = sys.stdout.buffer
+        return lambda pieces: buf.write(b"".join(pieces))
+
+
+def _replay_to_file(path: str, out: str, opts):
+    """Durable create: the stream gathers in OUT.tmp, is fsynced, and is renamed into place (for the
+    sync blob, under the name its last sequence gives) only when the replay has finished."""
+    from ..format import events as ev
+    from ..ops.replay import replay as run_replay
+    from ..store import durable
+    from ..store.fs import DEFAULT_FS as fs
+
+    if opts.form == ev.FORM_SYNC:
+        if not os.path.isdir(out):
+            raise UsageError(f"--out {out}: --sync-blob writes into a directory (the file is named after its "
+                             "last sequence)")
+        tmp = os.path.join(out, ".replay-sync-blob.tmp")
+    else:
+        if os.path.isdir(out):
+            raise UsageError(f"--out {out} is a directory; give a file name")
+        if os.path.exists(out):
+            raise UsageError(f"--out {out} already exists; walctl never overwrites it")
+        tmp = out + durable.TMP_SUFFIX
+    if fs.exists(tmp):
+        fs.unlink(tmp)
+    fd = fs.open_append(tmp, create=True, exclusive=True)
+    try:
+        report = run_replay(path, lambda pieces: fs.write(fd, b"".join(pieces), tmp), opts)
+        fs.fsync(fd, tmp)
+    except BaseException:
+        fs.close(fd)
+        fs.unlink(tmp)
+        raise
+    fs.close(fd)
+    if opts.form == ev.FORM_SYNC and report.events == 0:
+        fs.unlink(tmp)
+        warn_line("no events to export: no blob written")
+        return report
+    final = os.path.join(out, ev.sync_blob_name(report.last_sequence)) if opts.form == ev.FORM_SYNC else out
+    if fs.exists(final):
+        fs.unlink(tmp)
+        raise UsageError(f"{final} already exists; walctl never overwrites it")
+    fs.rename(tmp, final)
+    fs.fsync_dir(os.path.dirname(os.path.abspath(final)))
+    sys.stderr.write(f"walctl: wrote {final}\n")
+    return report
+
+
+def _summarise(report, report_path: str | None) -> None:
+    for s in report.skipped:
+        warn_line(f"skipped {s.file}: offset {s.offset}: {s.cls}: {s.reason}"
+                  + (f"; lost sequences {s.lost_sequences[0]}..{s.lost_sequences[1]}" if s.lost_sequences else ""))
+    if report.stopped is not None:
+        s = report.stopped
+        where = f"{s.file}" + (f" offset {s.offset}" if s.offset is not None else "")
+        error_line(f"{report.path}: replay stopped at {where}: {s.cls}: {s.reason}; last event streamed: "
+                   f"{report.last_sequence if report.last_sequence is not None else 'none'} "
+                   f"(use --skip-damaged to go on past it)")
+    rng = f"{report.first_sequence}..{report.last_sequence}" if report.events else "none"
+    sys.stderr.write(f"walctl: {report.events} events streamed (sequences {rng}); {report.path} is "
+                     f"{report.verify.verdict if report.verify else 'clean'} (exit {report.exit_code})\n")
+    if report_path is not None:
+        doc = json_document("walctl.replay/1", report.to_json())
+        if report_path == "-":
+            sys.stderr.write(doc + "\n")
+        else:
+            from ..store import durable
+
+            durable.create_file(report_path, (doc + "\n").encode(), replace=True)
+
+
+def _follow(path, form, after, to, limit, interval, timeout) -> int:
+    from ..ops.follow import follow_events
+
+    if form != "jsonl" and sys.stdout.isatty():
+        raise UsageError("a binary stream would go to the terminal; use a pipe")
+    stdout = sys.stdout.buffer
+    result = follow_events(path, form, stdout, after=after, to=to, limit=limit, interval=interval, timeout=timeout)
+    sys.stderr.write(f"walctl: followed {path}: {result.events} events"
+                     + (f" (sequences {result.first}..{result.last})" if result.events else "")
+                     + f"; stopped by {result.ended_by}\n")
+    if result.problem is not None:
+        error_line(result.problem)
+    return result.exit_code

@@ -1,0 +1,223 @@
+"""--follow: keep reading a V2 directory while a live writer appends to it (`tail -f` for a WAL).
+
+Position = (chunk, offset of the first byte not yet consumed). Each poll reads what the chunk gained,
+scans it with the same rules as verify, hands on every complete valid record, and keeps the bytes of
+a record still being written for the next poll:
+- bytes that end inside a record are an append in flight: wait;
+- a complete header whose CRC fails, or zeros, at the very end of the newest chunk may be a write the
+  kernel has not finished showing: wait, for up to `settle_polls` polls while nothing changes;
+- once a newer chunk exists the current one is closed: whatever is left in it is tail damage, and the
+  next chunk must continue the sequence (the writer restarted) or the stream stops as corrupt;
+- mid-log damage (an intact record after bad bytes) stops the stream at once.
+A chunk that disappears (compaction moved it into .quarantine/) is simply left behind.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Callable, NamedTuple
+
+from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, UsageError
+from ..format import scan as fscan
+from ..format.names import parse_chunk_name
+from ..format.v2 import FILE_HEADER, encode_file_header
+from .records import Record
+
+
+class FollowResult(NamedTuple):
+    events: int
+    first: int | None
+    last: int | None
+    ended_by: str  # "signal" | "timeout" | "limit" | "to" | "damage"
+    problem: str | None
+    exit_code: int
+
+
+class _Stop:
+    def __init__(self):
+        self.signal: int | None = None
+
+    def __call__(self, signum, frame):
+        self.signal = signum
+
+
+def _chunk_names(directory: str) -> list[tuple[int, str]]:
+    out = []
+    for name in os.listdir(directory):
+        n = parse_chunk_name(name)
+        if n is not None:
+            out.append((n, name))
+    return sorted(out)
+
+
+def _first_seq_after(directory: str, names: list[tuple[int, str]], after: int) -> int:
+    """Index in `names` of the chunk to start reading for events > after (skips whole older chunks)."""
+    from .replay import _first_record_seq
+    from ..store.fs import DEFAULT_FS
+
+    start = 0
+    while after > 0 and start + 1 < len(names):
+        s = _first_record_seq(os.path.join(directory, names[start + 1][1]), DEFAULT_FS)
+        if s is None or s > after + 1:
+            break
+        start += 1
+    return start
+
+
+def follow(directory: str, on_records: Callable[[list[Record]], None], *, after: int = 0, to: int | None = None,
+           limit: int | None = None, interval: float = 0.2, timeout: float | None = None,
+           settle_polls: int = 25, clock=time.monotonic, sleep=time.sleep,
+           install_signals: bool = True) -> FollowResult:
+    if not os.path.isdir(directory):
+        raise UsageError("--follow needs a V2 chunk directory", directory)
+    stop = _Stop()
+    old = {}
+    if install_signals:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            old[s] = signal.signal(s, stop)
+    try:
+        return _loop(directory, on_records, after, to, limit, interval, timeout, settle_polls, clock, sleep, stop)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _loop(directory, on_records, after, to, limit, interval, timeout, settle_polls, clock, sleep, stop):
+    deadline = None if timeout is None else clock() + timeout
+    names = _chunk_names(directory)
+    pos = _first_seq_after(directory, names, after) if names else 0
+    current: str | None = names[pos][1] if names else None
+    base = 0  # file offset of pending[0]
+    pending = b""  # bytes read from `current` and not yet consumed
+    prev: int | None = None  # last valid sequence seen
+    closed_tail: str | None = None  # damage left in a closed chunk: the next record must continue
+    events = 0
+    first = last = None
+    unsettled = 0  # polls the same suspicious tail has stayed the same
+
+    def result(ended_by, problem=None, code=EXIT_OK):
+        return FollowResult(events, first, last, ended_by, problem, code)
+
+    while True:
+        if stop.signal is not None:
+            return result("signal")
+        if deadline is not None and clock() >= deadline:
+            return result("timeout")
+        progressed = False
+        names = _chunk_names(directory)
+        if current is None and names:
+            current = names[0][1]
+        if current is not None:
+            path = os.path.join(directory, current)
+            try:
+                with open(path, "rb") as f:
+                    f.seek(base + len(pending))
+                    pending += f.read()
+            except FileNotFoundError:
+                pending = b""
+            newer = [n for i, n in names if i > (parse_chunk_name(current) or 0)]
+            if base == 0 and len(pending) < FILE_HEADER.size:
+                header_ok = None  # the header itself is in flight
+            else:
+                header_ok = base > 0 or pending[:FILE_HEADER.size] == encode_file_header()
+            if header_ok is False:
+                return result("damage", f"{current}: not a V2 chunk (file header {pending[:8].hex()})", EXIT_UNSUPPORTED)
+            recs: list[Record] = []
+            consumed = 0
+            tail: fscan.Damage | None = None
+            broken: str | None = None
+            if header_ok:
+                body_off = FILE_HEADER.size if base == 0 else 0
+                buf = encode_file_header() + pending[body_off:]
+                shift = base + body_off - FILE_HEADER.size  # file offset = buffer offset + shift
+
+                def visit(b, off, h, p, q, nxt, payload):
+                    _, ver, flags, typ, idlen, _, seq, ts, plen, pcrc, _, hcrc = h
+                    recs.append(Record(current, off + shift, nxt - off, ver, flags, typ, seq, ts,
+                                       bytes(b[off + 40:p]), plen, bytes(b[p:q]) if payload is None else payload))
+                    return False
+
+                scan = fscan.scan_chunk(buf, visit)
+                consumed = 0
+                for item in scan.items:
+                    if isinstance(item, fscan.Damage):
+                        if item.kind != fscan.TAIL:  # the records before it still go out, then we stop
+                            broken = f"{current}: offset {item.offset + shift}: {item.kind} damage: {item.reason}"
+                        tail = item
+                        break
+                    consumed = item.end - FILE_HEADER.size + body_off
+            out: list[Record] = []
+            for r in recs:
+                if r.offset >= base + consumed:
+                    break
+                if prev is not None and r.sequence != prev + 1:
+                    why = f" after damage left in a closed chunk ({closed_tail})" if closed_tail else ""
+                    return result("damage", f"{current}: offset {r.offset}: sequence {r.sequence} after {prev}{why}",
+                                  EXIT_CORRUPT if closed_tail else EXIT_SEQUENCE)
+                closed_tail = None
+                prev = r.sequence
+                if r.sequence <= after:
+                    continue
+                if to is not None and r.sequence > to:
+                    break
+                out.append(r)
+                if limit is not None and events + len(out) >= limit:
+                    break
+            if out:
+                on_records(out)
+                events += len(out)
+                first = out[0].sequence if first is None else first
+                last = out[-1].sequence
+                progressed = True
+            if broken is not None:
+                return result("damage", broken, EXIT_CORRUPT)
+            if limit is not None and events >= limit:
+                return result("limit")
+            if to is not None and prev is not None and prev >= to:
+                return result("to")
+            if consumed:
+                pending = pending[consumed:]
+                base += consumed
+                unsettled = 0
+            if newer and (not pending or tail is not None or header_ok is None):
+                # The writer has moved on: this chunk will not grow. Anything left in it is damage the
+                # next record has to prove torn (the sequence continues) or not.
+                if pending:
+                    closed_tail = f"{len(pending)} bytes at {current} offset {base}"
+                current, base, pending, unsettled = newer[0], 0, b"", 0
+                continue
+            if tail is not None and tail.tail_kind != fscan.INCOMPLETE:
+                unsettled += 1
+                if unsettled > settle_polls and not _writer_alive(directory):
+                    return result("damage", f"{current}: offset {tail.offset + shift}: {tail.tail_kind} tail: "
+                                  f"{tail.reason} (no live writer)", EXIT_CORRUPT)
+        if not progressed:
+            sleep(interval)
+
+
+def _writer_alive(directory: str) -> bool:
+    from ..store.lock import probe_writer
+
+    return probe_writer(directory) is not None
+
+
+def follow_events(path: str, form: str, out, *, after: int = 0, to: int | None = None, limit: int | None = None,
+                  interval: float = 0.2, timeout: float | None = None) -> FollowResult:
+    """replay --follow: writes each new event in `form` to the binary stream `out`, flushed per poll."""
+    import json
+
+    from ..format import events as ev
+
+    def write(recs: list[Record]) -> None:
+        if form == ev.FORM_JSONL:
+            data = b"".join(json.dumps(r.to_json(), ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+                            for r in recs)
+        else:
+            enc = ev.encode_msgpack if form == ev.FORM_MSGPACK else ev.encode_sync
+            data = b"".join(enc(ev.Event(r.sequence, r.type_ordinal, r.memory_id, r.timestamp_ms, r.payload))
+                            for r in recs)
+        out.write(data)
+        out.flush()
+
+    return follow(path, write, after=after, to=to, limit=limit, interval=interval, timeout=timeout)

@@ -1,0 +1,317 @@
+"""replay: every event after a high-water mark, in order, as a stream another walctl (or a follower)
+can apply.
+
+V2 directories are read one chunk at a time; each chunk's valid records in (after, to] are encoded as
+the scan meets them, and emitted in file order until something blocks the stream:
+- mid-log damage or an undecodable payload (acknowledged events are missing or unreadable);
+- tail damage of a chunk whose next readable record does not continue the sequence (a torn tail that
+  the writer continued after a restart does not block: nothing acknowledged is missing);
+- a sequence gap, repeat or regression; a chunk that cannot be read or is not V2.
+With skip_damaged the stream goes on past each of these and the report lists what was skipped.
+The exit code is verify's, over the chunks read (assemble): a replay never judges differently.
+
+Chunks wholly at or below `after` are not scanned: chunk i is skipped when chunk i+1's first record
+header (checked by its CRC) has a sequence <= after + 1, so a follower asking for the tail of a large
+WAL reads the tail, not the WAL.
+"""
+from __future__ import annotations
+
+import json
+from bisect import bisect_left
+from typing import BinaryIO, Callable, NamedTuple
+
+from ..errors import EXIT_OK, UsageError
+from ..format import events as ev
+from ..format import scan as fscan
+from ..format.scan import Damage, Run
+from ..store.chunkread import ChunkOutcome, scan_chunk_file
+from ..store.fs import DEFAULT_FS
+from .verify import KIND_SEGMENT, KIND_SEGMENTS, PathReport, assemble, detect_kind, resolve_chunks
+
+
+class ReplayOptions(NamedTuple):
+    after: int = 0
+    to: int | None = None
+    limit: int | None = None
+    form: str = ev.FORM_JSONL
+    skip_damaged: bool = False
+
+
+class Blocked(NamedTuple):
+    """Where the stream stopped (or, with skip_damaged, a range it went past)."""
+    file: str
+    offset: int | None
+    end: int | None
+    cls: str
+    reason: str
+    lost_sequences: tuple[int, int] | None
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "offset": self.offset, "end": self.end, "class": self.cls, "reason": self.reason,
+                "lost_sequences": list(self.lost_sequences) if self.lost_sequences else None}
+
+
+class ReplayReport(NamedTuple):
+    path: str
+    kind: str
+    events: int
+    first_sequence: int | None
+    last_sequence: int | None
+    stopped: Blocked | None  # the stream ended here, before the end of the log
+    skipped: tuple[Blocked, ...]
+    ended_by: str  # "end" | "to" | "limit" | "damage"
+    chunks_read: int
+    chunks_skipped: int
+    verify: PathReport | None
+
+    @property
+    def exit_code(self) -> int:
+        return self.verify.exit_code if self.verify is not None else EXIT_OK
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "kind": self.kind, "events": self.events, "first_sequence": self.first_sequence,
+                "last_sequence": self.last_sequence, "ended_by": self.ended_by,
+                "stopped": self.stopped.to_json() if self.stopped else None,
+                "skipped": [s.to_json() for s in self.skipped], "chunks_read": self.chunks_read,
+                "chunks_skipped_below_after": self.chunks_skipped, "exit_code": self.exit_code,
+                "verdict": self.verify.verdict if self.verify is not None else "clean",
+                "findings": [f.to_json() for f in self.verify.findings] if self.verify is not None else []}
+
+
+class _Encoder:
+    """Per chunk: the encoded bytes of each in-range record (`pieces`) and its (offset, sequence)."""
+
+    def __init__(self, form: str, file_name: str, after: int, to: int | None):
+        self.pieces: list[bytes] = []
+        self.marks: list[tuple[int, int]] = []
+        to = to if to is not None else ev.I64_MAX
+        if form == ev.FORM_JSONL:
+            self.visit = ev.jsonl_visitor(file_name, after, to, self.pieces.append, self.marks.append)
+            return
+        encode = ev.encode_msgpack if form == ev.FORM_MSGPACK else ev.encode_sync
+        add, mark = self.pieces.append, self.marks.append
+
+        def visit(buf, off, h, p, q, nxt, payload):
+            seq = h[6]
+            if after < seq <= to:
+                add(encode(ev.Event(seq, h[3], buf[off + 40:p], h[7], buf[p:q] if payload is None else payload)))
+                mark((off, seq))
+            return False
+
+        self.visit = visit
+
+
+class _Sink:
+    """Counts and writes what is emitted; honours --limit. `write` takes a list of byte strings (so a
+    file descriptor can take them with writev, without joining a chunk's worth first)."""
+
+    def __init__(self, write: Callable[[list], object], limit: int | None):
+        self.write, self.limit = write, limit
+        self.events = 0
+        self.first: int | None = None
+        self.last: int | None = None
+
+    @property
+    def full(self) -> bool:
+        return self.limit is not None and self.events >= self.limit
+
+    def emit(self, enc: _Encoder, start: int, stop: int) -> None:
+        """Emits the encoder's records [start, stop) (clipped by the limit)."""
+        if self.limit is not None:
+            stop = min(stop, start + self.limit - self.events)
+        if stop <= start:
+            return
+        self.write(enc.pieces[start:stop] if start or stop < len(enc.pieces) else enc.pieces)
+        if self.first is None:
+            self.first = enc.marks[start][1]
+        self.last = enc.marks[stop - 1][1]
+        self.events += stop - start
+
+
+def write_pieces_to_fd(fd: int) -> Callable[[list], None]:
+    """A sink writer for a file descriptor: writev in batches, finishing partial writes."""
+    import os
+
+    iov_max = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
+
+    def write(pieces: list) -> None:
+        for i in range(0, len(pieces), iov_max):
+            batch = pieces[i:i + iov_max]
+            n = os.writev(fd, batch)
+            total = sum(map(len, batch))
+            if n < total:  # a pipe took part of it: finish byte by byte-range
+                rest = memoryview(b"".join(batch))[n:]
+                while rest:
+                    rest = rest[os.write(fd, rest):]
+
+    return write
+
+
+def replay(path: str, out: Callable[[list], object], opts: ReplayOptions = ReplayOptions(),
+           fs=DEFAULT_FS) -> ReplayReport:
+    """Writes the stream through `out` (called with lists of byte strings, in order) and returns the
+    report."""
+    kind = detect_kind(path, fs)
+    if kind in (KIND_SEGMENTS, KIND_SEGMENT):
+        return _replay_segments(path, kind, out, opts, fs)
+    return _replay_v2(path, out, opts, fs)
+
+
+def _first_record_seq(path: str, fs) -> int | None:
+    """The sequence of the record right after the file header, if that header is intact."""
+    from ..format.v2 import FILE_HEADER, RECORD_HEADER, header_crc
+
+    head = fs.read_head(path, FILE_HEADER.size + RECORD_HEADER.size)
+    if len(head) < FILE_HEADER.size + RECORD_HEADER.size or head[:4] != b"SPEC":
+        return None
+    h = RECORD_HEADER.unpack_from(head, FILE_HEADER.size)
+    if h[0] != 0x5741 or header_crc(head, FILE_HEADER.size) != h[-1]:
+        return None
+    return h[6]
+
+
+def _replay_v2(path: str, out, opts: ReplayOptions, fs) -> ReplayReport:
+    chunks, foreign, kind, writer = resolve_chunks(path, fs)
+    start = 0
+    if opts.after > 0:
+        # Skip from the front while the next chunk provably starts at or below after + 1.
+        while start + 1 < len(chunks) and chunks[start + 1].kind == "file":
+            s = _first_record_seq(chunks[start + 1].path, fs)
+            if s is None or s > opts.after + 1:
+                break
+            start += 1
+    sink = _Sink(out, opts.limit)
+    read_chunks, outcomes = [], []
+    skipped: list[Blocked] = []
+    stopped: Blocked | None = None
+    ended_by = "end"
+    prev: int | None = None  # last valid sequence met, emitted or not
+    pending: Blocked | None = None  # tail damage whose judgement waits for the next record
+    covered = False  # a skipped mid-log range already accounts for the next run's gap
+    for c in chunks[start:]:
+        enc = _Encoder(opts.form, c.name, opts.after, opts.to)
+        draining = stopped is not None  # the rest is read only for the verdict
+        outcome = ChunkOutcome(None, UsageError("not a regular file", c.path)) if c.kind != "file" else \
+            scan_chunk_file(c.path, fs, None if draining else enc.visit)
+        read_chunks.append(c)
+        outcomes.append(outcome)
+        if draining:
+            continue
+        block = _chunk_block(c.name, outcome)
+        if block is not None and block.cls == "short-chunk":
+            pending = block  # torn if it is the last chunk or the next record continues the sequence
+        elif block is not None:
+            if not opts.skip_damaged:
+                stopped, ended_by = block, "damage"
+                continue
+            skipped.append(block)
+        items = outcome.scan.items if outcome.scan is not None and outcome.scan.header == fscan.HEADER_OK else []
+        cursor = 0
+        for item in items:
+            if isinstance(item, Damage):
+                if item.kind == fscan.TAIL:
+                    pending = Blocked(c.name, item.offset, item.end, "tail-damage", item.reason, None)
+                    continue
+                lost = (prev + 1, item.resync_sequence - 1) if prev is not None and item.resync_sequence \
+                    and item.resync_sequence > prev + 1 else None
+                b = Blocked(c.name, item.offset, item.end, "mid-log-damage" if item.kind == fscan.MID_LOG
+                            else "undecodable-payload", item.reason, lost)
+                if not opts.skip_damaged:
+                    stopped, ended_by = b, "damage"
+                    break
+                skipped.append(b)
+                covered = True
+                continue
+            run: Run = item
+            if prev is not None and run.first_seq != prev + 1 and not covered:
+                gap = (prev + 1, run.first_seq - 1) if run.first_seq > prev + 1 else None
+                if pending is not None:
+                    b = pending._replace(cls="tail-damage", lost_sequences=gap,
+                                         reason=pending.reason + " (the next record does not continue the sequence)")
+                else:
+                    b = Blocked(c.name, run.offset, None, "sequence-gap" if gap else "sequence-regression",
+                                f"sequence {run.first_seq} after {prev}", gap)
+                if not opts.skip_damaged:
+                    stopped, ended_by = b, "damage"
+                    break
+                skipped.append(b)
+            pending, covered = None, False
+            if run.first_seq > (opts.to if opts.to is not None else ev.I64_MAX):
+                ended_by = "to"
+                break
+            n = bisect_left(enc.marks, (run.end,), cursor)  # the first record at or after the run's end
+            sink.emit(enc, cursor, n)
+            cursor = n
+            prev = run.last_seq
+            if sink.full:
+                ended_by = "limit"
+                break
+            if opts.to is not None and prev >= opts.to:
+                ended_by = "to"
+                break
+        if ended_by in ("to", "limit"):
+            break  # nothing after this chunk is needed; the verdict covers what was read
+    report = assemble(path, kind, read_chunks, outcomes, foreign, writer, False)
+    return ReplayReport(path, kind, sink.events, sink.first, sink.last, stopped, tuple(skipped), ended_by,
+                        len(read_chunks), start, report)
+
+
+def _chunk_block(name: str, outcome: ChunkOutcome) -> Blocked | None:
+    """A chunk whose records cannot be read at all blocks the stream (a header-only chunk does not)."""
+    if outcome.scan is None:
+        return Blocked(name, None, None, "unreadable", outcome.error.reason, None)
+    s = outcome.scan
+    if s.header == fscan.HEADER_OK:
+        return None
+    if s.header == fscan.HEADER_SHORT:
+        return Blocked(name, 0, s.size, "short-chunk", f"{s.size} bytes, shorter than the 8-byte file header", None)
+    return Blocked(name, 0, None, "unsupported", f"file header {s.header}", None)
+
+
+def _replay_segments(path: str, kind: str, out, opts: ReplayOptions, fs) -> ReplayReport:
+    """ADR-003 entries: jsonl is the `inspect --jsonl` entry object, msgpack the entry map itself
+    (checksum included, so an importer can check it); there is no sync form for entries."""
+    from ..format.canonical import packb
+    from .segments import SegmentWalk, entry_json
+
+    if opts.form == ev.FORM_SYNC:
+        raise UsageError("the sync blob carries V2 events; replay ADR-003 segments as --jsonl or --msgpack")
+    walk = SegmentWalk(path, fs)
+    sink_events = 0
+    first = last = None
+    stopped = None
+    skipped: list[Blocked] = []
+    ended_by = "end"
+    seen_findings = 0
+    to = opts.to if opts.to is not None else ev.I64_MAX
+    it = iter(walk)
+    for name, e in it:
+        blocking = [f for f in walk.findings[seen_findings:] if f.exit_code >= 3]
+        seen_findings = len(walk.findings)
+        if blocking:
+            bl = [Blocked(f.file, f.offset, f.end, f.cls, f.reason,
+                          tuple(f.sequence_range) if f.sequence_range else None) for f in blocking]
+            if not opts.skip_damaged:
+                stopped, ended_by = bl[0], "damage"
+                break
+            skipped.extend(bl)
+        if e.sequence <= opts.after:
+            continue
+        if e.sequence > to:
+            ended_by = "to"
+            break
+        if opts.form == ev.FORM_JSONL:
+            out([json.dumps(entry_json(name, e), ensure_ascii=False, sort_keys=True).encode("utf-8") + b"\n"])
+        else:
+            out([packb(e.value)])
+        sink_events += 1
+        first = e.sequence if first is None else first
+        last = e.sequence
+        if opts.limit is not None and sink_events >= opts.limit:
+            ended_by = "limit"
+            break
+    if ended_by != "end":
+        for _ in it:  # the verdict needs the whole walk
+            pass
+    return ReplayReport(path, kind, sink_events, first, last, stopped, tuple(skipped), ended_by,
+                        len(walk.report.chunks), 0, walk.report)

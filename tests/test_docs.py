@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from walctl.format import checkpoint, ckptmeta, segment, v1, v2
+from walctl.format import checkpoint, ckptmeta, events, segment, v1, v2
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FORMAT_MD = os.path.join(ROOT, "docs", "format.md")
-STRUCT_CODES = {"u8": "B", "u16": "H", "u32": "I", "i64": "q", "u64": "Q", "bytes4": "4s", "bytes16": "16s",
+STRUCT_CODES = {"u8": "B", "u16": "H", "u32": "I", "i32": "i", "i64": "q", "u64": "Q", "bytes4": "4s", "bytes16": "16s",
                 "bytes32": "32s", "bytes120": "120s"}
 
 
@@ -39,6 +39,8 @@ def _table_after(marker: str) -> list[list[str]]:
     ("layout: CHECKPOINT_META", ckptmeta.CHECKPOINT_META),
     ("layout: CHECKPOINT_HEADER", checkpoint.CHECKPOINT_HEADER),
     ("layout: FRAME_LENGTH", segment.FRAME_LENGTH),
+    ("layout: SYNC_HEAD", events.SYNC_HEAD),
+    ("layout: SYNC_MID", events.SYNC_MID),
 ])
 def test_layout_tables_match_struct_definitions(marker, layout):
     rows = _table_after(marker)

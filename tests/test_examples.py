@@ -114,3 +114,34 @@ def test_task_examples_resume_where_the_log_says(tmp_path, cli):
     assert state["canvas_snapshot"]["recoverable"] is True and state["evidence"].startswith(".quarantine/")
     done = cli("tasklog", "resume", str(tmp_path / "tasks" / "9c41d2aa-7e1b-4f0e-8d25-51a7b3c0e9f4.wal"))
     assert "nothing to resume: the task is completed" in done.err
+
+
+def test_follower_script_replicates_and_is_idempotent(tmp_path):
+    env = {**os.environ, "WALCTL": _walctl_on_path(tmp_path), "PYTHONPATH": ROOT}
+    leader, follower = tmp_path / "leader", tmp_path / "follower"
+    shutil.copytree(os.path.join(EXAMPLES, "wal-healthy"), leader)
+    script = os.path.join(EXAMPLES, "follower.sh")
+
+    def events(path):
+        r = subprocess.run([sys.executable, "-m", "walctl", "replay", str(path)], capture_output=True, env=env)
+        return [(e["sequence"], e["memory_id_hex"], e["payload_hex"]) for e in map(__import__("json").loads,
+                                                                                   r.stdout.splitlines())]
+
+    out = subprocess.run(["sh", script, str(leader), str(follower), "0"], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "imported 80 of 80" in out.stdout and events(follower) == events(leader)
+    # the leader goes on; the next round brings exactly the new events (the one at the HWM is re-checked)
+    subprocess.run([sys.executable, "-m", "walctl", "write", str(leader), "--type", "REMEMBER", "--id", "late",
+                    "--payload", "after the first round"], check=True, capture_output=True, env=env)
+    out = subprocess.run(["sh", script, str(leader), str(follower), "0"], capture_output=True, text=True, env=env)
+    assert out.returncode == 0 and "imported 1 of 2" in out.stdout
+    assert events(follower) == events(leader) and len(events(leader)) == 81
+    out = subprocess.run(["sh", script, str(leader), str(follower), "0"], capture_output=True, text=True, env=env)
+    assert "imported 0 of 1" in out.stdout
+    # a follower that diverged is refused, not extended
+    other = tmp_path / "other"
+    lines = "".join('{"type": "REMEMBER", "id": "x", "payload": "not the leader\'s %d"}\n' % i for i in range(5))
+    subprocess.run([sys.executable, "-m", "walctl", "write", str(other)], input=lines, text=True, check=True,
+                   capture_output=True, env=env)
+    out = subprocess.run(["sh", script, str(leader), str(other), "0"], capture_output=True, text=True, env=env)
+    assert out.returncode == 4 and "diverged" in out.stderr

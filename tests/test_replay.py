@@ -254,3 +254,33 @@ def test_stream_decoders_reject_bounds_and_truncation():
     with pytest.raises(ev.StreamError, match="sequence"):
         list(ev.SyncReader(io.BytesIO(ev.encode_sync(e._replace(sequence=0)))))
     assert ev.sniff(b"{") == "jsonl" and ev.sniff(b"\x85") == "msgpack" and ev.sniff(b"\x00") == "sync"
+
+
+def _replay_to_fd(path, tmp_path, **kw) -> tuple[bytes, object]:
+    from walctl.ops.replay import write_pieces_to_fd
+
+    f = tmp_path / "out.bin"
+    fd = os.open(f, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        rep = replay(str(path), write_pieces_to_fd(fd), ReplayOptions(**kw), out_fd=fd)
+    finally:
+        os.close(fd)
+    return f.read_bytes(), rep
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="--jobs forks")
+@pytest.mark.parametrize("opts", [{}, {"after": 33}, {"to": 41}, {"limit": 17}, {"skip_damaged": True},
+                                  {"form": "msgpack"}, {"form": "sync", "after": 5}])
+def test_jobs_give_the_same_stream_and_report_as_one_process(tmp_path, opts):
+    from conftest import make_chunk
+
+    c = [make_chunk(range(1 + 10 * i, 11 + 10 * i)) for i in range(6)]
+    c[3] = flip_bit(c[3], record_offsets(c[3])[4] + 44)  # mid-log damage in the fourth chunk
+    d = write_dir(tmp_path / "w", dict(enumerate(c)))
+    for jobs in (2, 3):
+        for path in (d, case_dir("rolled")):
+            one = run_replay(path, **opts)
+            many = _replay_to_fd(path, tmp_path, jobs=jobs, **opts)
+            assert many[0] == one[0]
+            assert many[1].to_json() == one[1].to_json()
+    assert one[1].events > 0

@@ -66,3 +66,8 @@ class NotClean(WalctlError):
 
     def __reduce__(self):
         return (self.__class__, (self.reason, self.path, self.offset, self.exit_code))
+
+
+class OutputClosed(Exception):
+    """The reader of our standard output went away (`walctl replay ... | head`): end quietly, with the
+    status SIGPIPE would have given. Not an OSError, so that nothing on the way reports it as one."""

@@ -9,7 +9,7 @@ import typer
 from typer._click import exceptions as click_exceptions  # typer 0.27 vendors click
 
 from .. import __version__
-from ..errors import EXIT_ENVIRONMENT, EXIT_USAGE, WalctlError
+from ..errors import EXIT_ENVIRONMENT, EXIT_USAGE, OutputClosed, WalctlError
 from .render import error_line
 
 EXIT_TABLE = """Exit codes (several findings: the first present in the order 6, 3, 4, 5, 1):
@@ -128,6 +128,14 @@ def main(argv: list[str] | None = None) -> int:
     sys.exit(code)
 
 
+def _quiet_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def run(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if "--debug" in args:
@@ -153,6 +161,10 @@ def run(argv: list[str] | None = None) -> int:
         return e.exit_code
     except KeyboardInterrupt:
         return 130
+    except OutputClosed:
+        # The reader of our output went away (`| head`): end quietly, as SIGPIPE would.
+        _quiet_stdout()
+        return 128 + signal.SIGPIPE if hasattr(signal, "SIGPIPE") else EXIT_ENVIRONMENT
     except MemoryError:
         error_line("out of memory")
         return EXIT_ENVIRONMENT

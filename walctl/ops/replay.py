@@ -35,6 +35,7 @@ class ReplayOptions(NamedTuple):
     limit: int | None = None
     form: str = ev.FORM_JSONL
     skip_damaged: bool = False
+    jobs: int = 1  # > 1: chunks are encoded (and written) by forked workers; needs out_fd
 
 
 class Blocked(NamedTuple):
@@ -102,11 +103,10 @@ class _Encoder:
 
 
 class _Sink:
-    """Counts and writes what is emitted; honours --limit. `write` takes a list of byte strings (so a
-    file descriptor can take them with writev, without joining a chunk's worth first)."""
+    """Counts what is emitted and has the chunk write it; honours --limit."""
 
-    def __init__(self, write: Callable[[list], object], limit: int | None):
-        self.write, self.limit = write, limit
+    def __init__(self, limit: int | None):
+        self.limit = limit
         self.events = 0
         self.first: int | None = None
         self.last: int | None = None
@@ -115,13 +115,13 @@ class _Sink:
     def full(self) -> bool:
         return self.limit is not None and self.events >= self.limit
 
-    def emit(self, enc: _Encoder, start: int, stop: int) -> None:
-        """Emits the encoder's records [start, stop) (clipped by the limit)."""
+    def emit(self, enc, start: int, stop: int) -> None:
+        """Emits the chunk's records [start, stop) (clipped by the limit)."""
         if self.limit is not None:
             stop = min(stop, start + self.limit - self.events)
         if stop <= start:
             return
-        self.write(enc.pieces[start:stop] if start or stop < len(enc.pieces) else enc.pieces)
+        enc.write(start, stop)
         if self.first is None:
             self.first = enc.marks[start][1]
         self.last = enc.marks[stop - 1][1]
@@ -129,7 +129,8 @@ class _Sink:
 
 
 def write_pieces_to_fd(fd: int) -> Callable[[list], None]:
-    """A sink writer for a file descriptor: writev in batches, finishing partial writes."""
+    """An `out` for a file descriptor: writev in batches of byte strings, finishing partial writes
+    (a descriptor takes a chunk's worth without it being joined first)."""
     import os
 
     iov_max = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
@@ -148,13 +149,14 @@ def write_pieces_to_fd(fd: int) -> Callable[[list], None]:
 
 
 def replay(path: str, out: Callable[[list], object], opts: ReplayOptions = ReplayOptions(),
-           fs=DEFAULT_FS) -> ReplayReport:
+           fs=DEFAULT_FS, out_fd: int | None = None) -> ReplayReport:
     """Writes the stream through `out` (called with lists of byte strings, in order) and returns the
-    report."""
+    report. With opts.jobs > 1 and `out_fd` (the descriptor `out` writes to), V2 chunks are encoded and
+    written by worker processes instead."""
     kind = detect_kind(path, fs)
     if kind in (KIND_SEGMENTS, KIND_SEGMENT):
         return _replay_segments(path, kind, out, opts, fs)
-    return _replay_v2(path, out, opts, fs)
+    return _replay_v2(path, out, opts, fs, out_fd)
 
 
 def _first_record_seq(path: str, fs) -> int | None:
@@ -170,7 +172,9 @@ def _first_record_seq(path: str, fs) -> int | None:
     return h[6]
 
 
-def _replay_v2(path: str, out, opts: ReplayOptions, fs) -> ReplayReport:
+def _replay_v2(path: str, out, opts: ReplayOptions, fs, out_fd: int | None = None) -> ReplayReport:
+    import os
+
     chunks, foreign, kind, writer = resolve_chunks(path, fs)
     start = 0
     if opts.after > 0:
@@ -180,7 +184,52 @@ def _replay_v2(path: str, out, opts: ReplayOptions, fs) -> ReplayReport:
             if s is None or s > opts.after + 1:
                 break
             start += 1
-    sink = _Sink(out, opts.limit)
+    todo = chunks[start:]
+
+    def encode_chunk(c, draining: bool = False):
+        enc = _Encoder(opts.form, c.name, opts.after, opts.to)
+        outcome = ChunkOutcome(None, UsageError("not a regular file", c.path)) if c.kind != "file" else \
+            scan_chunk_file(c.path, fs, None if draining else enc.visit)
+        return outcome, enc.pieces, enc.marks
+
+    parallel = None
+    if opts.jobs > 1 and out_fd is not None and len(todo) > 1 and fs is DEFAULT_FS and hasattr(os, "fork"):
+        from .replay_workers import ParallelChunks
+
+        source = parallel = ParallelChunks(todo, opts.jobs, out_fd, encode_chunk)
+    else:
+        source = _Sequential(todo, encode_chunk, out)
+    try:
+        return _emit_v2(path, kind, foreign, writer, opts, start, source)
+    finally:
+        if parallel is not None:
+            parallel.close()
+
+
+class _Local:
+    def __init__(self, pieces, marks, out):
+        self.pieces, self.marks, self.out = pieces, marks, out
+
+    def write(self, start: int, stop: int) -> None:
+        self.out(self.pieces[start:stop] if start or stop < len(self.pieces) else self.pieces)
+
+
+class _Sequential:
+    """Iterate for (chunk, outcome, encoded chunk) in order, in this process. Once `draining` is set
+    (the stream has stopped) chunks are only scanned, for the verdict."""
+
+    def __init__(self, todo, encode_chunk, out):
+        self.todo, self.encode_chunk, self.out = todo, encode_chunk, out
+        self.draining = False
+
+    def __iter__(self):
+        for c in self.todo:
+            outcome, pieces, marks = self.encode_chunk(c, self.draining)
+            yield c, outcome, _Local(pieces, marks, self.out)
+
+
+def _emit_v2(path, kind, foreign, writer, opts: ReplayOptions, start: int, source) -> ReplayReport:
+    sink = _Sink(opts.limit)
     read_chunks, outcomes = [], []
     skipped: list[Blocked] = []
     stopped: Blocked | None = None
@@ -188,14 +237,10 @@ def _replay_v2(path: str, out, opts: ReplayOptions, fs) -> ReplayReport:
     prev: int | None = None  # last valid sequence met, emitted or not
     pending: Blocked | None = None  # tail damage whose judgement waits for the next record
     covered = False  # a skipped mid-log range already accounts for the next run's gap
-    for c in chunks[start:]:
-        enc = _Encoder(opts.form, c.name, opts.after, opts.to)
-        draining = stopped is not None  # the rest is read only for the verdict
-        outcome = ChunkOutcome(None, UsageError("not a regular file", c.path)) if c.kind != "file" else \
-            scan_chunk_file(c.path, fs, None if draining else enc.visit)
+    for c, outcome, enc in source:
         read_chunks.append(c)
         outcomes.append(outcome)
-        if draining:
+        if stopped is not None:
             continue
         block = _chunk_block(c.name, outcome)
         if block is not None and block.cls == "short-chunk":
@@ -249,6 +294,8 @@ def _replay_v2(path: str, out, opts: ReplayOptions, fs) -> ReplayReport:
             if opts.to is not None and prev >= opts.to:
                 ended_by = "to"
                 break
+        if stopped is not None:
+            source.draining = True  # the rest is read only for the verdict
         if ended_by in ("to", "limit"):
             break  # nothing after this chunk is needed; the verdict covers what was read
     report = assemble(path, kind, read_chunks, outcomes, foreign, writer, False)

@@ -114,3 +114,15 @@ def test_after_to_limit_and_inspect_follow(tmp_path, cli):
     r = cli("replay", d, "--follow", "--after", "18", "--timeout", "0.3")
     assert r.code == 0 and [x["sequence"] for x in r.jsonl()] == [19, 20]
     assert "stopped by timeout" in r.err
+
+
+def test_follow_refuses_segments_and_files(tmp_path, cli):
+    from walctl.ops.write import WalWriter
+
+    seg = tmp_path / "seg"
+    with WalWriter(str(seg), format="segments", sync="none") as w:
+        w.append_entry("memory_add", {"a": 1}, timestamp=1)
+    r = cli("replay", seg, "--follow", "--timeout", "1")
+    assert r.code == 2 and "ADR-003" in r.err
+    r = cli("replay", tmp_path / "nope", "--follow", "--timeout", "1")
+    assert r.code == 2

@@ -115,3 +115,15 @@ def test_merge_of_java_vectors_and_damaged_input(cli):
     assert r.json()["inputs"][0]["events"] == 24
     assert cli("merge", case_dir("basic")).code == 2
     assert not os.path.exists(os.path.join(case_dir("basic"), "state.json"))
+
+
+def test_merge_refuses_what_is_not_a_v2_wal(cli, tmp_path):
+    seg = tmp_path / "seg"
+    with WalWriter(str(seg), format="segments", sync="none") as w:
+        w.append_entry("memory_add", {"a": 1}, timestamp=1)
+    r = cli("merge", case_dir("basic"), seg)
+    assert r.code == 5 and "V2" in r.err and len(r.err.strip().splitlines()) == 1
+    junk = tmp_path / "junk.json"
+    junk.write_text('{"schema": "something else"}')
+    r = cli("merge", case_dir("basic"), junk)
+    assert r.code == 2 and "not a merge state file" in r.err

@@ -80,6 +80,7 @@ def test_torn_tail_is_replayed_to_its_last_good_record(cli):
     r = cli("replay", case_dir("torn-tail-mid-payload"))
     assert r.code == 1
     assert [e["sequence"] for e in r.jsonl()] == list(range(1, 29))
+    assert "mutations" in exp  # the vector's own record of the cut
     assert "stopped" not in r.err
 
 

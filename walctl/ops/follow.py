@@ -69,8 +69,12 @@ def follow(directory: str, on_records: Callable[[list[Record]], None], *, after:
            limit: int | None = None, interval: float = 0.2, timeout: float | None = None,
            settle_polls: int = 25, clock=time.monotonic, sleep=time.sleep,
            install_signals: bool = True) -> FollowResult:
+    from .segments import looks_like_segment_dir
+
     if not os.path.isdir(directory):
         raise UsageError("--follow needs a V2 chunk directory", directory)
+    if looks_like_segment_dir(directory):
+        raise UsageError("--follow reads V2 chunk directories; this one holds ADR-003 segments", directory)
     stop = _Stop()
     old = {}
     if install_signals:

@@ -10,7 +10,7 @@ import json
 import os
 from typing import NamedTuple
 
-from ..errors import UsageError
+from ..errors import UnsupportedInput, UsageError
 from ..format import memstate as ms
 from ..store import durable
 from ..store.fs import DEFAULT_FS
@@ -86,9 +86,14 @@ def load_state(path: str) -> Folded:
 
 
 def load_input(path: str, fs=DEFAULT_FS) -> Folded:
-    if os.path.isdir(path):
-        if os.path.isfile(os.path.join(path, STATE_FILE)):
-            return load_state(os.path.join(path, STATE_FILE))
+    from .verify import KIND_CHUNK, KIND_DIR, detect_kind
+
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, STATE_FILE)):
+        return load_state(os.path.join(path, STATE_FILE))
+    if os.path.isdir(path) or (os.path.isfile(path) and fs.read_head(path, 4) == b"SPEC"):
+        kind = detect_kind(path, fs)
+        if kind not in (KIND_DIR, KIND_CHUNK):
+            raise UnsupportedInput(f"merge folds Spector V2 WALs; this is {kind}", path)
         return fold_wal(path, fs)
     return load_state(path)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_left
-from typing import BinaryIO, Callable, NamedTuple
+from typing import Callable, NamedTuple
 
 from ..errors import EXIT_OK, UsageError
 from ..format import events as ev

@@ -41,6 +41,7 @@ COMMANDS = {
     "replay": ("replay_cmd", "replay", "command"),
     "import": ("import_cmd", "import_", "command"),
     "merge": ("merge_cmd", "merge", "command"),
+    "archive": ("archive_cmd", "app", "group"),
     "workflow": ("workflow_cmd", "app", "group"),
     "tasklog": ("tasklog_cmd", "app", "group"),
     "agents": ("agents_cmd", "app", "group"),

@@ -1,0 +1,208 @@
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import typer
+
+from ..errors import UsageError
+from .render import Progress, emit, json_document, plain_table, warn_line
+
+app = typer.Typer(help="""Ship sealed WAL chunks, segments and checkpoints to object storage; list, verify,
+restore to a point in time, prune.
+
+DEST is file:///path (a local directory, no server) or s3://bucket/prefix (any S3-compatible service;
+--endpoint-url or AWS_ENDPOINT_URL, credentials from the AWS_* variables; needs pip install 'walctl[s3]').
+Layout: <namespace>/chunks|segments|checkpoints/<file> and <namespace>/MANIFEST.json.
+
+Example: walctl archive push /var/lib/agent/wal s3://backups/agents --checkpoints /var/lib/agent/ckpt""",
+                  no_args_is_help=True)
+
+ENDPOINT = typer.Option(None, "--endpoint-url", help="S3 endpoint (default: AWS_ENDPOINT_URL or AWS).")
+JOBS = typer.Option(4, "--jobs", "-j", min=1, max=64, help="Parallel transfers.")
+
+
+@app.command("push", help="""Upload every sealed file (every chunk or segment but the last, verified clean) and
+every checkpoint that verifies. Idempotent: an object already archived with the same SHA-256 is skipped;
+one with other bytes is never overwritten (exit 7). Each upload is verified (size, and the SHA-256 the
+service vouches for or the object read back); the manifest is written last. --delete-local removes local
+chunks the archive holds and compaction would remove (below the HWM), with --apply, each recorded in
+.quarantine/MANIFEST.jsonl.
+
+Example: walctl archive push /var/lib/agent/wal s3://backups/agents --namespace agent-7 --jobs 8""")
+def push(wal_dir: str = typer.Argument(..., help="A V2 chunk or ADR-003 segment directory."),
+         dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix."),
+         namespace: Optional[str] = typer.Option(None, "--namespace", help="Default: the directory's name."),
+         checkpoints: Optional[str] = typer.Option(None, "--checkpoints", help="Also push this checkpoint directory."),
+         jobs: int = JOBS,
+         delete_local: bool = typer.Option(False, "--delete-local", help="Remove archived chunks below the HWM "
+                                                                         "(with --apply)."),
+         before: Optional[int] = typer.Option(None, "--before", min=0, help="--delete-local: the HWM."),
+         checkpoint_meta: Optional[str] = typer.Option(None, "--checkpoint-meta",
+                                                       help="--delete-local: the HWM from Spector's checkpoint.meta."),
+         apply: bool = typer.Option(False, "--apply", help="--delete-local: really remove."),
+         endpoint_url: Optional[str] = ENDPOINT,
+         json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-push/1).")):
+    from ..ops.archive import push as run_push
+
+    if (before is not None or checkpoint_meta) and not delete_local:
+        raise UsageError("--before/--checkpoint-meta set the HWM for --delete-local")
+    size = sum(e.stat().st_size for e in os.scandir(wal_dir) if e.is_file()) if os.path.isdir(wal_dir) else 0
+    bar = Progress(size, "push")
+    try:
+        rep = run_push(wal_dir, dest, namespace=namespace, checkpoints=checkpoints, jobs=jobs,
+                       delete_local=delete_local, hwm_before=before, checkpoint_meta=checkpoint_meta, apply=apply,
+                       endpoint_url=endpoint_url, progress=bar.callback)
+    finally:
+        bar.close()
+    for w in rep.warnings:
+        warn_line(w)
+    for f in rep.held_back:
+        warn_line(f"{f.file}: {f.reason}")
+    if json_out:
+        emit(json_document("walctl.archive-push/1", rep.to_json()))
+    else:
+        mb = rep.bytes_uploaded / 2 ** 20
+        emit(f"{rep.destination}/{rep.namespace}: {len(rep.uploaded)} uploaded ({mb:.1f} MiB in {rep.seconds:.2f} s), "
+             f"{len(rep.already_archived)} already archived, {len(rep.conflicts)} conflicts, {len(rep.failed)} failed, "
+             f"{len(rep.held_back)} held back")
+        if rep.deleted_local:
+            emit(f"removed {len(rep.deleted_local)} archived local chunks: {', '.join(rep.deleted_local)}")
+        if rep.would_delete_local:
+            emit(f"would remove {len(rep.would_delete_local)} archived local chunks (add --apply): "
+                 f"{', '.join(rep.would_delete_local)}")
+    return rep.exit_code
+
+
+@app.command("list", help="""Namespaces, objects, sequence ranges, sizes and gaps. Reads the manifests (rebuilt
+from a listing, with a warning, when missing or stale).
+
+Example: walctl archive list s3://backups/agents --json""")
+def list_(dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix."),
+          namespace: Optional[str] = typer.Option(None, "--namespace", help="Only this namespace."),
+          endpoint_url: Optional[str] = ENDPOINT,
+          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-list/1).")):
+    from ..ops.archive import namespaces, read_manifest, summary
+    from ..store.objstore import open_store
+
+    store = open_store(dest, endpoint_url)
+    nss = [namespace] if namespace else namespaces(store)
+    out = []
+    for ns in nss:
+        man = read_manifest(store, ns)
+        for w in man.warnings:
+            warn_line(w)
+        out.append(summary(man))
+    if json_out:
+        emit(json_document("walctl.archive-list/1", {"destination": store.url, "namespaces": out}))
+        return 0
+    rows = [[s["namespace"], s["wal_objects"], len(s["checkpoints"]), f"{s['bytes'] / 2**20:.1f}",
+             f"{s['first_sequence']}..{s['last_sequence']}" if s["first_sequence"] is not None else "-",
+             ", ".join(f"{a}..{b}" for a, b in s["gaps"]) or "-", len(s["missing_objects"])] for s in out]
+    for line in plain_table(["namespace", "wal objects", "checkpoints", "MiB", "sequences", "gaps", "missing"], rows,
+                            indent=""):
+        emit(line)
+    return 0
+
+
+@app.command("verify", help="""Read every archived object (in parallel) and check it with the same scanners as
+local verify, against the SHA-256 it was pushed with; report sequences missing across the archive and
+objects the manifest lists but the store lacks. Exit codes as for verify.
+
+Example: walctl archive verify s3://backups/agents --namespace agent-7""")
+def verify(dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix."),
+           namespace: Optional[str] = typer.Option(None, "--namespace", help="Only this namespace."),
+           jobs: int = JOBS, endpoint_url: Optional[str] = ENDPOINT,
+           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-verify/1).")):
+    from ..ops.archive import verify_archive
+    from ..ops.verify import VERDICTS
+
+    summaries, findings, code = verify_archive(dest, namespace=namespace, jobs=jobs, endpoint_url=endpoint_url)
+    for s in summaries:
+        for w in s["warnings"]:
+            warn_line(w)
+    if json_out:
+        emit(json_document("walctl.archive-verify/1", {"namespaces": [{k: v for k, v in s.items() if k != "entries"}
+                                                                      for s in summaries],
+                                                       "findings": [f.to_json() for f in findings],
+                                                       "verdict": VERDICTS[code], "exit_code": code}))
+        return code
+    for s in summaries:
+        emit(f"{s['namespace']}: {s['objects']} objects, sequences "
+             f"{s['first_sequence']}..{s['last_sequence']}, {len(s['checkpoints'])} checkpoints")
+    for f in findings:
+        emit(f"  {f.cls}: {f.file}: {f.reason}")
+    emit(f"archive is {VERDICTS[code]} (exit {code})")
+    return code
+
+
+@app.command("restore", help="""Write OUT/wal holding exactly the archived events up to --to-seq N or --to-time T
+(default: all), and OUT/checkpoints with the newest archived checkpoint at or below that point that
+verifies (falling back past damaged ones), then verify OUT/wal. OUT must be new or empty. Recover the
+state with: walctl recover --checkpoints OUT/checkpoints --log OUT/wal.
+
+Example: walctl archive restore s3://backups/agents /srv/agent-7 --namespace agent-7 --to-time 2026-11-21T12:00Z""")
+def restore(dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix."),
+            out: str = typer.Argument(..., help="A new (or empty) directory."),
+            namespace: Optional[str] = typer.Option(None, "--namespace", help="Needed when DEST holds several."),
+            to_seq: Optional[int] = typer.Option(None, "--to-seq", min=1, help="The last sequence to restore."),
+            to_time: Optional[str] = typer.Option(None, "--to-time", help="Restore events up to this time "
+                                                                          "(epoch ms or ISO-8601)."),
+            jobs: int = JOBS, endpoint_url: Optional[str] = ENDPOINT,
+            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-restore/1).")):
+    from ..ops.archive import restore as run_restore
+    from .inspect_cmd import _parse_time
+
+    if to_seq is not None and to_time is not None:
+        raise UsageError("give --to-seq or --to-time, not both")
+    rep = run_restore(dest, out, namespace=namespace, to_seq=to_seq, to_time_ms=_parse_time(to_time, "--to-time"),
+                      jobs=jobs, endpoint_url=endpoint_url)
+    for fb in rep.fallbacks:
+        warn_line(f"checkpoint passed over: {fb}")
+    if json_out:
+        emit(json_document("walctl.archive-restore/1", rep.to_json()))
+    else:
+        emit(f"restored {rep.events} events (sequences {rep.first_sequence}..{rep.last_sequence}) from "
+             f"{len(rep.objects)} objects into {os.path.join(rep.out, 'wal')}; checkpoint "
+             f"{rep.checkpoint or 'none'}" + (f" (wal_sequence {rep.checkpoint_wal_sequence})" if rep.checkpoint else "")
+             + f"; the restored log is {rep.verdict}")
+    return 0
+
+
+@app.command("prune", help="""Delete archived objects older than --max-age that the newest --keep valid
+checkpoints do not need (WAL objects wholly at or below the oldest kept checkpoint's wal_sequence, and
+older checkpoints). With fewer valid checkpoints nothing is deleted. Dry run unless --apply; the
+manifest is rewritten before any object is deleted.
+
+Example: walctl archive prune s3://backups/agents --namespace agent-7 --keep 3 --max-age 30d --apply""")
+def prune(dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix."),
+          namespace: str = typer.Option(..., "--namespace", help="The namespace to prune."),
+          keep: int = typer.Option(2, "--keep", min=1, help="Keep what the newest K valid checkpoints need."),
+          max_age: str = typer.Option("7d", "--max-age", help="Only objects older than this (s, m, h, d)."),
+          apply: bool = typer.Option(False, "--apply", help="Really delete."),
+          jobs: int = JOBS, endpoint_url: Optional[str] = ENDPOINT,
+          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-prune/1).")):
+    from ..ops.archive import prune as run_prune
+
+    rep = run_prune(dest, namespace=namespace, keep=keep, max_age_s=_duration(max_age), apply=apply, jobs=jobs,
+                    endpoint_url=endpoint_url)
+    if json_out:
+        emit(json_document("walctl.archive-prune/1", rep.to_json()))
+        return 0
+    verb = "deleted" if apply else "would delete (add --apply)"
+    emit(f"{rep.destination}/{rep.namespace}: kept checkpoints {', '.join(rep.kept_checkpoints) or 'none'}; "
+         f"horizon {rep.horizon if rep.horizon is not None else '-'}; {verb}: {len(rep.delete)} objects")
+    for n in rep.delete:
+        emit(f"  {n}")
+    return 0
+
+
+def _duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    t = text.strip().lower()
+    try:
+        if t and t[-1] in units:
+            return float(t[:-1]) * units[t[-1]]
+        return float(t)
+    except ValueError:
+        raise UsageError(f"--max-age {text!r}: a number of seconds, or with s, m, h or d") from None

@@ -11,6 +11,10 @@ import pytest
 
 from walctl.errors import WalctlError
 from walctl.ops import archive as ar
+from walctl.ops.archive_prune import prune
+from walctl.ops.archive_push import push
+from walctl.ops.archive_restore import restore
+from walctl.ops.archive_verify import verify_archive
 from walctl.ops.checkpoint import create as create_checkpoint
 from walctl.ops.write import WalWriter
 
@@ -77,37 +81,37 @@ def events(path):
 def test_push_list_verify_restore_round_trip(tmp_path, dest):
     wal = make_wal(tmp_path / "wal")
     ck = make_checkpoints(tmp_path / "ck", [100, 250])
-    rep = ar.push(wal, dest["url"], namespace="agent-1", checkpoints=ck, jobs=4, endpoint_url=dest["endpoint"])
+    rep = push(wal, dest["url"], namespace="agent-1", checkpoints=ck, jobs=4, endpoint_url=dest["endpoint"])
     n_chunks = len([n for n in os.listdir(wal) if n.endswith(".bin")])
     assert rep.exit_code == 0 and len(rep.uploaded) == (n_chunks - 1) + 2 and not rep.failed
-    again = ar.push(wal, dest["url"], namespace="agent-1", checkpoints=ck, endpoint_url=dest["endpoint"])
+    again = push(wal, dest["url"], namespace="agent-1", checkpoints=ck, endpoint_url=dest["endpoint"])
     assert again.uploaded == () and len(again.already_archived) == len(rep.uploaded)
-    summaries, findings, code = ar.verify_archive(dest["url"], endpoint_url=dest["endpoint"])
+    summaries, findings, code = verify_archive(dest["url"], endpoint_url=dest["endpoint"])
     assert (code, findings) == (0, [])
     (s,) = summaries
     archived_last = s["last_sequence"]
     assert s["first_sequence"] == 1 and archived_last < 400 and s["gaps"] == []  # the last chunk stays local
     full = events(wal)
     out = tmp_path / "restored"
-    r = ar.restore(dest["url"], str(out), namespace="agent-1", endpoint_url=dest["endpoint"])
+    r = restore(dest["url"], str(out), namespace="agent-1", endpoint_url=dest["endpoint"])
     assert events(out / "wal") == full[:archived_last]
     assert (r.checkpoint_wal_sequence, r.verdict) == (250, "clean")
-    r = ar.restore(dest["url"], str(tmp_path / "r2"), namespace="agent-1", to_seq=180, endpoint_url=dest["endpoint"])
+    r = restore(dest["url"], str(tmp_path / "r2"), namespace="agent-1", to_seq=180, endpoint_url=dest["endpoint"])
     assert events(tmp_path / "r2" / "wal") == full[:180] and r.checkpoint_wal_sequence == 100
     t = 1795300000000 + 1000 * 211 + 500  # between events 212 and 213
-    r = ar.restore(dest["url"], str(tmp_path / "r3"), namespace="agent-1", to_time_ms=t, endpoint_url=dest["endpoint"])
+    r = restore(dest["url"], str(tmp_path / "r3"), namespace="agent-1", to_time_ms=t, endpoint_url=dest["endpoint"])
     assert r.target_sequence == 212 and events(tmp_path / "r3" / "wal") == full[:212]
 
 
 def test_conflicting_local_file_is_never_pushed_over(tmp_path, dest):
     wal = make_wal(tmp_path / "wal")
-    ar.push(wal, dest["url"], namespace="n", endpoint_url=dest["endpoint"])
+    push(wal, dest["url"], namespace="n", endpoint_url=dest["endpoint"])
     other = make_wal(tmp_path / "other", salt=b"PAYLOAD")  # the same chunk names, other bytes
-    rep = ar.push(other, dest["url"], namespace="n", endpoint_url=dest["endpoint"])
+    rep = push(other, dest["url"], namespace="n", endpoint_url=dest["endpoint"])
     assert rep.exit_code == 7 and rep.conflicts and not rep.uploaded
-    assert ar.verify_archive(dest["url"], namespace="n", endpoint_url=dest["endpoint"])[2] == 0
+    assert verify_archive(dest["url"], namespace="n", endpoint_url=dest["endpoint"])[2] == 0
     out = tmp_path / "r"
-    ar.restore(dest["url"], str(out), namespace="n", endpoint_url=dest["endpoint"])
+    restore(dest["url"], str(out), namespace="n", endpoint_url=dest["endpoint"])
     assert events(out / "wal") == events(wal)[:len(events(out / "wal"))]
 
 
@@ -127,19 +131,19 @@ def test_server_stopping_mid_push_then_resume_ends_consistent(tmp_path, s3_serve
 
     monkeypatch.setattr(objstore.S3Store, "put_file", put_then_stop)
     with pytest.raises(WalctlError) as e:
-        ar.push(wal, url, namespace="n", jobs=1, endpoint_url=ep)
+        push(wal, url, namespace="n", jobs=1, endpoint_url=ep)
     assert e.value.exit_code == 6  # the manifest could not be written either: nothing claims more than is there
     monkeypatch.setattr(objstore.S3Store, "put_file", real_put)
     server = s3_server["module"].ThreadedMotoServer(ip_address="127.0.0.1", port=s3_server["port"], verbose=False)
     server.start()
     s3_server["server"] = server
-    rep = ar.push(wal, url, namespace="n", jobs=2, endpoint_url=ep)
+    rep = push(wal, url, namespace="n", jobs=2, endpoint_url=ep)
     assert rep.exit_code == 0 and not rep.failed
     assert len(rep.uploaded) + len(rep.already_archived) == len([n for n in os.listdir(wal) if n.endswith(".bin")]) - 1
     assert any("rebuilt" in w for w in rep.warnings)  # the objects of the first run had no manifest
-    assert ar.verify_archive(url, namespace="n", endpoint_url=ep)[2] == 0
+    assert verify_archive(url, namespace="n", endpoint_url=ep)[2] == 0
     out = tmp_path / "r"
-    r = ar.restore(url, str(out), namespace="n", endpoint_url=ep)
+    r = restore(url, str(out), namespace="n", endpoint_url=ep)
     assert events(out / "wal") == events(wal)[:r.target_sequence]
 
 
@@ -167,38 +171,38 @@ def flip(data: bytes) -> bytes:
 def test_rotten_object_is_named_by_verify_and_refused_by_restore(tmp_path, dest):
     wal = make_wal(tmp_path / "wal")
     ck = make_checkpoints(tmp_path / "ck", [50, 150])
-    ar.push(wal, dest["url"], namespace="n", checkpoints=ck, endpoint_url=dest["endpoint"])
+    push(wal, dest["url"], namespace="n", checkpoints=ck, endpoint_url=dest["endpoint"])
     man = ar.read_manifest(ar.open_store(dest["url"], dest["endpoint"]), "n").entries
     chunks = sorted((e for e in man.values() if e.kind == "chunks"), key=lambda e: e.first_sequence)
     victim = chunks[2]
     _corrupt(dest, tmp_path, f"n/chunks/{victim.name}", flip)
-    _, findings, code = ar.verify_archive(dest["url"], endpoint_url=dest["endpoint"])
+    _, findings, code = verify_archive(dest["url"], endpoint_url=dest["endpoint"])
     assert code == 3 and [f.file for f in findings] == [f"n/chunks/{victim.name}"]
     with pytest.raises(WalctlError) as e:
-        ar.restore(dest["url"], str(tmp_path / "r"), namespace="n", endpoint_url=dest["endpoint"])
+        restore(dest["url"], str(tmp_path / "r"), namespace="n", endpoint_url=dest["endpoint"])
     assert e.value.exit_code == 3 and f"--to-seq {victim.first_sequence - 1}" in e.value.reason
-    r = ar.restore(dest["url"], str(tmp_path / "r2"), namespace="n", to_seq=victim.first_sequence - 1,
-                   endpoint_url=dest["endpoint"])
+    restore(dest["url"], str(tmp_path / "r2"), namespace="n", to_seq=victim.first_sequence - 1,
+            endpoint_url=dest["endpoint"])
     assert events(tmp_path / "r2" / "wal") == events(wal)[:victim.first_sequence - 1]
 
 
 def test_rotten_newest_checkpoint_restore_falls_back(tmp_path, dest):
     wal = make_wal(tmp_path / "wal")
     ck = make_checkpoints(tmp_path / "ck", [50, 150])
-    ar.push(wal, dest["url"], namespace="n", checkpoints=ck, endpoint_url=dest["endpoint"])
+    push(wal, dest["url"], namespace="n", checkpoints=ck, endpoint_url=dest["endpoint"])
     man = ar.read_manifest(ar.open_store(dest["url"], dest["endpoint"]), "n").entries
     newest = max((e for e in man.values() if e.kind == "checkpoints"), key=lambda e: e.wal_sequence)
     _corrupt(dest, tmp_path, f"n/checkpoints/{newest.name}", flip)
-    _, findings, code = ar.verify_archive(dest["url"], endpoint_url=dest["endpoint"])
+    _, findings, code = verify_archive(dest["url"], endpoint_url=dest["endpoint"])
     assert code == 3 and [f.file for f in findings] == [f"n/checkpoints/{newest.name}"]
-    r = ar.restore(dest["url"], str(tmp_path / "r"), namespace="n", to_seq=200, endpoint_url=dest["endpoint"])
+    r = restore(dest["url"], str(tmp_path / "r"), namespace="n", to_seq=200, endpoint_url=dest["endpoint"])
     assert r.checkpoint_wal_sequence == 50 and len(r.fallbacks) == 1 and newest.name in r.fallbacks[0]
     assert os.listdir(tmp_path / "r" / "checkpoints") == [r.checkpoint]
 
 
 def test_missing_and_stale_manifest_are_rebuilt_with_a_warning(tmp_path, dest):
     wal = make_wal(tmp_path / "wal")
-    ar.push(wal, dest["url"], namespace="n", endpoint_url=dest["endpoint"])
+    push(wal, dest["url"], namespace="n", endpoint_url=dest["endpoint"])
     store = ar.open_store(dest["url"], dest["endpoint"])
     full = ar.read_manifest(store, "n")
     doc = json.loads(store.get_bytes("n/MANIFEST.json"))
@@ -211,8 +215,8 @@ def test_missing_and_stale_manifest_are_rebuilt_with_a_warning(tmp_path, dest):
     store.delete("n/MANIFEST.json")
     gone = ar.read_manifest(store, "n")
     assert any("no MANIFEST.json" in w for w in gone.warnings) and key(gone) == key(full)
-    assert ar.verify_archive(dest["url"], endpoint_url=dest["endpoint"])[2] == 0
-    rep = ar.push(wal, dest["url"], namespace="n", endpoint_url=dest["endpoint"])  # writes it back
+    assert verify_archive(dest["url"], endpoint_url=dest["endpoint"])[2] == 0
+    rep = push(wal, dest["url"], namespace="n", endpoint_url=dest["endpoint"])  # writes it back
     assert rep.uploaded == () and store.get_bytes("n/MANIFEST.json") is not None
     assert ar.read_manifest(store, "n").warnings == ()
 
@@ -220,14 +224,14 @@ def test_missing_and_stale_manifest_are_rebuilt_with_a_warning(tmp_path, dest):
 def test_manifest_listing_an_object_the_store_lacks_is_a_finding(tmp_path):
     url = "file://" + str(tmp_path / "a")
     wal = make_wal(tmp_path / "wal")
-    ar.push(wal, url, namespace="n")
+    push(wal, url, namespace="n")
     store = ar.open_store(url)
     victim = sorted(o.key for o in store.list("n/chunks/"))[1]
     store.delete(victim)
-    _, findings, code = ar.verify_archive(url)
+    _, findings, code = verify_archive(url)
     assert code == 4 and {f.cls for f in findings} == {"missing-object", "sequence-gap"}
-    rep = ar.push(wal, url, namespace="n")  # the next push puts it back
-    assert rep.uploaded == (victim.rsplit("/", 1)[-1],) and ar.verify_archive(url)[2] == 0
+    rep = push(wal, url, namespace="n")  # the next push puts it back
+    assert rep.uploaded == (victim.rsplit("/", 1)[-1],) and verify_archive(url)[2] == 0
 
 
 def test_prune_keeps_what_the_newest_checkpoints_need(tmp_path, dest):
@@ -235,8 +239,8 @@ def test_prune_keeps_what_the_newest_checkpoints_need(tmp_path, dest):
 
     wal = make_wal(tmp_path / "wal")
     ck = make_checkpoints(tmp_path / "ck", [60, 200, 300])
-    ar.push(wal, dest["url"], namespace="n", checkpoints=ck, endpoint_url=dest["endpoint"])
-    dry = ar.prune(dest["url"], namespace="n", keep=2, max_age_s=0, endpoint_url=dest["endpoint"],
+    push(wal, dest["url"], namespace="n", checkpoints=ck, endpoint_url=dest["endpoint"])
+    dry = prune(dest["url"], namespace="n", keep=2, max_age_s=0, endpoint_url=dest["endpoint"],
                    now=time.time() + 10)
     store = ar.open_store(dest["url"], dest["endpoint"])
     before = ar.read_manifest(store, "n").entries
@@ -245,14 +249,14 @@ def test_prune_keeps_what_the_newest_checkpoints_need(tmp_path, dest):
     assert all(before[n].kind == "checkpoints" and before[n].wal_sequence < 200 or
                before[n].kind == "chunks" and before[n].last_sequence <= 200 for n in doomed)
     assert any(before[n].kind == "checkpoints" for n in doomed) and len(doomed) > 1
-    young = ar.prune(dest["url"], namespace="n", keep=2, max_age_s=3600, endpoint_url=dest["endpoint"])
+    young = prune(dest["url"], namespace="n", keep=2, max_age_s=3600, endpoint_url=dest["endpoint"])
     assert young.delete == ()
-    ar.prune(dest["url"], namespace="n", keep=2, max_age_s=0, apply=True, endpoint_url=dest["endpoint"],
+    prune(dest["url"], namespace="n", keep=2, max_age_s=0, apply=True, endpoint_url=dest["endpoint"],
              now=time.time() + 10)
     after = ar.read_manifest(store, "n")
     assert set(after.entries) == set(before) - doomed and after.warnings == ()
-    assert ar.verify_archive(dest["url"], endpoint_url=dest["endpoint"])[2] == 0
-    r = ar.restore(dest["url"], str(tmp_path / "r"), namespace="n", endpoint_url=dest["endpoint"])
+    assert verify_archive(dest["url"], endpoint_url=dest["endpoint"])[2] == 0
+    r = restore(dest["url"], str(tmp_path / "r"), namespace="n", endpoint_url=dest["endpoint"])
     assert r.checkpoint_wal_sequence == 300 and events(tmp_path / "r" / "wal")[0][0] <= 201
 
 

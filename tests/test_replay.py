@@ -164,7 +164,7 @@ def test_out_file_is_never_overwritten(cli, tmp_path):
     f = tmp_path / "s.jsonl"
     f.write_text("keep\n")
     r = cli("replay", case_dir("basic"), "--out", f)
-    assert r.code == 2 and f.read_text() == "keep\n"
+    assert r.code == 7 and f.read_text() == "keep\n"  # refused: nothing changed
     assert "never overwrites" in r.err
 
 

@@ -19,6 +19,11 @@ _API = {
     "recover": "ops.recover", "Checkpointer": "ops.checkpointer",
     "WorkflowCheckpoint": ("format.workflow", "CheckpointState"), "PauseMetadata": "format.workflow",
     "InMemoryWorkflowStore": "ops.workflow", "DirectoryWorkflowStore": "ops.workflow",
+    "replay": "ops.replay", "ReplayOptions": "ops.replay", "read_stream": "ops.importer",
+    "import_stream": "ops.importer", "follow": "ops.follow",
+    "StorageAdapter": "ops.archive", "archive_push": ("ops.archive_push", "push"),
+    "archive_verify": ("ops.archive_verify", "verify_archive"), "archive_restore": ("ops.archive_restore", "restore"),
+    "archive_prune": ("ops.archive_prune", "prune"),
 }
 
 __all__ = ["__version__", *_API]

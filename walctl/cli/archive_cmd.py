@@ -43,7 +43,7 @@ def push(wal_dir: str = typer.Argument(..., help="A V2 chunk or ADR-003 segment 
          apply: bool = typer.Option(False, "--apply", help="--delete-local: really remove."),
          endpoint_url: Optional[str] = ENDPOINT,
          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-push/1).")):
-    from ..ops.archive import push as run_push
+    from ..ops.archive_push import push as run_push
 
     if (before is not None or checkpoint_meta) and not delete_local:
         raise UsageError("--before/--checkpoint-meta set the HWM for --delete-local")
@@ -114,7 +114,7 @@ def verify(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pre
            namespace: Optional[str] = typer.Option(None, "--namespace", help="Only this namespace."),
            jobs: int = JOBS, endpoint_url: Optional[str] = ENDPOINT,
            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-verify/1).")):
-    from ..ops.archive import verify_archive
+    from ..ops.archive_verify import verify_archive
     from ..ops.verify import VERDICTS
 
     summaries, findings, code = verify_archive(dest, namespace=namespace, jobs=jobs, endpoint_url=endpoint_url)
@@ -150,7 +150,7 @@ def restore(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pr
                                                                           "(epoch ms or ISO-8601)."),
             jobs: int = JOBS, endpoint_url: Optional[str] = ENDPOINT,
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-restore/1).")):
-    from ..ops.archive import restore as run_restore
+    from ..ops.archive_restore import restore as run_restore
     from .inspect_cmd import _parse_time
 
     if to_seq is not None and to_time is not None:
@@ -182,7 +182,7 @@ def prune(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pref
           apply: bool = typer.Option(False, "--apply", help="Really delete."),
           jobs: int = JOBS, endpoint_url: Optional[str] = ENDPOINT,
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-prune/1).")):
-    from ..ops.archive import prune as run_prune
+    from ..ops.archive_prune import prune as run_prune
 
     rep = run_prune(dest, namespace=namespace, keep=keep, max_age_s=_duration(max_age), apply=apply, jobs=jobs,
                     endpoint_url=endpoint_url)

@@ -84,46 +84,28 @@ def _stdout_writer():
 
 
 def _replay_to_file(path: str, out: str, opts):
-    """Durable create: the stream gathers in OUT.tmp, is fsynced, and is renamed into place (for the
-    sync blob, under the name its last sequence gives) only when the replay has finished."""
+    """Durable create: the stream gathers in OUT.tmp and is renamed into place (for the sync blob, under
+    the name its last sequence gives) only when the replay has finished."""
     from ..format import events as ev
     from ..ops.replay import replay as run_replay
     from ..store import durable
-    from ..store.fs import DEFAULT_FS as fs
 
     if opts.form == ev.FORM_SYNC:
         if not os.path.isdir(out):
             raise UsageError(f"--out {out}: --sync-blob writes into a directory (the file is named after its "
                              "last sequence)")
-        tmp = os.path.join(out, ".replay-sync-blob.tmp")
+        staged = durable.Staged(os.path.join(out, ".replay-sync-blob"), replace=True)
     else:
         if os.path.isdir(out):
             raise UsageError(f"--out {out} is a directory; give a file name")
-        if os.path.exists(out):
-            raise UsageError(f"--out {out} already exists; walctl never overwrites it")
-        tmp = out + durable.TMP_SUFFIX
-    if fs.exists(tmp):
-        fs.unlink(tmp)
-    fd = fs.open_append(tmp, create=True, exclusive=True)
-    try:
-        report = run_replay(path, lambda pieces: fs.write(fd, b"".join(pieces), tmp), opts,
-                            out_fd=fd)
-        fs.fsync(fd, tmp)
-    except BaseException:
-        fs.close(fd)
-        fs.unlink(tmp)
-        raise
-    fs.close(fd)
-    if opts.form == ev.FORM_SYNC and report.events == 0:
-        fs.unlink(tmp)
-        warn_line("no events to export: no blob written")
-        return report
-    final = os.path.join(out, ev.sync_blob_name(report.last_sequence)) if opts.form == ev.FORM_SYNC else out
-    if fs.exists(final):
-        fs.unlink(tmp)
-        raise UsageError(f"{final} already exists; walctl never overwrites it")
-    fs.rename(tmp, final)
-    fs.fsync_dir(os.path.dirname(os.path.abspath(final)))
+        staged = durable.Staged(out)
+    with staged:
+        report = run_replay(path, lambda pieces: staged.write(b"".join(pieces)), opts, out_fd=staged.fd)
+        if opts.form == ev.FORM_SYNC and report.events == 0:
+            warn_line("no events to export: no blob written")
+            return report
+        final = staged.commit(os.path.join(out, ev.sync_blob_name(report.last_sequence))
+                              if opts.form == ev.FORM_SYNC else None)
     sys.stderr.write(f"walctl: wrote {final}\n")
     return report
 

@@ -1,5 +1,5 @@
-"""archive: ship sealed WAL files and checkpoints to object storage; list, verify, restore to a point,
-prune. Layout and rules: docs/format.md section 13.
+"""archive: what push, verify, restore and prune (archive_*.py) share: the manifest, describing a file as
+the archive sees it, the listing, and the StorageAdapter API. Rules: docs/format.md section 13.
 
 Under a destination, one namespace per WAL: `<ns>/chunks/wal-NNNNNN.bin`, `<ns>/segments/wal_N.log`,
 `<ns>/checkpoints/<uuid>.ckpt` and `<ns>/MANIFEST.json`, which lists every object with its size,
@@ -13,19 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from .. import __version__
-from ..errors import (
-    EXIT_CORRUPT, EXIT_OK, EXIT_REFUSED, EXIT_SEQUENCE, EXIT_UNSUPPORTED, NotClean, Refused, UsageError,
-    combine_exit_codes,
-)
+from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, NotClean, Refused, UsageError
 from ..format.names import parse_chunk_name, parse_segment_name
-from ..store import durable
 from ..store.objstore import ObjectInfo, open_store, sha256_file
 from .clock import utc_now
 from .findings import Finding
@@ -227,33 +221,7 @@ def write_manifest(store, ns: str, entries: dict) -> None:
     store.put_bytes(f"{ns}/{MANIFEST}", (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
 
 
-# ---- push ------------------------------------------------------------------------------------------------
-
-class PushReport(NamedTuple):
-    destination: str
-    namespace: str
-    uploaded: tuple[str, ...]
-    already_archived: tuple[str, ...]
-    conflicts: tuple[str, ...]  # an archived object of that name holds other bytes: never overwritten
-    failed: tuple[str, ...]
-    held_back: tuple[Finding, ...]
-    deleted_local: tuple[str, ...]
-    would_delete_local: tuple[str, ...]
-    bytes_uploaded: int
-    seconds: float
-    warnings: tuple[str, ...]
-
-    @property
-    def exit_code(self) -> int:
-        code = combine_exit_codes([f.exit_code for f in self.held_back] + ([6] if self.failed else []))
-        return EXIT_REFUSED if code == EXIT_OK and self.conflicts else code
-
-    def to_json(self) -> dict:
-        d = self._asdict()
-        d["held_back"] = [f.to_json() for f in self.held_back]
-        d["exit_code"] = self.exit_code
-        return d
-
+# ---- shared by push and the adapter ---
 
 def verify_upload(store, key: str, local: Entry, info: ObjectInfo | None) -> str | None:
     """None when the store holds exactly the local bytes; else why not. The store's own SHA-256 when it
@@ -277,119 +245,9 @@ def verify_upload(store, key: str, local: Entry, info: ObjectInfo | None) -> str
     return None
 
 
-def push(wal_dir: str, dest: str, *, namespace: str | None = None, checkpoints: str | None = None, jobs: int = 4,
-         delete_local: bool = False, hwm_before: int | None = None, checkpoint_meta: str | None = None,
-         apply: bool = False, endpoint_url: str | None = None,
-         progress: Callable[[int], None] | None = None) -> PushReport:
-    t0 = time.perf_counter()
-    store = open_store(dest, endpoint_url)
-    ns = namespace or os.path.basename(os.path.abspath(wal_dir))
-    _check_namespace(ns)
-    files, held, _ = sealed_files(wal_dir, checkpoints)
-    man = read_manifest(store, ns, jobs)
-    entries = dict(man.entries)
-    todo, already, conflicts = [], [], []
-    for lf in files:
-        e = entries.get(lf.entry.name)
-        if e is not None and e.name not in man.missing_objects:
-            (already if e.sha256 == lf.entry.sha256 else conflicts).append(lf.entry.name)
-        else:
-            todo.append(lf)
-    uploaded, failed = [], []
-    sent = 0
-
-    def upload(lf: LocalFile):
-        e = lf.entry
-        key = object_key(ns, e.kind, e.name)
-        existing = store.head(key)
-        if existing is not None:  # uploaded by a push that stopped before its manifest: adopt or refuse
-            why = verify_upload(store, key, e, store.head(key, want_sha=True) if existing.sha256 is None else existing)
-            return lf, ("conflict" if why else "adopted"), why
-        info = store.put_file(key, lf.path, e.sha256, {"first-sequence": str(e.first_sequence),
-                                                       "last-sequence": str(e.last_sequence)})
-        why = verify_upload(store, key, e, info)
-        return lf, ("failed" if why else "uploaded"), why
-
-    errors: list[str] = []
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
-        futures = [pool.submit(upload, lf) for lf in todo]
-        for fut in futures:
-            try:
-                lf, what, why = fut.result()
-            except Exception as ex:  # noqa: BLE001 - each file's failure is reported; the rest go on
-                errors.append(str(ex))
-                failed.append(todo[futures.index(fut)].entry.name)
-                continue
-            name = lf.entry.name
-            if what in ("uploaded", "adopted"):
-                entries[name] = lf.entry._replace(uploaded_at=utc_now())
-                uploaded.append(name)
-                sent += lf.entry.size if what == "uploaded" else 0
-                if progress:
-                    progress(lf.entry.size)
-            elif what == "conflict":
-                conflicts.append(name)
-                errors.append(f"{name}: {why}")
-            else:
-                failed.append(name)
-                errors.append(f"{name}: upload not verified: {why}")
-    if uploaded or man.warnings:
-        write_manifest(store, ns, entries)  # last: it lists only what was verified
-    deleted, would = _delete_local(wal_dir, store, ns, entries, files, delete_local, hwm_before, checkpoint_meta,
-                                   checkpoints, apply)
-    return PushReport(store.url, ns, tuple(uploaded), tuple(already), tuple(conflicts), tuple(failed), tuple(held),
-                      tuple(deleted), tuple(would), sent, time.perf_counter() - t0,
-                      tuple(man.warnings) + tuple(errors))
-
-
-def _check_namespace(ns: str) -> None:
+def check_namespace(ns: str) -> None:
     if not ns or "/" in ns or ns in (".", ".."):
         raise UsageError(f"bad namespace {ns!r} (one path component)")
-
-
-def _delete_local(wal_dir, store, ns, entries, files, delete_local, before, checkpoint_meta, checkpoints, apply):
-    """--delete-local: chunks the archive holds (verified, same sha256) that compaction would also remove
-    (closed, contiguous, at or below the HWM). Each is recorded in .quarantine/MANIFEST.jsonl with where
-    its archived copy is before it is removed."""
-    if not delete_local:
-        return [], []
-    from ..store import quarantine
-    from ..store.fs import DEFAULT_FS
-    from ..store.lock import DirectoryLock, holder_text
-    from .compact import plan
-
-    if before is None and checkpoint_meta is None and checkpoints is None:
-        raise UsageError("--delete-local needs a compaction HWM: --before N, --checkpoint-meta or --checkpoints")
-    hwm, source = _hwm(before, checkpoint_meta, None if before is not None or checkpoint_meta else checkpoints)
-    local = {lf.entry.name: lf for lf in files if lf.entry.kind == CHUNKS}
-
-    def eligible(removals):
-        return [r for r in removals if r.file in local and r.file in entries
-                and entries[r.file].sha256 == local[r.file].entry.sha256]
-
-    if not apply:
-        return [], [r.file for r in eligible(plan(wal_dir, hwm)[0])]
-    deleted = []
-    with DirectoryLock(wal_dir, holder_text("archive push --delete-local"), DEFAULT_FS):
-        now = utc_now()
-        for r in eligible(plan(wal_dir, hwm)[0]):
-            lf = local[r.file]
-            if sha256_file(lf.path) != lf.entry.sha256:
-                continue  # changed since it was pushed: not what the archive holds
-            quarantine.record(wal_dir, quarantine.entry(now, "archive-delete", r.file, 0, lf.entry.size, lf.entry.sha256,
-                                                        f"{store.url}/{object_key(ns, CHUNKS, r.file)}",
-                                                        f"archived and verified; sequences up to {r.last_sequence} "
-                                                        f"are covered by {source}", __version__))
-            durable.remove(lf.path)
-            deleted.append(r.file)
-    return deleted, []
-
-
-def _hwm(before, checkpoint_meta, checkpoints):
-    from ..store.fs import DEFAULT_FS
-    from .compact import read_hwm
-
-    return read_hwm(before, checkpoint_meta, DEFAULT_FS, checkpoints)
 
 
 # ---- list ------------------------------------------------------------------------------------------------
@@ -425,273 +283,6 @@ def summary(man: Manifest) -> dict:
             "entries": [e.to_json() for e in wal + cks]}
 
 
-# ---- verify ----------------------------------------------------------------------------------------------
-
-def verify_archive(dest: str, *, namespace: str | None = None, jobs: int = 4, endpoint_url: str | None = None,
-                   progress: Callable[[int], None] | None = None) -> tuple[list[dict], list[Finding], int]:
-    """Every object of each namespace read (in parallel) and checked by the local scanners and against
-    its manifest SHA-256; sequence continuity across the archive; objects the manifest lists but the
-    store lacks. Returns (per-namespace summaries, findings, exit code)."""
-    store = open_store(dest, endpoint_url)
-    nss = [namespace] if namespace else namespaces(store)
-    if not nss:
-        raise UsageError("no namespaces at this destination", store.url)
-    findings: list[Finding] = []
-    out = []
-    for ns in nss:
-        man = read_manifest(store, ns, jobs)
-        for n in man.missing_objects:
-            findings.append(Finding("missing-object", EXIT_SEQUENCE, "listed by the manifest, absent from the store",
-                                    f"{ns}/{man.entries[n].kind}/{n}"))
-        with tempfile.TemporaryDirectory(prefix="walctl-archive-") as tmp:
-            def one(e: Entry):
-                key = object_key(ns, e.kind, e.name)
-                path = _download(store, key, tmp)
-                try:
-                    got, f = describe(path, e.kind)
-                finally:
-                    os.unlink(path)
-                if progress:
-                    progress(e.size)
-                if f is not None:
-                    return f._replace(file=key)
-                if got.sha256 != e.sha256:
-                    return Finding("archived-sha256-mismatch", EXIT_CORRUPT, "the object's bytes are not the ones "
-                                   "pushed", key, stored=e.sha256, computed=got.sha256)
-                if (got.first_sequence, got.last_sequence) != (e.first_sequence, e.last_sequence):
-                    return Finding("manifest-mismatch", EXIT_CORRUPT, f"holds {got.first_sequence}.."
-                                   f"{got.last_sequence}, the manifest says {e.first_sequence}..{e.last_sequence}", key)
-                return None
-
-            present = [e for n, e in sorted(man.entries.items()) if n not in man.missing_objects]
-            with ThreadPoolExecutor(max(1, jobs)) as pool:
-                findings.extend(f for f in pool.map(one, present) if f is not None)
-        for a, b in gaps(e for n, e in man.entries.items() if n not in man.missing_objects):
-            findings.append(Finding("sequence-gap", EXIT_SEQUENCE, f"sequences {a}..{b} are in no archived object",
-                                    f"{ns}", sequence_range=(a, b)))
-        out.append(summary(man))
-    return out, findings, combine_exit_codes(f.exit_code for f in findings)
-
-
-# ---- restore ---------------------------------------------------------------------------------------------
-
-class RestoreReport(NamedTuple):
-    destination: str
-    namespace: str
-    out: str
-    target_sequence: int
-    events: int
-    first_sequence: int | None
-    last_sequence: int | None
-    objects: tuple[str, ...]
-    checkpoint: str | None
-    checkpoint_wal_sequence: int | None
-    fallbacks: tuple[str, ...]
-    verdict: str
-
-    def to_json(self) -> dict:
-        return dict(self._asdict(), exit_code=0)
-
-
-def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: int | None = None,
-            to_time_ms: int | None = None, jobs: int = 4, endpoint_url: str | None = None) -> RestoreReport:
-    """Writes OUT/wal (the events up to the point, exactly) and OUT/checkpoints (the newest archived
-    checkpoint at or below it that verifies), then verifies OUT/wal."""
-    from .importer import import_stream, read_stream
-    from .replay import ReplayOptions, replay
-    from .verify import verify_path
-
-    store = open_store(dest, endpoint_url)
-    if namespace is None:
-        nss = namespaces(store)
-        if len(nss) != 1:
-            raise UsageError(f"give --namespace: this destination holds {len(nss)} namespaces ({', '.join(nss)})")
-        namespace = nss[0]
-    if os.path.exists(out_dir) and os.listdir(out_dir):
-        raise Refused(f"{out_dir} is not empty; restore writes a new directory", out_dir)
-    man = read_manifest(store, namespace, jobs)
-    wal = sorted((e for e in man.entries.values() if e.kind in WAL_KINDS and e.name not in man.missing_objects),
-                 key=_order)
-    if not wal:
-        raise NotClean(f"no WAL objects archived under {namespace}", store.url, code=EXIT_SEQUENCE)
-    target = to_seq if to_seq is not None else wal[-1].last_sequence
-    if to_time_ms is None and target > wal[-1].last_sequence:
-        raise NotClean(f"--to-seq {target}: the archive holds sequences up to {wal[-1].last_sequence}", store.url,
-                       code=EXIT_SEQUENCE)
-    needed = [e for e in wal if e.first_sequence <= target]
-    if not needed:
-        raise NotClean(f"the archive starts at {wal[0].first_sequence}, after {target}", store.url, code=EXIT_SEQUENCE)
-    for a, b in gaps(needed):
-        raise NotClean(f"sequences {a}..{b} are in no archived object: restorable up to {a - 1} (--to-seq {a - 1})",
-                       store.url, code=EXIT_SEQUENCE)
-    parent = os.path.dirname(os.path.abspath(out_dir)) or "."
-    staging = tempfile.mkdtemp(prefix=".walctl-restore-", dir=parent)
-    try:
-        def fetch(e: Entry):
-            path = _download(store, object_key(namespace, e.kind, e.name), staging)
-            return e, sha256_file(path)
-
-        with ThreadPoolExecutor(max(1, jobs)) as pool:
-            for e, sha in pool.map(fetch, needed):
-                if sha != e.sha256:
-                    ok_to = e.first_sequence - 1
-                    raise NotClean(f"{namespace}/{e.kind}/{e.name} is corrupt in the archive (sha256 {sha}, pushed as "
-                                   f"{e.sha256}); restorable up to {ok_to} (--to-seq {ok_to})", store.url,
-                                   code=EXIT_CORRUPT)
-        if to_time_ms is not None:
-            target = _last_before(staging, to_time_ms)
-            if target is None:
-                raise NotClean("no archived event is at or before that time", store.url, code=EXIT_SEQUENCE)
-        wal_out = os.path.join(out_dir, "wal")
-        os.makedirs(out_dir, exist_ok=True)
-        pieces: list[bytes] = []
-        rep = replay(staging, pieces.extend, ReplayOptions(to=target, form="msgpack"))
-        if rep.stopped is not None or rep.last_sequence != target:
-            raise NotClean(f"the archived objects do not replay up to {target} (stopped at {rep.last_sequence}): "
-                           "run `walctl archive verify`", store.url, code=EXIT_CORRUPT)
-        import io
-
-        form, items = read_stream(io.BufferedReader(io.BytesIO(b"".join(pieces))), "msgpack")
-        del pieces
-        imp = import_stream(wal_out, items, form, allow_initial_gap=True)
-        ck_name, ck_seq, fallbacks = _restore_checkpoint(store, namespace, man, target, os.path.join(out_dir,
-                                                                                                       "checkpoints"))
-        check = verify_path(wal_out)
-        if check.exit_code != EXIT_OK or check.last_sequence != target:
-            raise NotClean(f"the restored log does not verify ({check.verdict}, last sequence {check.last_sequence})",
-                           wal_out, code=check.exit_code or EXIT_CORRUPT)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return RestoreReport(store.url, namespace, out_dir, target, imp.applied, imp.first_applied, imp.last_applied,
-                         tuple(e.name for e in needed), ck_name, ck_seq, tuple(fallbacks), check.verdict)
-
-
-def _last_before(staging: str, to_time_ms: int) -> int | None:
-    """The last sequence before the first event stamped after the time (V2: ms; segments: seconds)."""
-    from .verify import KIND_DIR, detect_kind
-
-    last = None
-    if detect_kind(staging) == KIND_DIR:
-        from .records import Record, RecordWalk
-
-        for item in RecordWalk(staging):
-            if isinstance(item, Record):
-                if item.timestamp_ms > to_time_ms:
-                    break
-                last = item.sequence
-        return last
-    from .segments import iter_entries
-
-    for _, e in iter_entries(staging):
-        if float(e.value.get("timestamp", 0)) * 1000 > to_time_ms:
-            break
-        last = e.sequence
-    return last
-
-
-def _restore_checkpoint(store, ns, man: Manifest, target: int, out: str):
-    from ..store.fs import DEFAULT_FS
-    from .checkpoint import check_path
-
-    cands = sorted((e for e in man.entries.values() if e.kind == CHECKPOINTS and e.wal_sequence is not None
-                    and e.wal_sequence <= target and e.name not in man.missing_objects),
-                   key=lambda e: (e.wal_sequence, e.checkpoint_time or 0), reverse=True)
-    fallbacks = []
-    for e in cands:
-        os.makedirs(out, exist_ok=True)
-        tmp = os.path.join(out, e.name + durable.TMP_SUFFIX)
-        with open(tmp, "wb") as f:
-            store.get_to(object_key(ns, CHECKPOINTS, e.name), f)
-            f.flush()
-            os.fsync(f.fileno())
-        rep = check_path(tmp)
-        if sha256_file(tmp) != e.sha256 or not rep.checked.ok:
-            why = rep.findings[0].reason if rep.findings else "sha256 differs from the manifest"
-            fallbacks.append(f"{e.name}: {why}")
-            os.unlink(tmp)
-            continue
-        os.replace(tmp, os.path.join(out, e.name))
-        DEFAULT_FS.fsync_dir(out)
-        return e.name, e.wal_sequence, fallbacks
-    return None, None, fallbacks
-
-
-# ---- prune -----------------------------------------------------------------------------------------------
-
-class PruneReport(NamedTuple):
-    destination: str
-    namespace: str
-    applied: bool
-    kept_checkpoints: tuple[str, ...]
-    horizon: int | None  # WAL objects wholly at or below it are not needed by the kept checkpoints
-    delete: tuple[str, ...]
-    keep_reasons: dict
-
-    def to_json(self) -> dict:
-        return dict(self._asdict(), exit_code=0)
-
-
-def prune(dest: str, *, namespace: str, keep: int = 2, max_age_s: float = 7 * 86400, apply: bool = False,
-          jobs: int = 4, endpoint_url: str | None = None, now: float | None = None) -> PruneReport:
-    """Deletes objects older than max_age that the newest `keep` valid checkpoints do not need (WAL
-    objects wholly at or below the oldest kept checkpoint's wal_sequence, older checkpoints). Without
-    `keep` valid checkpoints nothing is deleted. The new manifest is written before any delete."""
-    import datetime
-
-    from .checkpoint import check_path
-
-    store = open_store(dest, endpoint_url)
-    _check_namespace(namespace)
-    man = read_manifest(store, namespace, jobs)
-    now = time.time() if now is None else now
-
-    def age(e: Entry) -> float:
-        t = datetime.datetime.fromisoformat(e.uploaded_at.replace("Z", "+00:00")).timestamp()
-        return now - t
-
-    cks = sorted((e for e in man.entries.values() if e.kind == CHECKPOINTS and e.name not in man.missing_objects),
-                 key=lambda e: (e.wal_sequence, e.checkpoint_time or 0), reverse=True)
-    kept, reasons = [], {}
-    with tempfile.TemporaryDirectory(prefix="walctl-archive-") as tmp:
-        for e in cks:
-            if len(kept) == keep:
-                break
-            path = _download(store, object_key(namespace, CHECKPOINTS, e.name), tmp)
-            ok = sha256_file(path) == e.sha256 and check_path(path).checked.ok
-            os.unlink(path)
-            if ok:
-                kept.append(e)
-                reasons[e.name] = f"one of the newest {keep} valid checkpoints"
-            else:
-                reasons[e.name] = "does not verify: not counted among the kept checkpoints"
-    horizon = min(e.wal_sequence for e in kept) if len(kept) == keep and keep > 0 else None
-    delete = []
-    for e in sorted(man.entries.values(), key=lambda e: (e.kind, _order(e))):
-        if e.name in reasons and e in kept:
-            continue
-        if age(e) < max_age_s:
-            reasons.setdefault(e.name, f"younger than {max_age_s:.0f} s")
-            continue
-        if horizon is None:
-            reasons.setdefault(e.name, f"fewer than {keep} valid checkpoints: nothing is prunable")
-            continue
-        if e.kind in WAL_KINDS and (e.last_sequence is None or e.last_sequence > horizon):
-            reasons.setdefault(e.name, f"holds sequences after {horizon}, needed to replay from the kept checkpoints")
-            continue
-        if e.kind == CHECKPOINTS and e.wal_sequence is not None and e.wal_sequence > horizon:
-            reasons.setdefault(e.name, "newer than the oldest kept checkpoint")
-            continue
-        delete.append(e)
-    if apply and delete:
-        remaining = {n: e for n, e in man.entries.items() if e not in delete}
-        write_manifest(store, namespace, remaining)  # first: a crash leaves unlisted objects, never listed-but-gone
-        for e in delete:
-            store.delete(object_key(namespace, e.kind, e.name))
-    return PruneReport(store.url, namespace, apply, tuple(e.name for e in kept), horizon,
-                       tuple(e.name for e in delete), {k: v for k, v in reasons.items()
-                                                       if k not in {e.name for e in delete}})
-
-
 # ---- library API (Spector's StorageAdapter shape) ---------------------------------------------------------
 
 class StorageAdapter:
@@ -704,7 +295,7 @@ class StorageAdapter:
         self.store = open_store(dest, endpoint_url)
 
     def upload(self, namespace: str, chunk_name: str, data: bytes) -> None:
-        _check_namespace(namespace)
+        check_namespace(namespace)
         with tempfile.NamedTemporaryFile(prefix="walctl-up-") as f:
             f.write(data)
             f.flush()

@@ -19,21 +19,66 @@ TMP_SUFFIX = ".tmp"
 
 def create_file(path: str, data, fs=DEFAULT_FS, *, replace: bool = False) -> None:
     """Durable create (or replace, when asked): readers see the old file or the whole new one. `data` is
-    bytes or a list of byte strings written in order (a large body need not be joined first)."""
-    if not replace and fs.exists(path):
-        raise Refused(f"{os.path.basename(path)} already exists; walctl never overwrites it", path)
-    tmp = path + TMP_SUFFIX
-    if fs.exists(tmp):
-        fs.unlink(tmp)  # a leftover of an earlier crash: never a reader's file
-    fd = fs.open_append(tmp, create=True, exclusive=True)
-    try:
-        for piece in (data if isinstance(data, list) else [data]):
-            fs.write(fd, piece, tmp)
-        fs.fsync(fd, tmp)
-    finally:
-        fs.close(fd)
-    fs.rename(tmp, path)
-    fs.fsync_dir(os.path.dirname(path) or ".")
+    bytes or an iterable of byte strings written in order (a large body need not be joined first)."""
+    with Staged(path, fs, replace=replace) as st:
+        for piece in ([data] if isinstance(data, (bytes, bytearray, memoryview)) else data):
+            st.write(piece)
+        st.commit()
+
+
+class Staged:
+    """A durable create written piece by piece, whose final name may be chosen at the end:
+
+        with Staged(path) as st:
+            st.write(...)           # NAME.tmp, through the seam
+            st.commit(final_path)   # fsync, rename, fsync the directory
+
+    Leaving the block without commit (an error, an interrupt) removes NAME.tmp."""
+
+    def __init__(self, path: str, fs=DEFAULT_FS, *, replace: bool = False):
+        self.path, self.fs, self.replace = path, fs, replace
+        if not replace and fs.exists(path):
+            raise Refused(f"{os.path.basename(path)} already exists; walctl never overwrites it", path)
+        self.tmp = path + TMP_SUFFIX
+        if fs.exists(self.tmp):
+            fs.unlink(self.tmp)  # a leftover of an earlier crash: never a reader's file
+        self.fd: int | None = fs.open_append(self.tmp, create=True, exclusive=True)
+        self.committed: str | None = None
+
+    def write(self, data) -> None:
+        self.fs.write(self.fd, data, self.tmp)
+
+    def commit(self, final: str | None = None) -> str:
+        final = final or self.path
+        if final != self.path and not self.replace and self.fs.exists(final):
+            raise Refused(f"{os.path.basename(final)} already exists; walctl never overwrites it", final)
+        self.fs.fsync(self.fd, self.tmp)
+        self.fs.close(self.fd)
+        self.fd = None
+        self.fs.rename(self.tmp, final)
+        self.fs.fsync_dir(os.path.dirname(final) or ".")
+        self.committed = final
+        return final
+
+    def __enter__(self) -> "Staged":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            self.fs.close(self.fd)
+            self.fd = None
+        if self.committed is None and self.fs.exists(self.tmp):
+            self.fs.unlink(self.tmp)
+
+
+def file_blocks(path: str, block: int = 1 << 20):
+    """The bytes of a file in blocks (a copy source for create_file)."""
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(block)
+            if not b:
+                return
+            yield b
 
 
 def create_file_streamed(path: str, header_size: int, chunks, make_header, fs=DEFAULT_FS) -> None:

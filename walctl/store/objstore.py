@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 from typing import BinaryIO, Iterator, NamedTuple
 from urllib.parse import urlparse
 
 from ..errors import EnvironmentProblem, UsageError
 from . import durable
-from .fs import DEFAULT_FS
 
 COPY_BLOCK = 1 << 20
 
@@ -57,13 +55,7 @@ class FileStore:
     def put_file(self, key: str, path: str, sha256: str, metadata: dict | None = None) -> ObjectInfo:
         dst = self._path(key)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
-        tmp = dst + durable.TMP_SUFFIX
-        with open(path, "rb") as src, open(tmp, "wb") as out:
-            shutil.copyfileobj(src, out, COPY_BLOCK)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, dst)
-        DEFAULT_FS.fsync_dir(os.path.dirname(dst))
+        durable.create_file(dst, durable.file_blocks(path, COPY_BLOCK), replace=True)
         return self.head(key, want_sha=True)
 
     def put_bytes(self, key: str, data: bytes) -> None:

@@ -1,0 +1,153 @@
+"""archive push: sealed files to the destination, each upload verified, the manifest written last;
+--delete-local for what the archive holds and compaction would remove. Rules: docs/format.md section 13."""
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, NamedTuple
+
+from .. import __version__
+from ..errors import EXIT_OK, EXIT_REFUSED, UsageError, combine_exit_codes
+from ..store import durable
+from ..store.objstore import open_store, sha256_file
+from .archive import CHUNKS, LocalFile, check_namespace, object_key, read_manifest, sealed_files, verify_upload, \
+    write_manifest
+from .clock import utc_now
+from .findings import Finding
+
+
+class PushReport(NamedTuple):
+    destination: str
+    namespace: str
+    uploaded: tuple[str, ...]
+    already_archived: tuple[str, ...]
+    conflicts: tuple[str, ...]  # an archived object of that name holds other bytes: never overwritten
+    failed: tuple[str, ...]
+    held_back: tuple[Finding, ...]
+    deleted_local: tuple[str, ...]
+    would_delete_local: tuple[str, ...]
+    bytes_uploaded: int
+    seconds: float
+    warnings: tuple[str, ...]
+
+    @property
+    def exit_code(self) -> int:
+        code = combine_exit_codes([f.exit_code for f in self.held_back] + ([6] if self.failed else []))
+        return EXIT_REFUSED if code == EXIT_OK and self.conflicts else code
+
+    def to_json(self) -> dict:
+        d = self._asdict()
+        d["held_back"] = [f.to_json() for f in self.held_back]
+        d["exit_code"] = self.exit_code
+        return d
+
+
+def push(wal_dir: str, dest: str, *, namespace: str | None = None, checkpoints: str | None = None, jobs: int = 4,
+         delete_local: bool = False, hwm_before: int | None = None, checkpoint_meta: str | None = None,
+         apply: bool = False, endpoint_url: str | None = None,
+         progress: Callable[[int], None] | None = None) -> PushReport:
+    t0 = time.perf_counter()
+    store = open_store(dest, endpoint_url)
+    ns = namespace or os.path.basename(os.path.abspath(wal_dir))
+    check_namespace(ns)
+    files, held, _ = sealed_files(wal_dir, checkpoints)
+    man = read_manifest(store, ns, jobs)
+    entries = dict(man.entries)
+    todo, already, conflicts = [], [], []
+    for lf in files:
+        e = entries.get(lf.entry.name)
+        if e is not None and e.name not in man.missing_objects:
+            (already if e.sha256 == lf.entry.sha256 else conflicts).append(lf.entry.name)
+        else:
+            todo.append(lf)
+    uploaded, failed = [], []
+    sent = 0
+
+    def upload(lf: LocalFile):
+        e = lf.entry
+        key = object_key(ns, e.kind, e.name)
+        existing = store.head(key)
+        if existing is not None:  # uploaded by a push that stopped before its manifest: adopt or refuse
+            why = verify_upload(store, key, e, store.head(key, want_sha=True) if existing.sha256 is None else existing)
+            return lf, ("conflict" if why else "adopted"), why
+        info = store.put_file(key, lf.path, e.sha256, {"first-sequence": str(e.first_sequence),
+                                                       "last-sequence": str(e.last_sequence)})
+        why = verify_upload(store, key, e, info)
+        return lf, ("failed" if why else "uploaded"), why
+
+    errors: list[str] = []
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        futures = [pool.submit(upload, lf) for lf in todo]
+        for fut in futures:
+            try:
+                lf, what, why = fut.result()
+            except Exception as ex:  # noqa: BLE001 - each file's failure is reported; the rest go on
+                errors.append(str(ex))
+                failed.append(todo[futures.index(fut)].entry.name)
+                continue
+            name = lf.entry.name
+            if what in ("uploaded", "adopted"):
+                entries[name] = lf.entry._replace(uploaded_at=utc_now())
+                uploaded.append(name)
+                sent += lf.entry.size if what == "uploaded" else 0
+                if progress:
+                    progress(lf.entry.size)
+            elif what == "conflict":
+                conflicts.append(name)
+                errors.append(f"{name}: {why}")
+            else:
+                failed.append(name)
+                errors.append(f"{name}: upload not verified: {why}")
+    if uploaded or man.warnings:
+        write_manifest(store, ns, entries)  # last: it lists only what was verified
+    deleted, would = _delete_local(wal_dir, store, ns, entries, files, delete_local, hwm_before, checkpoint_meta,
+                                   checkpoints, apply)
+    return PushReport(store.url, ns, tuple(uploaded), tuple(already), tuple(conflicts), tuple(failed), tuple(held),
+                      tuple(deleted), tuple(would), sent, time.perf_counter() - t0,
+                      tuple(man.warnings) + tuple(errors))
+
+
+def _delete_local(wal_dir, store, ns, entries, files, delete_local, before, checkpoint_meta, checkpoints, apply):
+    """--delete-local: chunks the archive holds (verified, same sha256) that compaction would also remove
+    (closed, contiguous, at or below the HWM). Each is recorded in .quarantine/MANIFEST.jsonl with where
+    its archived copy is before it is removed."""
+    if not delete_local:
+        return [], []
+    from ..store import quarantine
+    from ..store.fs import DEFAULT_FS
+    from ..store.lock import DirectoryLock, holder_text
+    from .compact import plan
+
+    if before is None and checkpoint_meta is None and checkpoints is None:
+        raise UsageError("--delete-local needs a compaction HWM: --before N, --checkpoint-meta or --checkpoints")
+    hwm, source = _hwm(before, checkpoint_meta, None if before is not None or checkpoint_meta else checkpoints)
+    local = {lf.entry.name: lf for lf in files if lf.entry.kind == CHUNKS}
+
+    def eligible(removals):
+        return [r for r in removals if r.file in local and r.file in entries
+                and entries[r.file].sha256 == local[r.file].entry.sha256]
+
+    if not apply:
+        return [], [r.file for r in eligible(plan(wal_dir, hwm)[0])]
+    deleted = []
+    with DirectoryLock(wal_dir, holder_text("archive push --delete-local"), DEFAULT_FS):
+        now = utc_now()
+        for r in eligible(plan(wal_dir, hwm)[0]):
+            lf = local[r.file]
+            if sha256_file(lf.path) != lf.entry.sha256:
+                continue  # changed since it was pushed: not what the archive holds
+            quarantine.record(wal_dir, quarantine.entry(now, "archive-delete", r.file, 0, lf.entry.size, lf.entry.sha256,
+                                                        f"{store.url}/{object_key(ns, CHUNKS, r.file)}",
+                                                        f"archived and verified; sequences up to {r.last_sequence} "
+                                                        f"are covered by {source}", __version__))
+            durable.remove(lf.path)
+            deleted.append(r.file)
+    return deleted, []
+
+
+def _hwm(before, checkpoint_meta, checkpoints):
+    from ..store.fs import DEFAULT_FS
+    from .compact import read_hwm
+
+    return read_hwm(before, checkpoint_meta, DEFAULT_FS, checkpoints)

@@ -1,0 +1,152 @@
+"""archive restore: a clean directory holding exactly the archived events up to a point, and the newest
+archived checkpoint at or below it that verifies."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, NotClean, Refused, UsageError
+from ..store import durable
+from ..store.objstore import open_store, sha256_file
+from .archive import CHECKPOINTS, WAL_KINDS, Entry, Manifest, _download, _order, gaps, namespaces, object_key, \
+    read_manifest
+
+
+class RestoreReport(NamedTuple):
+    destination: str
+    namespace: str
+    out: str
+    target_sequence: int
+    events: int
+    first_sequence: int | None
+    last_sequence: int | None
+    objects: tuple[str, ...]
+    checkpoint: str | None
+    checkpoint_wal_sequence: int | None
+    fallbacks: tuple[str, ...]
+    verdict: str
+
+    def to_json(self) -> dict:
+        return dict(self._asdict(), exit_code=0)
+
+
+def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: int | None = None,
+            to_time_ms: int | None = None, jobs: int = 4, endpoint_url: str | None = None) -> RestoreReport:
+    """Writes OUT/wal (the events up to the point, exactly) and OUT/checkpoints (the newest archived
+    checkpoint at or below it that verifies), then verifies OUT/wal."""
+    from .importer import import_stream, read_stream
+    from .replay import ReplayOptions, replay
+    from .verify import verify_path
+
+    store = open_store(dest, endpoint_url)
+    if namespace is None:
+        nss = namespaces(store)
+        if len(nss) != 1:
+            raise UsageError(f"give --namespace: this destination holds {len(nss)} namespaces ({', '.join(nss)})")
+        namespace = nss[0]
+    if os.path.exists(out_dir) and os.listdir(out_dir):
+        raise Refused(f"{out_dir} is not empty; restore writes a new directory", out_dir)
+    man = read_manifest(store, namespace, jobs)
+    wal = sorted((e for e in man.entries.values() if e.kind in WAL_KINDS and e.name not in man.missing_objects),
+                 key=_order)
+    if not wal:
+        raise NotClean(f"no WAL objects archived under {namespace}", store.url, code=EXIT_SEQUENCE)
+    target = to_seq if to_seq is not None else wal[-1].last_sequence
+    if to_time_ms is None and target > wal[-1].last_sequence:
+        raise NotClean(f"--to-seq {target}: the archive holds sequences up to {wal[-1].last_sequence}", store.url,
+                       code=EXIT_SEQUENCE)
+    needed = [e for e in wal if e.first_sequence <= target]
+    if not needed:
+        raise NotClean(f"the archive starts at {wal[0].first_sequence}, after {target}", store.url, code=EXIT_SEQUENCE)
+    for a, b in gaps(needed):
+        raise NotClean(f"sequences {a}..{b} are in no archived object: restorable up to {a - 1} (--to-seq {a - 1})",
+                       store.url, code=EXIT_SEQUENCE)
+    parent = os.path.dirname(os.path.abspath(out_dir)) or "."
+    staging = tempfile.mkdtemp(prefix=".walctl-restore-", dir=parent)
+    try:
+        def fetch(e: Entry):
+            path = _download(store, object_key(namespace, e.kind, e.name), staging)
+            return e, sha256_file(path)
+
+        with ThreadPoolExecutor(max(1, jobs)) as pool:
+            for e, sha in pool.map(fetch, needed):
+                if sha != e.sha256:
+                    ok_to = e.first_sequence - 1
+                    raise NotClean(f"{namespace}/{e.kind}/{e.name} is corrupt in the archive (sha256 {sha}, pushed as "
+                                   f"{e.sha256}); restorable up to {ok_to} (--to-seq {ok_to})", store.url,
+                                   code=EXIT_CORRUPT)
+        if to_time_ms is not None:
+            target = _last_before(staging, to_time_ms)
+            if target is None:
+                raise NotClean("no archived event is at or before that time", store.url, code=EXIT_SEQUENCE)
+        wal_out = os.path.join(out_dir, "wal")
+        os.makedirs(out_dir, exist_ok=True)
+        pieces: list[bytes] = []
+        rep = replay(staging, pieces.extend, ReplayOptions(to=target, form="msgpack"))
+        if rep.stopped is not None or rep.last_sequence != target:
+            raise NotClean(f"the archived objects do not replay up to {target} (stopped at {rep.last_sequence}): "
+                           "run `walctl archive verify`", store.url, code=EXIT_CORRUPT)
+        import io
+
+        form, items = read_stream(io.BufferedReader(io.BytesIO(b"".join(pieces))), "msgpack")
+        del pieces
+        imp = import_stream(wal_out, items, form, allow_initial_gap=True)
+        ck_name, ck_seq, fallbacks = _restore_checkpoint(store, namespace, man, target,
+                                                         os.path.join(out_dir, "checkpoints"), staging)
+        check = verify_path(wal_out)
+        if check.exit_code != EXIT_OK or check.last_sequence != target:
+            raise NotClean(f"the restored log does not verify ({check.verdict}, last sequence {check.last_sequence})",
+                           wal_out, code=check.exit_code or EXIT_CORRUPT)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return RestoreReport(store.url, namespace, out_dir, target, imp.applied, imp.first_applied, imp.last_applied,
+                         tuple(e.name for e in needed), ck_name, ck_seq, tuple(fallbacks), check.verdict)
+
+
+def _last_before(staging: str, to_time_ms: int) -> int | None:
+    """The last sequence before the first event stamped after the time (V2: ms; segments: seconds)."""
+    from .verify import KIND_DIR, detect_kind
+
+    last = None
+    if detect_kind(staging) == KIND_DIR:
+        from .records import Record, RecordWalk
+
+        for item in RecordWalk(staging):
+            if isinstance(item, Record):
+                if item.timestamp_ms > to_time_ms:
+                    break
+                last = item.sequence
+        return last
+    from .segments import iter_entries
+
+    for _, e in iter_entries(staging):
+        if float(e.value.get("timestamp", 0)) * 1000 > to_time_ms:
+            break
+        last = e.sequence
+    return last
+
+
+def _restore_checkpoint(store, ns, man: Manifest, target: int, out: str, staging: str):
+    from .checkpoint import check_path
+
+    cands = sorted((e for e in man.entries.values() if e.kind == CHECKPOINTS and e.wal_sequence is not None
+                    and e.wal_sequence <= target and e.name not in man.missing_objects),
+                   key=lambda e: (e.wal_sequence, e.checkpoint_time or 0), reverse=True)
+    fallbacks = []
+    for e in cands:
+        fetched = _download(store, object_key(ns, CHECKPOINTS, e.name), staging)
+        try:
+            rep = check_path(fetched)
+            if sha256_file(fetched) != e.sha256 or not rep.checked.ok:
+                why = rep.findings[0].reason if rep.findings else "sha256 differs from the manifest"
+                fallbacks.append(f"{e.name}: {why}")
+                continue
+            durable.make_dir(out)
+            durable.create_file(os.path.join(out, e.name), durable.file_blocks(fetched))
+            return e.name, e.wal_sequence, fallbacks
+        finally:
+            os.unlink(fetched)
+    return None, None, fallbacks

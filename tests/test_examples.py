@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import filecmp
 import os
+import json
 import shutil
 import subprocess
 import sys
@@ -145,3 +146,24 @@ def test_follower_script_replicates_and_is_idempotent(tmp_path):
                    capture_output=True, env=env)
     out = subprocess.run(["sh", script, str(leader), str(other), "0"], capture_output=True, text=True, env=env)
     assert out.returncode == 4 and "diverged" in out.stderr
+
+
+def test_archive_script_pushes_and_restores_onto_a_fresh_directory(tmp_path):
+    env = {**os.environ, "WALCTL": _walctl_on_path(tmp_path), "PYTHONPATH": ROOT, "ALERT": "echo ALERT"}
+    script = os.path.join(EXAMPLES, "archive.sh")
+    dest = "file://" + str(tmp_path / "backup")
+    wal = tmp_path / "wal"
+    shutil.copytree(os.path.join(EXAMPLES, "wal-healthy"), wal)
+    for _ in range(2):  # twice: the second run has nothing new to send
+        out = subprocess.run(["sh", script, "push", str(wal), os.path.join(EXAMPLES, "checkpoints"), dest, "agent"],
+                             capture_output=True, text=True, env=env)
+        assert out.returncode == 3, out.stdout + out.stderr  # the example's newest checkpoint is rotten
+        assert "ALERT ARCHIVE" in out.stdout and "held back" in out.stdout
+    out = subprocess.run(["sh", script, "restore", dest, "agent", str(tmp_path / "fresh"), "--to-seq", "30"],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "restored into" in out.stdout
+    r = subprocess.run([sys.executable, "-m", "walctl", "verify", "--json", str(tmp_path / "fresh" / "wal")],
+                       capture_output=True, text=True, env=env)
+    assert json.loads(r.stdout)["paths"][0]["summary"]["last_sequence"] == 30
+    assert os.listdir(tmp_path / "fresh" / "checkpoints") == ["0a6b3c1e-0000-4000-8000-000000000020.ckpt"]

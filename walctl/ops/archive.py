@@ -20,7 +20,7 @@ from typing import NamedTuple
 from .. import __version__
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, NotClean, Refused, UsageError
 from ..format.names import parse_chunk_name, parse_segment_name
-from ..store.objstore import ObjectInfo, open_store, sha256_file
+from ..store.objstore import ObjectInfo, open_store
 from .clock import utc_now
 from .findings import Finding
 
@@ -61,11 +61,15 @@ def _order(e: Entry):
 
 # ---- describing files (local or downloaded) ------------------------------------------------------------
 
-def describe(path: str, kind: str) -> tuple[Entry | None, Finding | None]:
+def describe(path: str, kind: str, md5: list | None = None) -> tuple[Entry | None, Finding | None]:
     """Sha256, sequence range and verdict of one file as the archive sees it: sealed, so any damage is
-    corruption (a torn tail is only torn in a live log)."""
+    corruption (a torn tail is only torn in a live log). With `md5` (a list), its MD5 is appended to it."""
+    from ..store.objstore import file_hashes
+
     name = os.path.basename(path)
-    sha = sha256_file(path)
+    sha, m = file_hashes(path, md5=md5 is not None)
+    if md5 is not None:
+        md5.append(m)
     size = os.path.getsize(path)
     now = utc_now()
     if kind == CHECKPOINTS:
@@ -104,47 +108,29 @@ def describe(path: str, kind: str) -> tuple[Entry | None, Finding | None]:
     return Entry(name, kind, size, sha, rep.first_sequence, rep.last_sequence, now), None
 
 
-class LocalFile(NamedTuple):
-    path: str
-    entry: Entry
-
-
-def sealed_files(wal_dir: str, checkpoints: str | None) -> tuple[list[LocalFile], list[Finding], str]:
-    """What may be pushed: every chunk or segment but the last that verifies clean, and every checkpoint
-    that verifies. Returns (files, findings about what is held back, WAL kind)."""
+def sealed_candidates(wal_dir: str, checkpoints: str | None) -> tuple[list[tuple[str, str]], str]:
+    """(path, kind) of what push considers: every chunk or segment but the last (the writer may still
+    append to it), and the checkpoint files; each is then described (verified) by the push itself."""
     from .verify import KIND_DIR, KIND_SEGMENTS, detect_kind
 
     kind = detect_kind(wal_dir)
     if kind == KIND_DIR:
         from ..store.chunkdir import list_chunks
 
-        names = [c.name for c in list_chunks(wal_dir).chunks]
-        wal_kind = CHUNKS
+        names, wal_kind = [c.name for c in list_chunks(wal_dir).chunks], CHUNKS
     elif kind == KIND_SEGMENTS:
         from .segments import list_segments
 
-        names = [s.name for s in list_segments(wal_dir)[0]]
-        wal_kind = SEGMENTS
+        names, wal_kind = [s.name for s in list_segments(wal_dir)[0]], SEGMENTS
     else:
         raise UsageError(f"archive push takes a V2 chunk or ADR-003 segment directory; this is {kind}", wal_dir)
-    files, held = [], []
-    for name in names[:-1]:  # the last one is still being written
-        e, f = describe(os.path.join(wal_dir, name), wal_kind)
-        if f is not None:
-            held.append(f._replace(reason=f"not pushed: {f.reason}"))
-        elif e.first_sequence is not None:  # a header-only chunk holds no events
-            files.append(LocalFile(os.path.join(wal_dir, name), e))
+    out = [(os.path.join(wal_dir, n), wal_kind) for n in names[:-1]]
     if checkpoints:
         from .checkpoint import SUFFIX
 
-        for name in sorted(os.listdir(checkpoints)):
-            if name.endswith(SUFFIX):
-                e, f = describe(os.path.join(checkpoints, name), CHECKPOINTS)
-                if f is not None:
-                    held.append(f._replace(reason=f"not pushed: {f.reason}"))
-                else:
-                    files.append(LocalFile(os.path.join(checkpoints, name), e))
-    return files, held, wal_kind
+        out += [(os.path.join(checkpoints, n), CHECKPOINTS) for n in sorted(os.listdir(checkpoints))
+                if n.endswith(SUFFIX)]
+    return out, wal_kind
 
 
 # ---- the manifest ------------------------------------------------------------------------------------
@@ -156,11 +142,23 @@ class Manifest(NamedTuple):
     missing_objects: tuple[str, ...]  # listed by the manifest, absent from the store
 
 
-def _download(store, key: str, directory: str) -> str:
+def _download(store, key: str, directory: str, hashed: bool = False):
+    """Fetches an object into a scratch directory (no syncs: callers adopt what they keep). With
+    `hashed`, returns its SHA-256, computed as the bytes arrive, instead of its path."""
     path = os.path.join(directory, key.rsplit("/", 1)[-1])
     with open(path, "wb") as f:
-        store.get_to(key, f)
-    return path
+        if not hashed:
+            store.get_to(key, f)
+            return path
+        h = hashlib.sha256()
+
+        class _Tee:
+            def write(self, b):
+                h.update(b)
+                f.write(b)
+
+        store.get_to(key, _Tee())
+    return h.hexdigest()
 
 
 def read_manifest(store, ns: str, jobs: int = 4) -> Manifest:
@@ -223,13 +221,16 @@ def write_manifest(store, ns: str, entries: dict) -> None:
 
 # ---- shared by push and the adapter ---
 
-def verify_upload(store, key: str, local: Entry, info: ObjectInfo | None) -> str | None:
-    """None when the store holds exactly the local bytes; else why not. The store's own SHA-256 when it
-    vouches for one, else the object is read back and hashed."""
+def verify_upload(store, key: str, local: Entry, info: ObjectInfo | None, md5: str | None = None) -> str | None:
+    """None when the store holds exactly the local bytes; else why not. The SHA-256 the service computed
+    and checked, else the MD5 it reports for a single-part upload (S3's ETag), else the object is read
+    back and hashed."""
     if info is None:
         return "the object is not there after the upload"
     if info.size != local.size:
         return f"the object has {info.size} bytes, the file {local.size}"
+    if info.sha256 is None and md5 is not None and info.md5 is not None:
+        return None if info.md5 == md5 else f"the service's MD5 {info.md5} differs from the file's {md5}"
     sha = info.sha256
     if sha is None:
         h = hashlib.sha256()

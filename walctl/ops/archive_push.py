@@ -11,10 +11,15 @@ from .. import __version__
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError, combine_exit_codes
 from ..store import durable
 from ..store.objstore import open_store, sha256_file
-from .archive import CHUNKS, LocalFile, check_namespace, object_key, read_manifest, sealed_files, verify_upload, \
-    write_manifest
+from .archive import CHECKPOINTS, Entry, CHUNKS, check_namespace, describe, object_key, read_manifest, sealed_candidates, \
+    verify_upload, write_manifest
 from .clock import utc_now
 from .findings import Finding
+
+
+class LocalFile(NamedTuple):
+    path: str
+    entry: "Entry"
 
 
 class PushReport(NamedTuple):
@@ -51,57 +56,66 @@ def push(wal_dir: str, dest: str, *, namespace: str | None = None, checkpoints: 
     store = open_store(dest, endpoint_url)
     ns = namespace or os.path.basename(os.path.abspath(wal_dir))
     check_namespace(ns)
-    files, held, _ = sealed_files(wal_dir, checkpoints)
+    candidates, _ = sealed_candidates(wal_dir, checkpoints)
     man = read_manifest(store, ns, jobs)
     entries = dict(man.entries)
-    todo, already, conflicts = [], [], []
-    for lf in files:
-        e = entries.get(lf.entry.name)
-        if e is not None and e.name not in man.missing_objects:
-            (already if e.sha256 == lf.entry.sha256 else conflicts).append(lf.entry.name)
-        else:
-            todo.append(lf)
-    uploaded, failed = [], []
-    sent = 0
 
-    def upload(lf: LocalFile):
-        e = lf.entry
-        key = object_key(ns, e.kind, e.name)
+    def one(path: str, kind: str):
+        """Verify the local file, then skip, refuse or upload it; runs in the pool, so scanning and
+        hashing one file overlaps the transfer of others."""
+        md5: list = []
+        e, f = describe(path, kind, md5)
+        if f is not None:
+            return "held", e, f._replace(reason=f"not pushed: {f.reason}")
+        if kind != CHECKPOINTS and e.first_sequence is None:
+            return "empty", e, None  # a header-only chunk holds no event
+        known = entries.get(e.name)
+        if known is not None and e.name not in man.missing_objects:
+            return ("already" if known.sha256 == e.sha256 else "conflict"), e, "archived with other bytes"
+        key = object_key(ns, kind, e.name)
         existing = store.head(key)
         if existing is not None:  # uploaded by a push that stopped before its manifest: adopt or refuse
-            why = verify_upload(store, key, e, store.head(key, want_sha=True) if existing.sha256 is None else existing)
-            return lf, ("conflict" if why else "adopted"), why
-        info = store.put_file(key, lf.path, e.sha256, {"first-sequence": str(e.first_sequence),
-                                                       "last-sequence": str(e.last_sequence)})
-        why = verify_upload(store, key, e, info)
-        return lf, ("failed" if why else "uploaded"), why
+            why = verify_upload(store, key, e, existing, md5[0])
+            return ("conflict" if why else "adopted"), e, why
+        info = store.put_file(key, path, e.sha256, {"first-sequence": str(e.first_sequence),
+                                                    "last-sequence": str(e.last_sequence)})
+        why = verify_upload(store, key, e, info, md5[0])
+        return ("failed" if why else "uploaded"), e, why
 
+    uploaded, already, conflicts, failed, held, pushed = [], [], [], [], [], []
     errors: list[str] = []
+    sent = 0
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        futures = [pool.submit(upload, lf) for lf in todo]
-        for fut in futures:
+        futures = [(path, pool.submit(one, path, kind)) for path, kind in candidates]
+        for path, fut in futures:
+            name = os.path.basename(path)
             try:
-                lf, what, why = fut.result()
+                what, e, why = fut.result()
             except Exception as ex:  # noqa: BLE001 - each file's failure is reported; the rest go on
-                errors.append(str(ex))
-                failed.append(todo[futures.index(fut)].entry.name)
+                errors.append(f"{name}: {ex}")
+                failed.append(name)
                 continue
-            name = lf.entry.name
-            if what in ("uploaded", "adopted"):
-                entries[name] = lf.entry._replace(uploaded_at=utc_now())
+            if what == "held":
+                held.append(why)
+            elif what == "already":
+                already.append(name)
+                pushed.append(LocalFile(path, e))
+            elif what in ("uploaded", "adopted"):
+                entries[name] = e._replace(uploaded_at=utc_now())
                 uploaded.append(name)
-                sent += lf.entry.size if what == "uploaded" else 0
+                pushed.append(LocalFile(path, e))
+                sent += e.size if what == "uploaded" else 0
                 if progress:
-                    progress(lf.entry.size)
+                    progress(e.size)
             elif what == "conflict":
                 conflicts.append(name)
-                errors.append(f"{name}: {why}")
-            else:
+                errors.append(f"{name}: {why}; never overwritten")
+            elif what == "failed":
                 failed.append(name)
                 errors.append(f"{name}: upload not verified: {why}")
     if uploaded or man.warnings:
         write_manifest(store, ns, entries)  # last: it lists only what was verified
-    deleted, would = _delete_local(wal_dir, store, ns, entries, files, delete_local, hwm_before, checkpoint_meta,
+    deleted, would = _delete_local(wal_dir, store, ns, entries, pushed, delete_local, hwm_before, checkpoint_meta,
                                    checkpoints, apply)
     return PushReport(store.url, ns, tuple(uploaded), tuple(already), tuple(conflicts), tuple(failed), tuple(held),
                       tuple(deleted), tuple(would), sent, time.perf_counter() - t0,

@@ -135,6 +135,17 @@ def move(src: str, dst: str, fs=DEFAULT_FS) -> None:
         fs.fsync_dir(src_dir)
 
 
+def adopt(src: str, dst: str, fs=DEFAULT_FS) -> None:
+    """Durably puts a finished file that was written without syncs (a download into a staging
+    directory) at dst: fsync it, then move it (never over an existing file)."""
+    fd = fs.open_append(src)
+    try:
+        fs.fsync(fd, src)
+    finally:
+        fs.close(fd)
+    move(src, dst, fs)
+
+
 def move_across(src: str, dst: str, fs=DEFAULT_FS) -> None:
     """Moves a file to another directory, possibly on another file system: a rename where it can be,
     else a durable copy and only then the removal of the source."""

@@ -22,18 +22,27 @@ COPY_BLOCK = 1 << 20
 class ObjectInfo(NamedTuple):
     key: str
     size: int
-    sha256: str | None  # what the store says it holds, when it can say (metadata or a checksum it verified)
+    sha256: str | None  # the SHA-256 the service computed and checked itself, when it says
     modified: float | None = None
+    md5: str | None = None  # S3's ETag of a single-part upload: the MD5 of the bytes it stored
 
 
 def sha256_file(path: str) -> str:
+    return file_hashes(path)[0]
+
+
+def file_hashes(path: str, md5: bool = False) -> tuple[str, str | None]:
+    """(sha256, md5 or None) in one pass; hashlib releases the GIL, so threads hash in parallel."""
     h = hashlib.sha256()
+    m = hashlib.md5() if md5 else None
     with open(path, "rb") as f:
         while True:
             block = f.read(COPY_BLOCK)
             if not block:
-                return h.hexdigest()
+                return h.hexdigest(), m.hexdigest() if m else None
             h.update(block)
+            if m:
+                m.update(block)
 
 
 class FileStore:
@@ -172,7 +181,9 @@ class S3Store:
         sha = None
         if h.get("ChecksumSHA256") and "-" not in h["ChecksumSHA256"]:
             sha = base64.b64decode(h["ChecksumSHA256"]).hex()  # computed and checked by the service
-        return ObjectInfo(key, h["ContentLength"], sha, h["LastModified"].timestamp())
+        etag = h.get("ETag", "").strip('"')
+        md5 = etag if len(etag) == 32 and all(c in "0123456789abcdef" for c in etag) else None  # not multipart
+        return ObjectInfo(key, h["ContentLength"], sha, h["LastModified"].timestamp(), md5)
 
     def get_to(self, key: str, f: BinaryIO) -> int:
         try:

@@ -300,3 +300,24 @@ def test_cli_errors_are_one_line(cli, tmp_path):
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "x")
     r = cli("archive", "list", "s3://nobucket/p", "--endpoint-url", "http://127.0.0.1:9")
     assert r.code == 6 and len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+
+
+def test_push_through_the_describer_process_gives_the_same_archive(tmp_path, monkeypatch):
+    """Large pushes scan and hash in a spawned process; it must judge exactly as the in-process path."""
+    from walctl.ops import archive_push
+
+    wal = make_wal(tmp_path / "wal")
+    c = sorted(n for n in os.listdir(wal) if n.endswith(".bin"))
+    with open(os.path.join(wal, c[2]), "r+b") as f:  # a damaged sealed chunk must be held back either way
+        f.seek(100)
+        f.write(b"\xff")
+    results = {}
+    for name, threshold in (("inline", 1 << 60), ("spawned", 0)):
+        monkeypatch.setattr(archive_push, "SPAWN_WORTH_BYTES", threshold)
+        url = "file://" + str(tmp_path / name)
+        rep = push(wal, url, namespace="n")
+        man = ar.read_manifest(ar.open_store(url), "n").entries
+        results[name] = (rep.exit_code, sorted(rep.uploaded), [f.file for f in rep.held_back],
+                         {n: (e.sha256, e.first_sequence, e.last_sequence) for n, e in man.items()})
+    assert results["inline"] == results["spawned"]
+    assert results["inline"][0] == 3 and results["inline"][2] == [c[2]]

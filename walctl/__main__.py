@@ -1,3 +1,4 @@
 from walctl.cli import main
 
-main()
+if __name__ == "__main__":  # a spawned worker process imports this module too
+    main()

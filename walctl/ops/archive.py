@@ -67,28 +67,21 @@ def describe(path: str, kind: str, md5: list | None = None) -> tuple[Entry | Non
     from ..store.objstore import file_hashes
 
     name = os.path.basename(path)
-    sha, m = file_hashes(path, md5=md5 is not None)
-    if md5 is not None:
-        md5.append(m)
     size = os.path.getsize(path)
     now = utc_now()
-    if kind == CHECKPOINTS:
-        from .checkpoint import check_path
-
-        rep = check_path(path, check_canonical=False)
-        if not rep.checked.ok:
-            f = rep.findings[0]
-            return None, f._replace(file=name)
-        h = rep.header
-        return Entry(name, kind, size, sha, None, None, now, h.wal_sequence, h.timestamp), None
-    if kind == CHUNKS:
-        from ..store.chunkread import scan_chunk_file
+    if kind == CHUNKS:  # one mapping for the hashes and the scan
+        from ..errors import WalctlError
         from ..format import scan as fscan
+        from ..store.fs import DEFAULT_FS
 
-        o = scan_chunk_file(path)
-        if o.scan is None:
-            return None, Finding("unreadable", o.error.exit_code, o.error.reason, name)
-        s = o.scan
+        try:
+            with DEFAULT_FS.map_read(path) as buf:
+                sha = hashlib.sha256(buf).hexdigest()
+                if md5 is not None:
+                    md5.append(hashlib.md5(buf).hexdigest())
+                s = fscan.scan_chunk(buf)
+        except WalctlError as e:
+            return None, Finding("unreadable", e.exit_code, e.reason, name)
         if s.header != fscan.HEADER_OK:
             return None, Finding("unsupported", EXIT_UNSUPPORTED, f"not a V2 chunk (file header {s.header})", name)
         if s.damage:
@@ -98,6 +91,18 @@ def describe(path: str, kind: str, md5: list | None = None) -> tuple[Entry | Non
         if len(s.runs) > 1:
             return None, Finding("sequence-gap", EXIT_SEQUENCE, "sequences inside the chunk do not rise by one", name)
         return Entry(name, kind, size, sha, s.first_seq, s.last_seq, now), None
+    sha, m = file_hashes(path, md5=md5 is not None)
+    if md5 is not None:
+        md5.append(m)
+    if kind == CHECKPOINTS:
+        from .checkpoint import check_path
+
+        rep = check_path(path, check_canonical=False)
+        if not rep.checked.ok:
+            f = rep.findings[0]
+            return None, f._replace(file=name)
+        h = rep.header
+        return Entry(name, kind, size, sha, None, None, now, h.wal_sequence, h.timestamp), None
     from .segments import verify_segments
 
     rep = verify_segments(path)

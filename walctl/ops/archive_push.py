@@ -60,11 +60,9 @@ def push(wal_dir: str, dest: str, *, namespace: str | None = None, checkpoints: 
     man = read_manifest(store, ns, jobs)
     entries = dict(man.entries)
 
-    def one(path: str, kind: str):
-        """Verify the local file, then skip, refuse or upload it; runs in the pool, so scanning and
-        hashing one file overlaps the transfer of others."""
-        md5: list = []
-        e, f = describe(path, kind, md5)
+    def one(path: str, kind: str, described):
+        """Skip, refuse or upload a file once its description (scan and hashes) is ready."""
+        e, f, md5 = described.result() if described is not None else _describe(path, kind)
         if f is not None:
             return "held", e, f._replace(reason=f"not pushed: {f.reason}")
         if kind != CHECKPOINTS and e.first_sequence is None:
@@ -75,44 +73,50 @@ def push(wal_dir: str, dest: str, *, namespace: str | None = None, checkpoints: 
         key = object_key(ns, kind, e.name)
         existing = store.head(key)
         if existing is not None:  # uploaded by a push that stopped before its manifest: adopt or refuse
-            why = verify_upload(store, key, e, existing, md5[0])
+            why = verify_upload(store, key, e, existing, md5)
             return ("conflict" if why else "adopted"), e, why
         info = store.put_file(key, path, e.sha256, {"first-sequence": str(e.first_sequence),
                                                     "last-sequence": str(e.last_sequence)})
-        why = verify_upload(store, key, e, info, md5[0])
+        why = verify_upload(store, key, e, info, md5)
         return ("failed" if why else "uploaded"), e, why
 
     uploaded, already, conflicts, failed, held, pushed = [], [], [], [], [], []
     errors: list[str] = []
     sent = 0
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
-        futures = [(path, pool.submit(one, path, kind)) for path, kind in candidates]
-        for path, fut in futures:
-            name = os.path.basename(path)
-            try:
-                what, e, why = fut.result()
-            except Exception as ex:  # noqa: BLE001 - each file's failure is reported; the rest go on
-                errors.append(f"{name}: {ex}")
-                failed.append(name)
-                continue
-            if what == "held":
-                held.append(why)
-            elif what == "already":
-                already.append(name)
-                pushed.append(LocalFile(path, e))
-            elif what in ("uploaded", "adopted"):
-                entries[name] = e._replace(uploaded_at=utc_now())
-                uploaded.append(name)
-                pushed.append(LocalFile(path, e))
-                sent += e.size if what == "uploaded" else 0
-                if progress:
-                    progress(e.size)
-            elif what == "conflict":
-                conflicts.append(name)
-                errors.append(f"{name}: {why}; never overwritten")
-            elif what == "failed":
-                failed.append(name)
-                errors.append(f"{name}: upload not verified: {why}")
+    procs = _describers(candidates)
+    try:
+        with ThreadPoolExecutor(max(1, jobs)) as pool:
+            futures = [(path, pool.submit(one, path, kind, procs.submit(_describe, path, kind) if procs else None))
+                       for path, kind in candidates]
+            for path, fut in futures:
+                name = os.path.basename(path)
+                try:
+                    what, e, why = fut.result()
+                except Exception as ex:  # noqa: BLE001 - each file's failure is reported; the rest go on
+                    errors.append(f"{name}: {ex}")
+                    failed.append(name)
+                    continue
+                if what == "held":
+                    held.append(why)
+                elif what == "already":
+                    already.append(name)
+                    pushed.append(LocalFile(path, e))
+                elif what in ("uploaded", "adopted"):
+                    entries[name] = e._replace(uploaded_at=utc_now())
+                    uploaded.append(name)
+                    pushed.append(LocalFile(path, e))
+                    sent += e.size if what == "uploaded" else 0
+                    if progress:
+                        progress(e.size)
+                elif what == "conflict":
+                    conflicts.append(name)
+                    errors.append(f"{name}: {why}; never overwritten")
+                elif what == "failed":
+                    failed.append(name)
+                    errors.append(f"{name}: upload not verified: {why}")
+    finally:
+        if procs is not None:
+            procs.shutdown(cancel_futures=True)
     if uploaded or man.warnings:
         write_manifest(store, ns, entries)  # last: it lists only what was verified
     deleted, would = _delete_local(wal_dir, store, ns, entries, pushed, delete_local, hwm_before, checkpoint_meta,
@@ -120,6 +124,27 @@ def push(wal_dir: str, dest: str, *, namespace: str | None = None, checkpoints: 
     return PushReport(store.url, ns, tuple(uploaded), tuple(already), tuple(conflicts), tuple(failed), tuple(held),
                       tuple(deleted), tuple(would), sent, time.perf_counter() - t0,
                       tuple(man.warnings) + tuple(errors))
+
+
+def _describe(path: str, kind: str):
+    md5: list = []
+    e, f = describe(path, kind, md5)
+    return e, f, md5[0]
+
+
+SPAWN_WORTH_BYTES = 64 << 20  # a fresh interpreter costs ~0.3 s: only for pushes that scan more than this
+
+
+def _describers(candidates):
+    """A process that scans and hashes while this one transfers (the scan is pure Python: in this
+    process it would hold the GIL the transfer threads need). A fresh interpreter, not a fork: this
+    process may already run threads (a fork could inherit a held lock)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if (os.cpu_count() or 1) < 2 or sum(os.path.getsize(p) for p, _ in candidates) < SPAWN_WORTH_BYTES:
+        return None
+    return ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
 
 
 def _delete_local(wal_dir, store, ns, entries, files, delete_local, before, checkpoint_meta, checkpoints, apply):

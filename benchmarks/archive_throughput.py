@@ -9,7 +9,6 @@ Usage: python benchmarks/archive_throughput.py [--mb 256] [--dir DIR] [--repeat 
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import socket
@@ -18,10 +17,9 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from verify_throughput import median, walctl_cmd  # noqa: E402
+from common import bench_dir, median, walctl_cmd  # noqa: E402
 
 RAW_PUSH = """
 import os, sys, boto3
@@ -51,15 +49,7 @@ with ThreadPoolExecutor(4) as p:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mb", type=int, default=256)
-    ap.add_argument("--dir")
-    ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args()
-    d = args.dir or os.path.join(tempfile.gettempdir(), f"walctl-bench-{args.mb}mb")
-    if not os.path.isdir(d):
-        subprocess.run([sys.executable, os.path.join(HERE, "gen_wal.py"), d, str(args.mb)], check=True,
-                       stdout=subprocess.DEVNULL)
+    args, d = bench_dir(3)
     server_exe = shutil.which("moto_server", path=os.path.dirname(sys.executable))
     if not server_exe:
         raise SystemExit("moto_server not found: pip install '.[test]'")

@@ -8,28 +8,17 @@ Usage: python benchmarks/replay_throughput.py [--mb 256] [--dir DIR] [--repeat 7
 """
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
-import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from verify_throughput import SHARED_BASELINE, interleaved, median, walctl_cmd  # noqa: E402
+from common import HERE, SHARED_BASELINE, bench_dir, interleaved, median, walctl_cmd  # noqa: E402
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mb", type=int, default=256)
-    ap.add_argument("--dir")
-    ap.add_argument("--repeat", type=int, default=7)
-    args = ap.parse_args()
-    d = args.dir or os.path.join(tempfile.gettempdir(), f"walctl-bench-{args.mb}mb")
-    if not os.path.isdir(d):
-        subprocess.run([sys.executable, os.path.join(HERE, "gen_wal.py"), d, str(args.mb)], check=True,
-                       stdout=subprocess.DEVNULL)
+    args, d = bench_dir(7)
     records = int(subprocess.run([sys.executable, os.path.join(HERE, "baseline_verify.py"), d],
                                  capture_output=True, text=True, check=True).stdout)
     baseline = SHARED_BASELINE if os.path.exists(SHARED_BASELINE) else os.path.join(HERE, "baseline_verify.py")

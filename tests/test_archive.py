@@ -168,11 +168,16 @@ def flip(data: bytes) -> bytes:
     return bytes(b)
 
 
-def test_rotten_object_is_named_by_verify_and_refused_by_restore(tmp_path, dest):
+def pushed(tmp_path, dest, checkpoint_seqs=(50, 150)):
+    """A WAL and its checkpoints pushed to namespace n: (the WAL directory, the manifest's entries)."""
     wal = make_wal(tmp_path / "wal")
-    ck = make_checkpoints(tmp_path / "ck", [50, 150])
+    ck = make_checkpoints(tmp_path / "ck", checkpoint_seqs)
     push(wal, dest["url"], namespace="n", checkpoints=ck, endpoint_url=dest["endpoint"])
-    man = ar.read_manifest(ar.open_store(dest["url"], dest["endpoint"]), "n").entries
+    return wal, ar.read_manifest(ar.open_store(dest["url"], dest["endpoint"]), "n").entries
+
+
+def test_rotten_object_is_named_by_verify_and_refused_by_restore(tmp_path, dest):
+    wal, man = pushed(tmp_path, dest)
     chunks = sorted((e for e in man.values() if e.kind == "chunks"), key=lambda e: e.first_sequence)
     victim = chunks[2]
     _corrupt(dest, tmp_path, f"n/chunks/{victim.name}", flip)
@@ -187,10 +192,7 @@ def test_rotten_object_is_named_by_verify_and_refused_by_restore(tmp_path, dest)
 
 
 def test_rotten_newest_checkpoint_restore_falls_back(tmp_path, dest):
-    wal = make_wal(tmp_path / "wal")
-    ck = make_checkpoints(tmp_path / "ck", [50, 150])
-    push(wal, dest["url"], namespace="n", checkpoints=ck, endpoint_url=dest["endpoint"])
-    man = ar.read_manifest(ar.open_store(dest["url"], dest["endpoint"]), "n").entries
+    _, man = pushed(tmp_path, dest)
     newest = max((e for e in man.values() if e.kind == "checkpoints"), key=lambda e: e.wal_sequence)
     _corrupt(dest, tmp_path, f"n/checkpoints/{newest.name}", flip)
     _, findings, code = verify_archive(dest["url"], endpoint_url=dest["endpoint"])

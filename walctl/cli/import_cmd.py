@@ -7,6 +7,7 @@ import typer
 
 from ..errors import UsageError
 from .render import emit, json_document
+from .writer_options import BATCH_MS, BATCH_RECORDS, COMPRESS_THRESHOLD, MAX_CHUNK_BYTES, SYNC, check_sync
 
 HELP = """Apply a replay stream (from walctl replay) to a WAL directory, idempotently and durably.
 
@@ -26,12 +27,11 @@ def import_(
     directory: str = typer.Argument(..., help="The WAL (or ADR-003 segment) directory to apply to."),
     from_: Optional[str] = typer.Option(None, "--from", help="Read the stream from FILE instead of stdin."),
     form: Optional[str] = typer.Option(None, "--form", help="jsonl, msgpack or sync (default: detected)."),
-    sync: str = typer.Option("batch", "--sync", help="always (fdatasync per event), batch, or none."),
-    batch_records: int = typer.Option(100, "--batch-records", min=1, help="batch: sync every N events."),
-    batch_ms: int = typer.Option(1000, "--batch-ms", min=1, help="batch: and at least every T milliseconds."),
-    max_chunk_bytes: int = typer.Option(8 << 20, "--max-chunk-bytes", min=64, help="Roll to a new chunk at this size."),
-    compress_threshold: Optional[int] = typer.Option(None, "--compress-threshold", min=0,
-                                                     help="zlib-compress payloads longer than N bytes."),
+    sync: str = SYNC,
+    batch_records: int = BATCH_RECORDS,
+    batch_ms: int = BATCH_MS,
+    max_chunk_bytes: int = MAX_CHUNK_BYTES,
+    compress_threshold: Optional[int] = COMPRESS_THRESHOLD,
     max_payload: int = typer.Option(256 << 20, "--max-payload", min=1,
                                     help="Refuse stream items whose payload is larger than N bytes."),
     allow_initial_gap: bool = typer.Option(False, "--allow-initial-gap",
@@ -42,13 +42,11 @@ def import_(
 ) -> int:
     from ..format import events as ev
     from ..ops.importer import import_stream, local_hwm, read_stream
-    from ..store.appender import SYNC_POLICIES
 
     if show_hwm:
         emit(str(local_hwm(directory)))
         return 0
-    if sync not in SYNC_POLICIES:
-        raise UsageError(f"--sync must be one of {', '.join(SYNC_POLICIES)} (got {sync!r})")
+    check_sync(sync)
     if form is not None and form not in ev.FORMS:
         raise UsageError(f"--form must be one of {', '.join(ev.FORMS)} (got {form!r})")
     if from_ is None and sys.stdin.isatty():

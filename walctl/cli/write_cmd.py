@@ -7,6 +7,7 @@ import typer
 
 from ..errors import UsageError
 from .render import emit, error_line, json_document
+from .writer_options import BATCH_MS, BATCH_RECORDS, COMPRESS_THRESHOLD, MAX_CHUNK_BYTES, SYNC, check_sync
 
 HELP = """Append records to a V2 WAL directory (created if missing), durably, Java-compatible.
 
@@ -24,12 +25,11 @@ Example: printf '{"type":"REMEMBER","id":"m1","payload":"hi"}\\n' | walctl write
 
 def write(
     directory: str = typer.Argument(..., help="The WAL directory."),
-    sync: str = typer.Option("batch", "--sync", help="always (fdatasync per record), batch, or none."),
-    batch_records: int = typer.Option(100, "--batch-records", min=1, help="batch: sync every N records."),
-    batch_ms: int = typer.Option(1000, "--batch-ms", min=1, help="batch: and at least every T milliseconds."),
-    max_chunk_bytes: int = typer.Option(8 << 20, "--max-chunk-bytes", min=64, help="Roll to a new chunk at this size."),
-    compress_threshold: Optional[int] = typer.Option(None, "--compress-threshold", min=0,
-                                                     help="zlib-compress payloads longer than N bytes."),
+    sync: str = SYNC,
+    batch_records: int = BATCH_RECORDS,
+    batch_ms: int = BATCH_MS,
+    max_chunk_bytes: int = MAX_CHUNK_BYTES,
+    compress_threshold: Optional[int] = COMPRESS_THRESHOLD,
     max_drop_bytes: int = typer.Option(64 << 20, "--max-drop-bytes", min=0,
                                        help="Refuse (exit 7) to cut a torn tail larger than this on open."),
     type_: Optional[str] = typer.Option(None, "--type", help="One event: its type (name or ordinal)."),
@@ -45,10 +45,8 @@ def write(
     import json
 
     from ..ops.write import WalWriter, parse_entry_line, parse_event
-    from ..store.appender import SYNC_POLICIES
 
-    if sync not in SYNC_POLICIES:
-        raise UsageError(f"--sync must be one of {', '.join(SYNC_POLICIES)} (got {sync!r})")
+    check_sync(sync)
     if fmt not in ("v2", "segments") or encoding not in ("msgpack", "json"):
         raise UsageError("--format is v2 or segments; --encoding is msgpack or json")
     if fmt == "segments":

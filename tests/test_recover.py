@@ -309,3 +309,11 @@ def test_repair_and_cli_write_on_segments(tmp_path, cli, monkeypatch):
     assert doc["entries"] == 5 and doc["operations"][0]["json"] == 5
     monkeypatch.setattr(sys, "stdin", io.StringIO('{"operation": "x", "sequence": 9}\n'))
     assert cli("write", d, "--format", "segments").code == 2  # sequence is the writer's
+
+
+def test_missing_paths_are_a_fresh_start_that_says_so(cli, tmp_path):
+    r = cli("recover", "--checkpoints", tmp_path / "no-ckpt", "--log", tmp_path / "no-log", "--json")
+    doc = r.json()
+    assert r.code == 0 and doc["outcome"] == "fresh-start" and doc["final_sequence"] == 0
+    assert sorted(w.split(" ")[0] for w in doc["warnings"]) == ["checkpoint", "log"]
+    assert all("does not exist" in w for w in doc["warnings"])

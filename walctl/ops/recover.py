@@ -177,6 +177,10 @@ def recover(checkpoints: str | None, log: str | None, *, reducer: str = "adr003"
                      for r in (found.rejected if found else ()))
     base = found.report if found else None
     warnings: list[str] = [f"checkpoint {f['file']} passed over: step {f['step']}: {f['reason']}" for f in fallbacks]
+    # A path that is not there is a fresh start (a new agent has neither yet), but a mistyped path must
+    # not pass for one silently.
+    warnings += [f"{what} {p} does not exist: treated as empty" for what, p in (("checkpoint directory", checkpoints),
+                                                                              ("log", log)) if p and not fs.exists(p)]
     if base is not None:
         state, w = base.checked.state, base.header.wal_sequence
         used = {"file": base.file, "checkpoint_id": base.header.id_text, "wal_sequence": w,

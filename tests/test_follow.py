@@ -126,3 +126,31 @@ def test_follow_refuses_segments_and_files(tmp_path, cli):
     assert r.code == 2 and "ADR-003" in r.err
     r = cli("replay", tmp_path / "nope", "--follow", "--timeout", "1")
     assert r.code == 2
+
+
+def test_a_torn_tail_cut_by_a_reopening_writer_is_followed_through(tmp_path):
+    """The writer crashed mid-record; a new writer cuts the torn bytes (repair on open) and appends in
+    the same chunk: the follower drops what it held and reads the new records from the cut."""
+    from walctl.ops.write import WalWriter
+
+    d = tmp_path / "w"
+    with WalWriter(str(d), sync="always") as w:
+        for i in range(5):
+            w.append(0, "m", b"x" * 100, 1795300000000 + i)
+    chunk = os.path.join(d, "wal-000000.bin")
+    with open(chunk, "ab") as f:
+        f.write(make_record(6, b"torn" * 40)[:70])  # half a record: a crash mid-append
+    got: list[int] = []
+
+    def reopen_and_append():
+        time.sleep(0.3)
+        with WalWriter(str(d), sync="always") as w:
+            for i in range(3):
+                w.append(0, "m", b"y" * 50, 1795300001000 + i)
+
+    t = threading.Thread(target=reopen_and_append)
+    t.start()
+    res = follow(str(d), lambda recs: got.extend(r.sequence for r in recs), interval=0.02, timeout=1.5,
+                 install_signals=False)
+    t.join()
+    assert got == [1, 2, 3, 4, 5, 6, 7, 8] and res.exit_code == 0

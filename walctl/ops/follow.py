@@ -9,7 +9,9 @@ a record still being written for the next poll:
 - once a newer chunk exists the current one is closed: whatever is left in it is tail damage, and the
   next chunk must continue the sequence (the writer restarted) or the stream stops as corrupt;
 - mid-log damage (an intact record after bad bytes) stops the stream at once.
-A chunk that disappears (compaction moved it into .quarantine/) is simply left behind.
+A chunk that disappears (compaction moved it into .quarantine/) is simply left behind. A chunk cut
+at the held bytes (a repair, or a writer that reopens and cuts a torn tail) is read again from the last
+consumed record; one cut before records already streamed stops the stream.
 """
 from __future__ import annotations
 
@@ -116,8 +118,18 @@ def _loop(directory, on_records, after, to, limit, interval, timeout, settle_pol
             path = os.path.join(directory, current)
             try:
                 with open(path, "rb") as f:
-                    f.seek(base + len(pending))
-                    pending += f.read()
+                    size = os.fstat(f.fileno()).st_size
+                    if size < base:
+                        return result("damage", f"{current} was cut to {size} bytes, before records already "
+                                      f"streamed (which ended at offset {base})", EXIT_CORRUPT)
+                    # Everything from the last consumed record on, read again each poll (it is at most
+                    # a record in flight): a repair or a reopening writer may have cut the bytes we
+                    # held and appended after the cut, which no size comparison can tell.
+                    f.seek(base)
+                    fresh = f.read()
+                    if not fresh.startswith(pending):
+                        unsettled = 0
+                    pending = fresh
             except FileNotFoundError:
                 pending = b""
             newer = [n for i, n in names if i > (parse_chunk_name(current) or 0)]

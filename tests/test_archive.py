@@ -343,3 +343,17 @@ def test_segments_push_and_restore_to_a_point(tmp_path, dest):
     # byte for byte: the first restored segment is the archived (and original) one
     first = sorted(n for n in os.listdir(seg) if n.startswith("wal_"))[0]
     assert open(os.path.join(seg, first), "rb").read() == open(os.path.join(tmp_path, "r", "wal", first), "rb").read()
+
+
+@pytest.mark.parametrize("objects", [[{"name": "wal-000000.bin", "kind": "chunks", "size": "big"}], "not a list",
+                                     [{"name": "../x", "kind": "chunks", "size": 1, "sha256": "0" * 64,
+                                       "uploaded_at": "t"}], [None]])
+def test_a_manifest_that_is_not_one_is_rebuilt(tmp_path, objects):
+    url = "file://" + str(tmp_path / "a")
+    wal = make_wal(tmp_path / "wal")
+    push(wal, url, namespace="n")
+    store = ar.open_store(url)
+    good = {n: e.sha256 for n, e in ar.read_manifest(store, "n").entries.items()}
+    store.put_bytes("n/MANIFEST.json", json.dumps({"schema": ar.MANIFEST_SCHEMA, "objects": objects}).encode())
+    man = ar.read_manifest(store, "n")
+    assert {n: e.sha256 for n, e in man.entries.items()} == good and any("rebuilt" in w for w in man.warnings)

@@ -47,7 +47,15 @@ class Entry(NamedTuple):
 
     @classmethod
     def from_json(cls, obj: dict) -> "Entry":
-        return cls(**{k: obj.get(k) for k in cls._fields})
+        """ValueError when the object is not a manifest entry (the manifest is then rebuilt)."""
+        e = cls(**{k: obj.get(k) for k in cls._fields})
+        ints = (e.size, e.first_sequence, e.last_sequence, e.wal_sequence, e.checkpoint_time)
+        if (not isinstance(e.name, str) or "/" in e.name or e.kind not in (CHUNKS, SEGMENTS, CHECKPOINTS)
+                or not isinstance(e.sha256, str) or len(e.sha256) != 64 or not isinstance(e.uploaded_at, str)
+                or any(v is not None and (isinstance(v, bool) or not isinstance(v, int)) for v in ints)
+                or e.size is None):
+            raise ValueError(f"not a manifest entry: {str(obj)[:120]}")
+        return e
 
 
 def object_key(ns: str, kind: str, name: str) -> str:

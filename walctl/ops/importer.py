@@ -103,7 +103,7 @@ def _msgpack_items(f, max_payload: int):
                     yield obj
                 else:
                     yield ev.event_from_msgpack(obj, n, max_payload)
-        except (ValueError, msgpack.UnpackException) as e:  # FormatError, StackError, ExtraData ...
+        except (ValueError, TypeError, msgpack.UnpackException) as e:  # FormatError, StackError, a map as a key...
             if isinstance(e, ev.StreamError):
                 raise
             raise ev.StreamError(f"not msgpack: {e}", n + 1, "item") from None

@@ -232,3 +232,11 @@ def test_follower_process_killed_at_random_moments_resumes_exactly(tmp_path):
     hwm = local_hwm(str(dst))
     apply(dst, export(src, ev.FORM_MSGPACK, after=hwm))
     assert events_of(dst) == events_of(src)
+
+
+def test_a_stream_that_goes_back_is_refused_after_what_it_applied(tmp_path):
+    evs = [ev.Event(s, 0, b"m", 1795300000000 + s, b"p%d" % s) for s in (1, 2, 3, 2, 4)]
+    with pytest.raises(WalctlError) as e:
+        apply(tmp_path / "d", b"".join(ev.encode_sync(x) for x in evs))
+    assert e.value.exit_code == 4 and "goes back from 3 to 2" in e.value.reason
+    assert [x[0] for x in events_of(tmp_path / "d")] == [1, 2, 3]

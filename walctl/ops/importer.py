@@ -189,6 +189,9 @@ def import_stream(directory: str, items: Iterator, form: str, *, fs=DEFAULT_FS, 
             seq = _seq(item)
             if (item_kind == KIND_EVENTS) != isinstance(item, ev.Event):
                 raise ev.StreamError("the stream mixes V2 events and ADR-003 entries", received, "item")
+            if seq < expected and applied:
+                raise NotClean(f"the stream goes back from {expected - 1} to {seq} (a replay stream only rises)",
+                               directory, code=EXIT_SEQUENCE)
             if seq < expected:
                 if seq == hwm and hwm > 0 and not checked:
                     _check_overlap(directory, item, hwm, fs)

@@ -285,3 +285,14 @@ def test_jobs_give_the_same_stream_and_report_as_one_process(tmp_path, opts):
             assert many[0] == one[0]
             assert many[1].to_json() == one[1].to_json()
     assert one[1].events > 0
+
+
+def test_sync_blob_out_never_replaces_an_existing_blob(cli, tmp_path):
+    out = tmp_path / "outbox"
+    out.mkdir()
+    assert cli("replay", case_dir("basic"), "--sync-blob", "--out", out).code == 0
+    (name,) = os.listdir(out)
+    before = (out / name).read_bytes()
+    r = cli("replay", case_dir("basic"), "--sync-blob", "--out", out)
+    assert r.code == 7 and "never overwrites" in r.err
+    assert os.listdir(out) == [name] and (out / name).read_bytes() == before

@@ -94,7 +94,7 @@ def _replay_to_file(path: str, out: str, opts):
         if not os.path.isdir(out):
             raise UsageError(f"--out {out}: --sync-blob writes into a directory (the file is named after its "
                              "last sequence)")
-        staged = durable.Staged(os.path.join(out, ".replay-sync-blob"), replace=True)
+        staged = durable.Staged(os.path.join(out, ".replay-sync-blob"))  # renamed at the end, never over a blob
     else:
         if os.path.isdir(out):
             raise UsageError(f"--out {out} is a directory; give a file name")

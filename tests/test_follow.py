@@ -116,16 +116,61 @@ def test_after_to_limit_and_inspect_follow(tmp_path, cli):
     assert "stopped by timeout" in r.err
 
 
-def test_follow_refuses_segments_and_files(tmp_path, cli):
+def test_follow_refuses_what_it_cannot_follow(tmp_path, cli):
     from walctl.ops.write import WalWriter
 
     seg = tmp_path / "seg"
     with WalWriter(str(seg), format="segments", sync="none") as w:
         w.append_entry("memory_add", {"a": 1}, timestamp=1)
-    r = cli("replay", seg, "--follow", "--timeout", "1")
+    r = cli("replay", seg, "--follow", "--sync-blob", "--timeout", "1")
     assert r.code == 2 and "ADR-003" in r.err
     r = cli("replay", tmp_path / "nope", "--follow", "--timeout", "1")
     assert r.code == 2
+
+
+SEGMENT_WRITER = textwrap.dedent("""
+    import sys, time
+    from walctl.ops.write import WalWriter
+    d, n = sys.argv[1], int(sys.argv[2])
+    with WalWriter(d, format="segments", sync="batch", batch_records=50, batch_ms=5) as w:
+        for i in range(n):
+            w.append_entry("memory_add", {"i": i}, timestamp=1795300000 + i)
+            if i % 2000 == 0:
+                time.sleep(0.01)
+""")
+
+
+def test_follow_segments_across_rolls_from_another_process(tmp_path):
+    d = tmp_path / "seg"
+    d.mkdir()
+    n = 22_000  # three segments of 10,000
+    writer = subprocess.Popen([sys.executable, "-c", SEGMENT_WRITER, str(d), str(n)])
+    time.sleep(0.2)
+    got: list[int] = []
+    res = follow(str(d), lambda es: got.extend(e.sequence for _, e in es), interval=0.02, to=n, timeout=60,
+                 install_signals=False)
+    writer.wait()
+    assert got == list(range(1, n + 1)) and res.ended_by == "to" and res.exit_code == 0
+    assert len([x for x in os.listdir(d) if x.startswith("wal_")]) == 3
+
+
+def test_follow_segments_skips_resent_entries_and_stops_at_damage(tmp_path, cli):
+    from walctl.format.segment import encode_frame, seal
+
+    frames = [encode_frame(seal({"sequence": s, "timestamp": 1, "operation": "memory_add", "data": {"s": s}}))
+              for s in range(1, 6)]
+    d = tmp_path / "seg"
+    d.mkdir()
+    (d / "wal_00000001.log").write_bytes(frames[0] + frames[1] + frames[1] + frames[2])  # 2 re-sent
+    r = cli("replay", d, "--follow", "--timeout", "0.5", "--after", "1")
+    assert r.code == 0 and [x["sequence"] for x in r.jsonl()] == [2, 3]
+    bad = bytearray(frames[3])
+    bad[-3] ^= 1  # inside the body: the checksum no longer matches
+    (d / "wal_00000001.log").write_bytes(frames[0] + frames[1] + frames[2] + bytes(bad) + frames[4])
+    got: list[int] = []
+    res = follow(str(d), lambda es: got.extend(e.sequence for _, e in es), interval=0.01, timeout=2,
+                 install_signals=False)
+    assert got == [1, 2, 3] and res.exit_code == 3 and "mid-log" in res.problem
 
 
 def test_a_torn_tail_cut_by_a_reopening_writer_is_followed_through(tmp_path):

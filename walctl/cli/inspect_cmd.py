@@ -55,7 +55,7 @@ def inspect(
                                                 help="Annotated bytes around this offset of a chunk file."),
     context: int = typer.Option(64, "--context", min=0, max=1 << 20, help="Bytes each side of --around."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing records as a live writer appends "
-                                                              "(V2 directory; filters --from-seq/--to-seq/--limit)."),
+                                                              "(filters --from-seq/--to-seq/--limit apply)."),
     interval: float = typer.Option(0.2, "--interval", min=0.01, max=60, help="--follow: poll every S seconds."),
     timeout: Optional[float] = typer.Option(None, "--timeout", min=0, help="--follow: stop after S seconds."),
 ) -> int:
@@ -118,8 +118,13 @@ def _follow(path, jsonl, payload_mode, from_seq, to_seq, limit, interval, timeou
     from ..ops.records import render_payload
 
     def show(recs) -> None:
+        from ..ops.records import Record
+        from ..ops.segments import entry_json
+
         for r in recs:
-            if jsonl:
+            if not isinstance(r, Record):  # (segment, entry): its inspect --jsonl object either way
+                line = json.dumps(entry_json(*r), ensure_ascii=False, sort_keys=True)
+            elif jsonl:
                 line = json.dumps(r.to_json(), ensure_ascii=False)
             else:
                 view = "" if payload_mode == "none" else render_payload(r.payload, payload_mode)[1]

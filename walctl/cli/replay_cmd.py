@@ -136,7 +136,10 @@ def _summarise(report, report_path: str | None, quiet: bool = False) -> None:
 
 def _follow(path, form, after, to, limit, interval, timeout) -> int:
     from ..ops.follow import follow_events
+    from ..ops.segments import looks_like_segment_dir
 
+    if form == "sync" and os.path.isdir(path) and looks_like_segment_dir(path):
+        raise UsageError("the sync blob carries V2 events; follow ADR-003 segments as --jsonl or --msgpack")
     if form != "jsonl" and sys.stdout.isatty():
         raise UsageError("a binary stream would go to the terminal; use a pipe")
     stdout = sys.stdout.buffer

@@ -71,18 +71,23 @@ def follow(directory: str, on_records: Callable[[list[Record]], None], *, after:
            limit: int | None = None, interval: float = 0.2, timeout: float | None = None,
            settle_polls: int = 25, clock=time.monotonic, sleep=time.sleep,
            install_signals: bool = True) -> FollowResult:
+    """Calls on_records with each batch of new valid records: ops.records.Record for a V2 directory,
+    (segment name, format.segment.Entry) for an ADR-003 segment directory."""
     from .segments import looks_like_segment_dir
 
     if not os.path.isdir(directory):
-        raise UsageError("--follow needs a V2 chunk directory", directory)
-    if looks_like_segment_dir(directory):
-        raise UsageError("--follow reads V2 chunk directories; this one holds ADR-003 segments", directory)
+        raise UsageError("--follow needs a V2 chunk or ADR-003 segment directory", directory)
     stop = _Stop()
     old = {}
     if install_signals:
         for s in (signal.SIGINT, signal.SIGTERM):
             old[s] = signal.signal(s, stop)
     try:
+        if looks_like_segment_dir(directory):
+            from . import follow_segments
+
+            return follow_segments.loop(directory, on_records, after, to, limit, interval, timeout, settle_polls,
+                                        clock, sleep, stop, FollowResult, _writer_alive)
         return _loop(directory, on_records, after, to, limit, interval, timeout, settle_polls, clock, sleep, stop)
     finally:
         for s, h in old.items():
@@ -225,8 +230,14 @@ def follow_events(path: str, form: str, out, *, after: int = 0, to: int | None =
 
     from ..format import events as ev
 
-    def write(recs: list[Record]) -> None:
-        if form == ev.FORM_JSONL:
+    def write(recs: list) -> None:
+        if recs and not isinstance(recs[0], Record):  # (segment name, Entry): ADR-003 entries
+            from ..format.canonical import packb
+            from .segments import entry_json
+
+            data = b"".join(json.dumps(entry_json(n, e), ensure_ascii=False, sort_keys=True).encode() + b"\n"
+                            if form == ev.FORM_JSONL else packb(e.value) for n, e in recs)
+        elif form == ev.FORM_JSONL:
             data = b"".join(json.dumps(r.to_json(), ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
                             for r in recs)
         else:

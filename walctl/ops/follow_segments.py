@@ -1,0 +1,144 @@
+"""--follow for ADR-003 segment directories: the same loop as for V2 chunks (ops/follow.py), over frames.
+
+Position = (segment, offset of the first byte not consumed). Each poll reads the unconsumed tail again
+and hands on every intact entry: a frame that runs past the end is an append in flight (wait); a frame
+that does not verify at the end of the newest segment is waited for while a live writer holds the lock
+(for `settle_polls` polls without one); with an intact frame after it, it is mid-log damage and stops
+the stream. An entry repeated with the same checksum is skipped (a writer re-sending what it was not
+sure had landed); any other step back or gap stops the stream.
+"""
+from __future__ import annotations
+
+import os
+
+from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE
+from ..format import segment as seg
+from ..format.names import parse_segment_name
+
+RECENT = 16_384  # how far back a repeat is recognised as the same entry, as verify does
+
+
+def _segments(directory: str) -> list[tuple[int, str]]:
+    return sorted((n, name) for name in os.listdir(directory) if (n := parse_segment_name(name)) is not None)
+
+
+def _first_entry_seq(path: str) -> int | None:
+    """The sequence of a segment's first entry, reading just that frame."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(seg.FRAME_LENGTH.size)
+            if len(head) < seg.FRAME_LENGTH.size:
+                return None
+            (n,) = seg.FRAME_LENGTH.unpack(head)
+            if not 0 < n <= seg.MAX_FRAME_BYTES:
+                return None
+            head += f.read(n)
+    except OSError:
+        return None
+    fr = seg.read_frame(head, 0)
+    return fr.entry.sequence if fr.entry is not None else None
+
+
+def loop(directory, on_entries, after, to, limit, interval, timeout, settle_polls, clock, sleep, stop, result_type,
+         writer_alive):
+    deadline = None if timeout is None else clock() + timeout
+    names = _segments(directory)
+    start = 0
+    while after > 0 and start + 1 < len(names):  # whole segments at or below --after are not read
+        s = _first_entry_seq(os.path.join(directory, names[start + 1][1]))
+        if s is None or s > after + 1:
+            break
+        start += 1
+    current = names[start][1] if names else None
+    base, pending, prev, unsettled = 0, b"", None, 0
+    closed_tail: str | None = None
+    recent: dict[int, str] = {}
+    events, first, last = 0, None, None
+
+    def result(ended_by, problem=None, code=EXIT_OK):
+        return result_type(events, first, last, ended_by, problem, code)
+
+    def hand_on(out) -> None:
+        nonlocal events, first, last
+        on_entries(out)
+        events += len(out)
+        first = out[0][1].sequence if first is None else first
+        last = out[-1][1].sequence
+
+    while True:
+        if stop.signal is not None:
+            return result("signal")
+        if deadline is not None and clock() >= deadline:
+            return result("timeout")
+        names = _segments(directory)
+        if current is None and names:
+            current = names[0][1]
+        progressed = False
+        if current is not None:
+            try:
+                with open(os.path.join(directory, current), "rb") as f:
+                    size = os.fstat(f.fileno()).st_size
+                    if size < base:
+                        return result("damage", f"{current} was cut to {size} bytes, before entries already "
+                                      f"streamed (which ended at offset {base})", EXIT_CORRUPT)
+                    f.seek(base)
+                    fresh = f.read()
+            except FileNotFoundError:
+                fresh = b""
+            if not fresh.startswith(pending):
+                unsettled = 0
+            pending = fresh
+            newer = [n for i, n in names if i > parse_segment_name(current)]
+            out, off, bad = [], 0, None
+            while off < len(pending):
+                fr = seg.read_frame(pending, off)
+                if fr.kind == "incomplete":
+                    break
+                if fr.entry is None:
+                    bad = fr
+                    break
+                e = fr.entry
+                q, checksum = e.sequence, e.checksum
+                if prev is not None and q <= prev and recent.get(q) == checksum:
+                    off += e.size  # a re-sent entry: skipped, as verify does
+                    continue
+                if prev is not None and q != prev + 1:
+                    why = f" after damage left in a closed segment ({closed_tail})" if closed_tail else ""
+                    if out:
+                        hand_on(out)
+                    return result("damage", f"{current}: offset {base + off}: sequence {q} after {prev}{why}",
+                                  EXIT_CORRUPT if closed_tail else EXIT_SEQUENCE)
+                closed_tail, prev = None, q
+                recent[q] = checksum
+                if len(recent) > 2 * RECENT:
+                    recent = dict(list(recent.items())[-RECENT:])
+                off += e.size
+                if q <= after:
+                    continue
+                if to is not None and q > to:
+                    break
+                out.append((current, e._replace(offset=base + off - e.size)))
+                if limit is not None and events + len(out) >= limit:
+                    break
+            if out:
+                hand_on(out)
+                progressed = True
+            if limit is not None and events >= limit:
+                return result("limit")
+            if to is not None and prev is not None and prev >= to:
+                return result("to")
+            if off:
+                pending, base, unsettled = pending[off:], base + off, 0
+            if bad is not None and seg.resync(pending, 1, [16 * len(pending) + (1 << 20)]) is not None:
+                return result("damage", f"{current}: offset {base}: mid-log damage: {bad.problem}", EXIT_CORRUPT)
+            if newer and (not pending or bad is not None):
+                if pending:
+                    closed_tail = f"{len(pending)} bytes at {current} offset {base}"
+                current, base, pending, unsettled = newer[0], 0, b"", 0
+                continue
+            if bad is not None:
+                unsettled += 1
+                if unsettled > settle_polls and not writer_alive(directory):
+                    return result("damage", f"{current}: offset {base}: {bad.problem} (no live writer)", EXIT_CORRUPT)
+        if not progressed:
+            sleep(interval)

@@ -155,6 +155,21 @@ class Manifest(NamedTuple):
     missing_objects: tuple[str, ...]  # listed by the manifest, absent from the store
 
 
+class HashingSink:
+    """A file-like target for store.get_to: SHA-256 of what arrives, passed on to `f` when given."""
+
+    def __init__(self, f=None):
+        self.h, self.f = hashlib.sha256(), f
+
+    def write(self, b) -> None:
+        self.h.update(b)
+        if self.f is not None:
+            self.f.write(b)
+
+    def hexdigest(self) -> str:
+        return self.h.hexdigest()
+
+
 def _download(store, key: str, directory: str, hashed: bool = False):
     """Fetches an object into a scratch directory (no syncs: callers adopt what they keep). With
     `hashed`, returns its SHA-256, computed as the bytes arrive, instead of its path."""
@@ -163,15 +178,9 @@ def _download(store, key: str, directory: str, hashed: bool = False):
         if not hashed:
             store.get_to(key, f)
             return path
-        h = hashlib.sha256()
-
-        class _Tee:
-            def write(self, b):
-                h.update(b)
-                f.write(b)
-
-        store.get_to(key, _Tee())
-    return h.hexdigest()
+        sink = HashingSink(f)
+        store.get_to(key, sink)
+    return sink.hexdigest()
 
 
 def read_manifest(store, ns: str, jobs: int = 4) -> Manifest:
@@ -246,14 +255,9 @@ def verify_upload(store, key: str, local: Entry, info: ObjectInfo | None, md5: s
         return None if info.md5 == md5 else f"the service's MD5 {info.md5} differs from the file's {md5}"
     sha = info.sha256
     if sha is None:
-        h = hashlib.sha256()
-
-        class _Hasher:
-            def write(self, b):
-                h.update(b)
-
-        store.get_to(key, _Hasher())
-        sha = h.hexdigest()
+        sink = HashingSink()
+        store.get_to(key, sink)
+        sha = sink.hexdigest()
     if sha != local.sha256:
         return f"the object's sha256 {sha} differs from the file's {local.sha256}"
     return None

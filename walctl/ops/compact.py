@@ -94,11 +94,12 @@ def chunk_bounds(directory: str, fs=DEFAULT_FS) -> list[ChunkBound]:
             out.append(ChunkBound(c.name, c.index, c.size, None, "not a regular file"))
             continue
         head = fs.read_head(c.path, FILE_HEADER.size + RECORD_HEADER.size)
-        out.append(ChunkBound(c.name, c.index, c.size, *_first_sequence(head, c.size)))
+        out.append(ChunkBound(c.name, c.index, c.size, *first_sequence(head, c.size)))
     return out
 
 
-def _first_sequence(head: bytes, size: int) -> tuple[int | None, str | None]:
+def first_sequence(head: bytes, size: int) -> tuple[int | None, str | None]:
+    """(first sequence or None, why not) from a chunk's first 48 bytes and its size."""
     if len(head) < FILE_HEADER.size:
         return None, "shorter than the chunk header"
     magic, version = FILE_HEADER.unpack_from(head)

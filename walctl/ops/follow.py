@@ -53,18 +53,20 @@ def _chunk_names(directory: str) -> list[tuple[int, str]]:
     return sorted(out)
 
 
-def _first_seq_after(directory: str, names: list[tuple[int, str]], after: int) -> int:
-    """Index in `names` of the chunk to start reading for events > after (skips whole older chunks)."""
-    from .replay import _first_record_seq
-    from ..store.fs import DEFAULT_FS
-
-    start = 0
-    while after > 0 and start + 1 < len(names):
-        s = _first_record_seq(os.path.join(directory, names[start + 1][1]), DEFAULT_FS)
-        if s is None or s > after + 1:
-            break
-        start += 1
-    return start
+def read_tail(path: str, base: int) -> tuple[bytes, int | None]:
+    """(the file's bytes from `base` to its end, or b"" if it is gone; its size when it was cut below
+    `base`, else None). Followers read their whole unconsumed tail again at each poll: it is at most an
+    append in flight, and a repair or a reopening writer may have cut the bytes held and appended after
+    the cut, which no size comparison can tell."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < base:
+                return b"", size
+            f.seek(base)
+            return f.read(), None
+    except FileNotFoundError:
+        return b"", None
 
 
 def follow(directory: str, on_records: Callable[[list[Record]], None], *, after: int = 0, to: int | None = None,
@@ -97,7 +99,9 @@ def follow(directory: str, on_records: Callable[[list[Record]], None], *, after:
 def _loop(directory, on_records, after, to, limit, interval, timeout, settle_polls, clock, sleep, stop):
     deadline = None if timeout is None else clock() + timeout
     names = _chunk_names(directory)
-    pos = _first_seq_after(directory, names, after) if names else 0
+    from .replay import covered_prefix, first_record_seq
+
+    pos = covered_prefix([os.path.join(directory, n) for _, n in names], after, first_record_seq)
     current: str | None = names[pos][1] if names else None
     base = 0  # file offset of pending[0]
     pending = b""  # bytes read from `current` and not yet consumed
@@ -120,23 +124,13 @@ def _loop(directory, on_records, after, to, limit, interval, timeout, settle_pol
         if current is None and names:
             current = names[0][1]
         if current is not None:
-            path = os.path.join(directory, current)
-            try:
-                with open(path, "rb") as f:
-                    size = os.fstat(f.fileno()).st_size
-                    if size < base:
-                        return result("damage", f"{current} was cut to {size} bytes, before records already "
-                                      f"streamed (which ended at offset {base})", EXIT_CORRUPT)
-                    # Everything from the last consumed record on, read again each poll (it is at most
-                    # a record in flight): a repair or a reopening writer may have cut the bytes we
-                    # held and appended after the cut, which no size comparison can tell.
-                    f.seek(base)
-                    fresh = f.read()
-                    if not fresh.startswith(pending):
-                        unsettled = 0
-                    pending = fresh
-            except FileNotFoundError:
-                pending = b""
+            fresh, cut = read_tail(os.path.join(directory, current), base)
+            if cut is not None:
+                return result("damage", f"{current} was cut to {cut} bytes, before records already "
+                              f"streamed (which ended at offset {base})", EXIT_CORRUPT)
+            if not fresh.startswith(pending):
+                unsettled = 0
+            pending = fresh
             newer = [n for i, n in names if i > (parse_chunk_name(current) or 0)]
             if base == 0 and len(pending) < FILE_HEADER.size:
                 header_ok = None  # the header itself is in flight

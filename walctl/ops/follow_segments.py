@@ -42,13 +42,11 @@ def _first_entry_seq(path: str) -> int | None:
 def loop(directory, on_entries, after, to, limit, interval, timeout, settle_polls, clock, sleep, stop, result_type,
          writer_alive):
     deadline = None if timeout is None else clock() + timeout
+    from .follow import read_tail
+    from .replay import covered_prefix
+
     names = _segments(directory)
-    start = 0
-    while after > 0 and start + 1 < len(names):  # whole segments at or below --after are not read
-        s = _first_entry_seq(os.path.join(directory, names[start + 1][1]))
-        if s is None or s > after + 1:
-            break
-        start += 1
+    start = covered_prefix([os.path.join(directory, n) for _, n in names], after, _first_entry_seq)
     current = names[start][1] if names else None
     base, pending, prev, unsettled = 0, b"", None, 0
     closed_tail: str | None = None
@@ -75,16 +73,10 @@ def loop(directory, on_entries, after, to, limit, interval, timeout, settle_poll
             current = names[0][1]
         progressed = False
         if current is not None:
-            try:
-                with open(os.path.join(directory, current), "rb") as f:
-                    size = os.fstat(f.fileno()).st_size
-                    if size < base:
-                        return result("damage", f"{current} was cut to {size} bytes, before entries already "
-                                      f"streamed (which ended at offset {base})", EXIT_CORRUPT)
-                    f.seek(base)
-                    fresh = f.read()
-            except FileNotFoundError:
-                fresh = b""
+            fresh, cut = read_tail(os.path.join(directory, current), base)
+            if cut is not None:
+                return result("damage", f"{current} was cut to {cut} bytes, before entries already "
+                              f"streamed (which ended at offset {base})", EXIT_CORRUPT)
             if not fresh.startswith(pending):
                 unsettled = 0
             pending = fresh

@@ -159,31 +159,33 @@ def replay(path: str, out: Callable[[list], object], opts: ReplayOptions = Repla
     return _replay_v2(path, out, opts, fs, out_fd)
 
 
-def _first_record_seq(path: str, fs) -> int | None:
-    """The sequence of the record right after the file header, if that header is intact."""
-    from ..format.v2 import FILE_HEADER, RECORD_HEADER, header_crc
+def first_record_seq(path: str, fs=DEFAULT_FS) -> int | None:
+    """The sequence of a chunk's first record, if its header is intact (compaction's reading)."""
+    from ..format.v2 import FILE_HEADER, RECORD_HEADER
+    from .compact import first_sequence
 
     head = fs.read_head(path, FILE_HEADER.size + RECORD_HEADER.size)
-    if len(head) < FILE_HEADER.size + RECORD_HEADER.size or head[:4] != b"SPEC":
-        return None
-    h = RECORD_HEADER.unpack_from(head, FILE_HEADER.size)
-    if h[0] != 0x5741 or header_crc(head, FILE_HEADER.size) != h[-1]:
-        return None
-    return h[6]
+    return first_sequence(head, len(head))[0]
+
+
+def covered_prefix(paths: list[str], after: int, first_seq_of) -> int:
+    """How many files at the front hold only sequences <= after: file i is skipped while file i+1
+    provably starts at or below after + 1 (`first_seq_of(path)`: its first sequence, or None)."""
+    start = 0
+    while after > 0 and start + 1 < len(paths):
+        s = first_seq_of(paths[start + 1])
+        if s is None or s > after + 1:
+            break
+        start += 1
+    return start
 
 
 def _replay_v2(path: str, out, opts: ReplayOptions, fs, out_fd: int | None = None) -> ReplayReport:
     import os
 
     chunks, foreign, kind, writer = resolve_chunks(path, fs)
-    start = 0
-    if opts.after > 0:
-        # Skip from the front while the next chunk provably starts at or below after + 1.
-        while start + 1 < len(chunks) and chunks[start + 1].kind == "file":
-            s = _first_record_seq(chunks[start + 1].path, fs)
-            if s is None or s > opts.after + 1:
-                break
-            start += 1
+    start = covered_prefix([c.path if c.kind == "file" else None for c in chunks], opts.after,
+                           lambda p: None if p is None else first_record_seq(p, fs))
     todo = chunks[start:]
 
     def encode_chunk(c, draining: bool = False):

@@ -49,3 +49,35 @@ def test_frame_length_matches_the_real_frame(data, kw):
     for cut in (0, 5, len(frame) // 2, len(frame) - 1):
         assert frame_length(frame[:cut]) is None
     assert frame_length(b"not a frame at all") is None
+
+
+@pytest.mark.parametrize("enabled_before", [True, False])
+def test_a_large_decode_leaves_the_collector_as_it_found_it_and_its_tree_collectable(enabled_before):
+    import gc
+    import weakref
+
+    from walctl.format.canonical import GC_PAUSE_BYTES, unpackb
+
+    value = {"blocks": [{"text": "t" * 100, "embedding": [i / 7 for i in range(64)]} for i in range(3000)]}
+    data = packb(value)
+    assert len(data) >= GC_PAUSE_BYTES
+    (gc.enable if enabled_before else gc.disable)()
+    try:
+        decoded = unpackb(data)
+        assert gc.isenabled() is enabled_before
+        with pytest.raises(ValueError, match="bytes follow"):
+            unpackb(data + b"\xc0")
+        assert gc.isenabled() is enabled_before
+    finally:
+        gc.enable()
+    assert decoded == value
+    # filed under the oldest generation, not frozen: a cycle made of it is still found and freed
+    class Holder:
+        pass
+
+    h = Holder()
+    h.tree, decoded["self"] = decoded, h
+    ref = weakref.ref(h)
+    del h, decoded
+    gc.collect()
+    assert ref() is None

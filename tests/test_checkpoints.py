@@ -323,3 +323,27 @@ def test_restore_refuses_an_invalid_checkpoint(tmp_path):
     with pytest.raises(NotClean) as err:
         C.resolve(made.path)
     assert err.value.exit_code == 3
+
+
+def test_a_large_body_hashed_beside_its_inflation_is_still_judged_in_step_order(tmp_path):
+    import random
+
+    blob = random.Random(7).randbytes(ck.OVERLAP_BYTES + 200_000)  # incompressible: the body is > 1 MiB
+    state = dict(STATE, blob=blob)
+    made = C.create(str(tmp_path / "ck"), state, 4)
+    good = read(made.path)
+    assert len(good) - 256 >= ck.OVERLAP_BYTES
+    rep = C.check_path(made.path)
+    assert rep.checked.ok and rep.checked.state == dict(state, wal_sequence=4) and rep.checked.anomalies == ()
+    for pos in (256, 256 + len(good) // 2, len(good) - 1):  # frame magic, a block, the frame checksum
+        data = bytearray(good)
+        data[pos] ^= 0xFF
+        write(made.path, data)
+        rep = C.check_path(made.path)
+        assert (rep.checked.failure.step, rep.checked.failure.cls) == (8, "corrupt")
+        assert rep.checked.anomalies == () and rep.checked.state is None
+        # with the body hash resealed the same damage reaches the zstd step, which now names it
+        write(made.path, reseal(data, body_too=True))
+        assert step_of(made.path) in ((9, "corrupt"), (10, "corrupt"))
+    write(made.path, good)
+    assert C.check_path(made.path).checked.ok

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import threading
 from typing import NamedTuple
 
 from .canonical import packb, unpackb
@@ -22,6 +23,7 @@ ENCODING_MSGPACK = 1
 ENCODING_JSON = 2  # reserved
 DEFAULT_LEVEL = 9
 DEFAULT_MAX_STATE_BYTES = 4 << 30
+OVERLAP_BYTES = 1 << 20  # bodies from this size hash and inflate side by side
 INFLATE_STEP = 1024  # compressed bytes per step: one step can inflate to at most ~32 MiB
 EMPTY_STATE_KEYS = ("agent_state", "conversation_history", "memory_blocks", "metrics", "tool_registry")
 CORRUPT = "corrupt"
@@ -92,13 +94,14 @@ def encode_header(*, checkpoint_id: bytes, timestamp: int, wal_sequence: int, co
 
 
 COMPRESS_SLICE = 4 << 20
+JOB_BYTES = 8 << 20  # zstd worker job size (see BodyEncoder)
 
 
 class BodyEncoder:
     """One zstd frame (content size and checksum on) of the canonical msgpack of a state, produced in
     slices: iterate it for the compressed pieces (zstd's worker threads compress the next slice while the
     caller hashes and writes this one); afterwards `compressed_size`, `uncompressed_size` and `sha256`
-    describe the frame. The bytes are those of a one-shot compression at the same level."""
+    describe the frame. The bytes are those of a one-shot compression with the same parameters."""
 
     def __init__(self, state: dict, *, level: int = DEFAULT_LEVEL, threads: int = -1):
         self.raw = packb(state)  # NotCanonical (a ValueError) before any byte is produced
@@ -110,8 +113,13 @@ class BodyEncoder:
     def __iter__(self):
         import zstandard
 
-        cctx = zstandard.ZstdCompressor(level=self.level, threads=self.threads, write_checksum=True,
-                                        write_content_size=True)
+        # zstd's own job size at level 9 is 16 MiB: a 50 MB state is then 4 jobs, and 2 cores work
+        # through them in 2 rounds of 16 MiB. 8 MiB jobs even the rounds out (about 15% sooner here) for
+        # 0.01% more bytes.
+        jobs = dict(job_size=JOB_BYTES) if self.threads else {}
+        cctx = zstandard.ZstdCompressor(compression_params=zstandard.ZstdCompressionParameters.from_level(
+            self.level, source_size=len(self.raw), threads=self.threads, write_checksum=True,
+            write_content_size=True, **jobs))
         cobj = cctx.compressobj(size=len(self.raw))
         view = memoryview(self.raw)
         for pos in range(0, len(self.raw), COMPRESS_SLICE):
@@ -185,13 +193,31 @@ def check_file(buf, file_id: str | None, *, max_state_bytes: int = DEFAULT_MAX_S
         return Checked(h, Failure(7, CORRUPT, f"file is {len(buf)} bytes; header says 256 + {h.compressed_size} = "
                                               f"{expected}", len(buf), expected), tuple(anomalies), None)
     body = memoryview(buf)[CHECKPOINT_HEADER.size:]
-    digest = hashlib.sha256(body).hexdigest()
+    inflate_anomalies: list[str] = []
+    if decode and len(body) >= OVERLAP_BYTES:
+        # Steps 8 and 9 both run outside the GIL (OpenSSL, libzstd): side by side they take the time of
+        # the decompression alone (about 35 ms less for a 40 MB body here). The results are still judged
+        # in step order; what the decompression allocates is bounded by the verified header either way.
+        digests: list[str] = []
+        hasher = threading.Thread(target=lambda: digests.append(hashlib.sha256(body).hexdigest()),
+                                  name="walctl-body-sha256")
+        hasher.start()
+        try:
+            inflated = inflate(body, h.uncompressed_size, max_state_bytes, inflate_anomalies)
+        finally:
+            hasher.join()
+        digest = digests[0]
+    else:
+        inflated, digest = None, hashlib.sha256(body).hexdigest()
     if digest != h.body_sha256.hex():
         return Checked(h, Failure(8, CORRUPT, "body SHA-256 mismatch", h.body_sha256.hex(), digest),
                        tuple(anomalies), None)
     if not decode:
         return Checked(h, None, tuple(anomalies), None)
-    raw, failure = inflate(body, h.uncompressed_size, max_state_bytes, anomalies)
+    if inflated is None:
+        inflated = inflate(body, h.uncompressed_size, max_state_bytes, inflate_anomalies)
+    anomalies += inflate_anomalies
+    raw, failure = inflated
     if failure is not None:
         return Checked(h, failure, tuple(anomalies), None)
     try:

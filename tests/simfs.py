@@ -187,6 +187,9 @@ class SimFS:
             inode.data += bytes(end - len(inode.data))
         inode.data[offset:end] = data
 
+    def start_writeback(self, fd: int, offset: int, length: int) -> None:
+        pass  # a hint: it makes nothing durable, so the simulation has nothing to do
+
     def fsync(self, fd: int, path: str = "") -> None:
         p, inode = self.fds[fd]
         if self._tick(f"fsync {p}"):

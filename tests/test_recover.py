@@ -222,6 +222,21 @@ def test_spector_reducer_over_a_v2_log(tmp_path):
     rep = recover(None, d, reducer="spector")
     assert rep.state == {"memories": {"a": b"first"}, "valence": {"a": -2}, "wal_sequence": 5}
     assert [s["sequence"] for s in rep.skipped] == [5]
+    # the default reducer is picked by the log: the same state, where adr003 would skip every event
+    assert recover(None, d).state == rep.state
+    assert recover(None, os.path.join(d, "wal-000000.bin")).state == rep.state
+    assert len(recover(None, d, reducer="adr003").skipped) == 5
+
+
+def test_the_default_reducer_for_segments_and_for_no_log_is_adr003(tmp_path, cli):
+    log = write_segments(str(tmp_path / "log"), random_entries(12))
+    assert recover(None, log).state == recover(None, log, reducer="adr003").state
+    assert recover(None, log).skipped == recover(None, log, reducer="adr003").skipped
+    out = tmp_path / "state.json"
+    r = cli("recover", "--log", log, "--out", str(out), "--json")
+    assert r.code == 0 and r.json()["entries_replayed"] == recover(None, log, reducer="adr003").entries_replayed
+    assert "memory_blocks" in json.loads(out.read_text())
+    assert recover(None, str(tmp_path / "missing")).state == recover(None, None, reducer="adr003").state
 
 
 def test_pluggable_reducer_and_cli(tmp_path, cli, monkeypatch):

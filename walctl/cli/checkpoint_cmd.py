@@ -5,6 +5,7 @@ from typing import List, Optional
 import typer
 
 from ..errors import UsageError
+from .recover_cmd import REDUCER_HELP
 from .render import emit, json_document, plain_table
 
 app = typer.Typer(help="""O_CKPT_V2 checkpoints: create, verify, inspect, list, prune, restore.
@@ -42,7 +43,7 @@ def create(directory: str = typer.Argument(..., help="The checkpoint directory (
            state: Optional[str] = typer.Option(None, "--state", help="A JSON or msgpack state file."),
            wal_seq: Optional[int] = typer.Option(None, "--wal-seq", min=0, help="The last log sequence the state holds."),
            log: Optional[str] = typer.Option(None, "--log", help="Fold this log from empty instead of --state."),
-           reducer: str = typer.Option("adr003", "--reducer", help="adr003, spector, or module:function (with --log)."),
+           reducer: str = typer.Option("auto", "--reducer", help=REDUCER_HELP + " With --log."),
            level: int = typer.Option(9, "--level", min=1, max=22, help="zstd level."),
            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-create/1).")):
     from ..ops.checkpoint import create as run_create

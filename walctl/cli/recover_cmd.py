@@ -15,11 +15,13 @@ Spector V2 chunk directory. Writes the state with --out (JSON or msgpack; never 
 
 Example: walctl recover --checkpoints ckpts/ --log segments/ --out state.json --json"""
 
+REDUCER_HELP = "auto (spector for a Spector V2 log, else adr003), adr003, spector, or module:function."
+
 
 def recover(
     checkpoints: Optional[str] = typer.Option(None, "--checkpoints", help="The checkpoint directory."),
     log: Optional[str] = typer.Option(None, "--log", help="The log: ADR-003 segments or V2 chunks."),
-    reducer: str = typer.Option("adr003", "--reducer", help="adr003, spector, or module:function."),
+    reducer: str = typer.Option("auto", "--reducer", help=REDUCER_HELP),
     allow_gap: bool = typer.Option(False, "--allow-gap", help="Stop at the checkpoint when the log has a gap after it."),
     out: Optional[str] = typer.Option(None, "--out", help="Write the recovered state to this new file."),
     fmt: str = typer.Option("json", "--format", help="--out as json or msgpack."),

@@ -365,12 +365,9 @@ def append_event(session_dir: str, event: dict, fs=DEFAULT_FS) -> None:
     most a pending file that recovery completes."""
     line = (json.dumps(event, separators=(",", ":")) + "\n").encode("ascii")
     pending_path = os.path.join(session_dir, "events.pending")
-    fd = fs.open_new(pending_path)
-    try:
-        fs.write(fd, line, pending_path)
-        fs.fsync(fd, pending_path)
-    finally:
-        fs.close(fd)
+    # Substrat writes the pending file in place and syncs only the file; a durable create (staged, renamed,
+    # directory synced) means recovery never meets a half-written one.
+    durable.create_file(pending_path, line, fs)
     durable.append(os.path.join(session_dir, "events.jsonl"), line, fs)
     # Substrat unlinks without syncing the directory, so the file can come back after a crash; walctl syncs
     # it (recovery copes with a resurrected one either way: see _complete_pending).

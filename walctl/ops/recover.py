@@ -80,13 +80,24 @@ def reduce_spector(state: dict, event: dict) -> dict:
 
 
 REDUCERS = {"adr003": reduce_adr003, "spector": reduce_spector}
+AUTO = "auto"
+
+
+def pick_reducer(spec: str, log: str | None, fs=DEFAULT_FS) -> str:
+    """`auto`: the reducer for the log's own events: spector for Spector V2 chunks, adr003 otherwise (segments,
+    or no log). Anything else is kept as given."""
+    if spec != AUTO:
+        return spec
+    if log is not None and fs.exists(log) and detect_kind(log, fs) in (KIND_DIR, KIND_CHUNK):
+        return "spector"
+    return "adr003"
 
 
 def load_reducer(spec: str) -> Callable[[dict, dict], dict]:
     if spec in REDUCERS:
         return REDUCERS[spec]
     if ":" not in spec:
-        raise UsageError(f"reducer {spec!r}: use adr003, spector, or module:function")
+        raise UsageError(f"reducer {spec!r}: use auto, adr003, spector, or module:function")
     module, _, func = spec.partition(":")
     try:
         fn = getattr(importlib.import_module(module), func)
@@ -165,9 +176,10 @@ class RecoverReport(NamedTuple):
         return d
 
 
-def recover(checkpoints: str | None, log: str | None, *, reducer: str = "adr003", allow_gap: bool = False,
+def recover(checkpoints: str | None, log: str | None, *, reducer: str = AUTO, allow_gap: bool = False,
             max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, fs=DEFAULT_FS) -> RecoverReport:
     t0 = time.perf_counter()
+    reducer = pick_reducer(reducer, log, fs)
     fold = load_reducer(reducer)
     found = latest(checkpoints, max_state_bytes=max_state_bytes, fs=fs) if checkpoints else None
     t1 = time.perf_counter()
@@ -255,7 +267,7 @@ def _secs(t0, t1, t2, t_read=None) -> dict:
             "total": round(t2 - t0, 6)}
 
 
-def fold_log(log: str, *, reducer: str = "adr003", fs=DEFAULT_FS) -> RecoverReport:
+def fold_log(log: str, *, reducer: str = AUTO, fs=DEFAULT_FS) -> RecoverReport:
     """The state from replaying a whole log onto the empty state (checkpoint create --log)."""
     return recover(None, log, reducer=reducer, fs=fs)
 

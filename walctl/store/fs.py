@@ -137,6 +137,16 @@ class OsFileSystem:
     def fsync(self, fd: int, path: str = "") -> None:
         self._os(os.fdatasync if hasattr(os, "fdatasync") else os.fsync, path, fd, _pass_path=False)
 
+    def start_writeback(self, fd: int, offset: int, length: int) -> None:
+        """Asks the kernel to start writing these bytes back now, without waiting: a later fsync then
+        has little left to do. A hint only (durability still comes from fsync); PostgreSQL's
+        pg_flush_data uses the same call where sync_file_range is missing (Python has no binding)."""
+        if hasattr(os, "posix_fadvise"):
+            try:
+                os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+            except OSError:
+                pass
+
     def close(self, fd: int) -> None:
         os.close(fd)
 

@@ -4,6 +4,7 @@ nothing written before everything was read); plus a crash at every step of the a
 from __future__ import annotations
 
 import json
+import glob
 import os
 import shutil
 
@@ -187,6 +188,25 @@ def test_live_daemon_blocks_recover_apply(tmp_path):
         with pytest.raises(EnvironmentProblem):
             recover(root, apply=True)
     assert recover(root, apply=True)[0]  # once the daemon is gone
+
+
+def test_recover_apply_takes_the_walctl_lock_and_changes_nothing_without_it(tmp_path):
+    from walctl.errors import EnvironmentProblem
+    from walctl.store.fs import DEFAULT_FS
+    from walctl.store.lock import DirectoryLock
+
+    root = copy_root("crashed-active", tmp_path)
+    before = {p: open(p, "rb").read() for p in glob.glob(os.path.join(root, "**", "*"), recursive=True)
+              if os.path.isfile(p)}
+    with DirectoryLock(root, "pid 1 on test: walctl agents recover", DEFAULT_FS):
+        with pytest.raises(EnvironmentProblem, match="locked by a live writer"):
+            recover(root, apply=True)
+        assert recover(root)[0]  # the plan alone needs no lock
+    after = {p: open(p, "rb").read() for p in glob.glob(os.path.join(root, "**", "*"), recursive=True)
+             if os.path.isfile(p) and not p.endswith(".walctl.lock")}
+    assert after == before
+    plan, _ = recover(root, apply=True)
+    assert plan and [a.action for a in recover(root)[0]] == []
 
 
 def test_crash_at_every_step_of_recover_apply_then_recover_again(tmp_path):

@@ -229,3 +229,23 @@ def test_directory_summary_and_verify_recognises_task_logs(tmp_path, cli):
     doc = cli("verify", "--json", str(tmp_path / f"{TID}.wal")).json()
     assert doc["paths"][0]["kind"] == "tasklog" and doc["exit_code"] == 0
     assert os.path.exists(tmp_path / f"{TID}.wal")
+
+
+def test_resume_apply_and_append_take_the_directory_lock_and_change_nothing_without_it(tmp_path, cli):
+    from walctl.errors import EnvironmentProblem
+    from walctl.store.fs import DEFAULT_FS
+    from walctl.store.lock import DirectoryLock
+
+    path = tmp_path / f"{TID}.wal"
+    torn = log(happy()) + b'{"v":1,"ts'
+    path.write_bytes(torn)
+    with DirectoryLock(str(tmp_path), "pid 1 on test: walctl write", DEFAULT_FS):
+        with pytest.raises(EnvironmentProblem, match="locked by a live writer"):
+            resume(str(path), apply=True)
+        with pytest.raises(EnvironmentProblem):
+            append(str(path), [{"type": "ShutdownMarker"}])
+        r = cli("tasklog", "resume", "--apply", str(path))
+        assert r.code == 6 and "locked" in r.err
+        assert "would cut 10 torn bytes" in resume(str(path)).message  # the dry run needs no lock
+        assert path.read_bytes() == torn and not (tmp_path / ".quarantine").exists()
+    assert resume(str(path), apply=True).applied and path.read_bytes() == log(happy())

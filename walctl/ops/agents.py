@@ -20,6 +20,7 @@ from .. import __version__
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_TORN, combine_exit_codes
 from ..store import durable, quarantine
 from ..store.fs import DEFAULT_FS
+from ..store.lock import DirectoryLock, holder_text
 from .clock import utc_now
 from .findings import Finding
 
@@ -294,6 +295,13 @@ def recover(root: str, *, apply: bool = False, fs=DEFAULT_FS) -> tuple[list[Acti
     if daemon and apply:
         raise EnvironmentProblem(f"a live daemon holds daemon.lock ({daemon}); stop it first; nothing was changed",
                                  root)
+    if not apply:
+        return _recover(root, False, fs)
+    with DirectoryLock(root, holder_text("agents recover"), fs):  # against another walctl doing the same
+        return _recover(root, True, fs)
+
+
+def _recover(root: str, apply: bool, fs) -> tuple[list[Action], list[Finding]]:
     findings, tree, sessions = verify_root(root, fs)
     orphans = {sid for sid, _ in tree.orphans}
     plan: list[Action] = []

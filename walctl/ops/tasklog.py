@@ -1,7 +1,7 @@
 """tasklog verify | inspect | resume | replay | append over one `<task_id>.wal` or a directory of them.
 
 Read-only except resume --apply (cuts a torn tail after keeping it in .quarantine/) and append (one write +
-fsync per entry, a new file's directory synced too).
+fsync per entry, a new file's directory synced too); both hold the directory's walctl lock.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ..errors import (
 from ..format import tasklog as tl
 from ..store import durable, quarantine
 from ..store.fs import DEFAULT_FS
+from ..store.lock import DirectoryLock, holder_text
 from .clock import utc_now
 from .findings import Finding
 
@@ -95,6 +96,14 @@ class Resumed(NamedTuple):
 
 
 def resume(path: str, *, apply: bool = False, force: bool = False, fs=DEFAULT_FS) -> Resumed:
+    if not apply:
+        return _resume(path, False, force, fs)
+    # the plan is read under the lock too: what is cut is what was judged torn
+    with DirectoryLock(os.path.dirname(path) or ".", holder_text("tasklog resume"), fs):
+        return _resume(path, True, force, fs)
+
+
+def _resume(path: str, apply: bool, force: bool, fs) -> Resumed:
     rep = read_task(path, fs=fs)
     errors = [f for f in rep.findings if f.exit_code not in (EXIT_OK, EXIT_TORN)]
     if errors and not force:
@@ -124,6 +133,13 @@ def append(path: str, entries: list[dict], *, force: bool = False, fs=DEFAULT_FS
     """Validates each entry (v, ts and task_id filled in when absent) as a line would be read, checks that
     the log still follows the rules with it, then writes it with one write and one fsync."""
     tid = task_id_of(path)
+    directory = os.path.dirname(path) or "."
+    durable.make_dir(directory, fs)
+    with DirectoryLock(directory, holder_text("tasklog append"), fs):
+        return _append(path, tid, entries, force, fs, now)
+
+
+def _append(path: str, tid: str, entries: list[dict], force: bool, fs, now) -> list[dict]:
     if fs.exists(path):
         with fs.map_read(path) as buf:
             read, folder = tl.fold(buf, tid)
@@ -132,7 +148,6 @@ def append(path: str, entries: list[dict], *, force: bool = False, fs=DEFAULT_FS
                           "would be glued to it)", path)
         number, offset = read.lines, fs.stat(path).size
     else:
-        durable.make_dir(os.path.dirname(path) or ".", fs)
         folder, number, offset = tl.Folder(), 0, 0
     written = []
     for entry in entries:

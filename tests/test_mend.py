@@ -328,3 +328,116 @@ def test_quarantine_lists_a_recorded_move_a_crash_left_undone_and_compact_finish
     assert rep.evidence == (entry,)  # the recorded move, finished: no second line
     lst = Q.list_quarantine(d)
     assert [i.entry for i in lst.items] == [entry] and lst.problems == () and len(lst.history) == 1
+
+
+def _at(stamp: str):
+    """Pins the manifest clock (ops/clock.py) to `stamp` for the block."""
+    import contextlib
+
+    from walctl.ops import clock
+
+    @contextlib.contextmanager
+    def pinned():
+        clock._fixed.append(stamp)
+        try:
+            yield
+        finally:
+            clock._fixed.pop()
+
+    return pinned()
+
+
+def test_quarantine_purge_deletes_only_old_recorded_files_and_records_each_first(tmp_path, cli):
+    import calendar
+    import time
+
+    d = five_chunks(tmp_path)
+    old_bytes = open(os.path.join(d, "wal-000001.bin"), "rb").read()
+    with _at("2026-10-01T00:00:00.000Z"):
+        Q.move(d, "wal-000001.bin", reason="old rot", apply=True)
+    with _at("2026-11-20T00:00:00.500Z"):
+        Q.move(d, "wal-000003.bin", reason="new rot", apply=True)
+    with open(os.path.join(d, ".quarantine", "stray.bin"), "wb") as f:
+        f.write(b"nobody recorded me")
+    now = calendar.timegm(time.strptime("2026-11-21T00:00:00", "%Y-%m-%dT%H:%M:%S"))
+    qd = os.path.join(d, ".quarantine")
+    before = tree_digest(qd)
+    dry = Q.purge(d, older_than_s=30 * 86400, now=now)
+    assert [i.name for i in dry.removals] == ["wal-000001.bin"] and dry.bytes == len(old_bytes)
+    assert [(i.name, why) for i, why in dry.kept] == [
+        ("stray.bin", "unrecorded: see `walctl quarantine list`"), ("wal-000003.bin", "1.0 days old")]
+    assert tree_digest(qd) == before and not dry.applied  # a dry run changes nothing
+    with _at("2026-11-21T00:00:00.000Z"):
+        done = Q.purge(d, older_than_s=30 * 86400, apply=True, now=now)
+    assert done.applied and sorted(os.listdir(qd)) == ["MANIFEST.jsonl", "stray.bin", "wal-000003.bin"]
+    (line,) = done.entries
+    assert line["action"] == "purge" and line["source"] == "wal-000001.bin" and line["length"] == len(old_bytes)
+    assert line["sha256"] == hashlib.sha256(old_bytes).hexdigest() and "old rot" in line["reason"]
+    lst = Q.list_quarantine(d)
+    assert [i.name for i in lst.items] == ["stray.bin", "wal-000003.bin"]
+    assert [e["action"] for e in lst.history] == ["move", "move", "purge"]
+    assert len(lst.problems) == 1 and lst.problems[0].startswith("stray.bin:")  # the purge is not a problem
+    # 0 takes every recorded file, never the unrecorded one; the CLI agrees and needs --older-than
+    assert cli("quarantine", "purge", d).code == 2
+    assert cli("quarantine", "purge", d, "--older-than", "soon").code == 2
+    r = cli("quarantine", "purge", d, "--older-than", "0", "--json").json()
+    assert [i["name"] for i in r["removed"]] == ["wal-000003.bin"] and not r["applied"]
+    r = cli("quarantine", "purge", d, "--older-than", "0", "--apply")
+    assert r.code == 0 and "purged 1 files" in r.out and sorted(os.listdir(qd)) == ["MANIFEST.jsonl", "stray.bin"]
+
+
+def test_quarantine_purge_is_refused_under_the_lock_and_a_crash_at_every_step_is_finished_by_a_rerun(tmp_path):
+    from simfs import SimCrash, SimFS
+    from walctl.errors import EnvironmentProblem
+    from walctl.store.fs import DEFAULT_FS
+    from walctl.store.lock import DirectoryLock
+
+    d = five_chunks(tmp_path)
+    with _at("2026-10-01T00:00:00.000Z"):
+        Q.move(d, "wal-000001.bin", reason="rot", apply=True)
+        Q.move(d, "wal-000002.bin", reason="rot", apply=True)
+    with DirectoryLock(d, "pid 1 on test: walctl write", DEFAULT_FS):
+        with pytest.raises(EnvironmentProblem):
+            Q.purge(d, older_than_s=0, apply=True)
+    assert sorted(os.listdir(os.path.join(d, ".quarantine"))) == ["MANIFEST.jsonl", "wal-000001.bin", "wal-000002.bin"]
+
+    def load(crash_at=None, seed=0):
+        fs = SimFS(seed=seed, crash_at=crash_at)
+        for root, _, files in os.walk(d):
+            target = "/r" + root[len(d):]
+            fs.makedirs_durable(target)
+            for n in files:
+                with open(os.path.join(root, n), "rb") as f:
+                    data = f.read()
+                fd = fs.open_append(f"{target}/{n}", create=True)
+                fs.write(fd, data)
+                fs.fsync(fd)
+                fs.close(fd)
+        fs.settle()
+        return fs
+
+    start = load().ops
+    crashes = 0
+    for n, seed in ((n, seed) for n in range(1, 200) for seed in range(3)):
+        fs = load(crash_at=start + n, seed=seed)
+        try:
+            Q.purge("/r", older_than_s=0, apply=True, fs=fs)
+        except SimCrash:
+            crashes += 1
+            fs.crash()
+            # every file is still there or recorded as purged
+            entries, _ = q.read_manifest("/r", fs)
+            purged = {e["evidence"] for e in entries if e["action"] == "purge"}
+            for name in ("wal-000001.bin", "wal-000002.bin"):
+                ev = f".quarantine/{name}"
+                assert fs.exists(f"/r/{ev}") or ev in purged, (n, name)
+            Q.purge("/r", older_than_s=0, apply=True, fs=fs)  # the rerun finishes it
+            lst = Q.list_quarantine("/r", fs)  # a manifest line torn by the crash stays reported, nothing else
+            assert lst.items == () and all("MANIFEST.jsonl line" in p for p in lst.problems), (n, lst.problems)
+            entries, _ = q.read_manifest("/r", fs)
+            assert sorted(e["evidence"] for e in entries if e["action"] == "purge") == [
+                ".quarantine/wal-000001.bin", ".quarantine/wal-000002.bin"], n
+            continue
+        if seed == 2:
+            break
+    assert crashes >= 18

@@ -6,6 +6,7 @@ from typing import Optional
 import typer
 
 from ..errors import UsageError
+from .ages import seconds
 from .render import Progress, emit, json_document, plain_table, warn_line
 
 app = typer.Typer(help="""Ship sealed WAL chunks, segments and checkpoints to object storage; list, verify,
@@ -184,7 +185,7 @@ def prune(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pref
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-prune/1).")):
     from ..ops.archive_prune import prune as run_prune
 
-    rep = run_prune(dest, namespace=namespace, keep=keep, max_age_s=_duration(max_age), apply=apply, jobs=jobs,
+    rep = run_prune(dest, namespace=namespace, keep=keep, max_age_s=seconds(max_age), apply=apply, jobs=jobs,
                     endpoint_url=endpoint_url)
     if json_out:
         emit(json_document("walctl.archive-prune/1", rep.to_json()))
@@ -195,14 +196,3 @@ def prune(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pref
     for n in rep.delete:
         emit(f"  {n}")
     return 0
-
-
-def _duration(text: str) -> float:
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    t = text.strip().lower()
-    try:
-        if t and t[-1] in units:
-            return float(t[:-1]) * units[t[-1]]
-        return float(t)
-    except ValueError:
-        raise UsageError(f"--max-age {text!r}: a number of seconds, or with s, m, h or d") from None

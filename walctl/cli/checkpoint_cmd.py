@@ -5,6 +5,7 @@ from typing import List, Optional
 import typer
 
 from ..errors import UsageError
+from .ages import seconds
 from .recover_cmd import REDUCER_HELP
 from .render import emit, json_document, plain_table
 
@@ -134,15 +135,6 @@ def list_(directory: str = typer.Argument(..., help="The checkpoint directory.")
     raise typer.Exit(0)
 
 
-def _seconds(text: str) -> int:
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    t = text.strip().lower()
-    try:
-        return int(t[:-1]) * units[t[-1]] if t[-1:] in units else int(t)
-    except (ValueError, KeyError):
-        raise UsageError(f"--max-age {text!r}: a number of seconds, or with s, m, h, d") from None
-
-
 @app.command("prune", help="""Move checkpoints older than --max-age into DIR/.quarantine/, always keeping the newest
 --keep valid ones (never the newest valid checkpoint, never an invalid one: that is evidence). Dry run
 unless --apply; each move is recorded in .quarantine/MANIFEST.jsonl. walctl deletes no checkpoint: remove
@@ -156,7 +148,7 @@ def prune(directory: str = typer.Argument(..., help="The checkpoint directory.")
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-prune/1).")):
     from ..ops.checkpoint import prune as run_prune
 
-    rep = run_prune(directory, max_age_s=_seconds(max_age), keep=keep, apply=apply)
+    rep = run_prune(directory, max_age_s=int(seconds(max_age)), keep=keep, apply=apply)
     if json_out:
         emit(json_document("walctl.checkpoint-prune/1", rep.to_json()))
         raise typer.Exit(0)

@@ -4,7 +4,7 @@ import typer
 
 from .render import emit, json_document, plain_table
 
-app = typer.Typer(help="""What walctl set aside in DIR/.quarantine/, what it holds, and putting it back.
+app = typer.Typer(help="""What walctl set aside in DIR/.quarantine/, what it holds, putting it back, purging it.
 
 Every byte repair cuts and every chunk moved aside lands in .quarantine/ (never overwriting anything there)
 with a line in .quarantine/MANIFEST.jsonl: time, action, source, offset, length, sha256, reason.
@@ -93,6 +93,37 @@ def restore(directory: str = typer.Argument(..., help="The WAL directory."),
 
     act = run_restore(directory, name, apply=apply)
     _render_action(act, json_out, "walctl.quarantine-restore/1")
+
+
+@app.command("purge", help="""Delete quarantined files whose manifest line is older than --older-than: the only
+walctl command that destroys evidence. Each deletion is first recorded in the manifest (action purge, with
+the file's sha256); files no manifest line describes are never purged. Dry run unless --apply; takes the
+directory's lock.
+
+Example: walctl quarantine purge /var/lib/agent/wal --older-than 30d --apply""")
+def purge(directory: str = typer.Argument(..., help="The directory whose .quarantine/ to purge."),
+          older_than: str = typer.Option(..., "--older-than", help="Only files quarantined longer ago than this "
+                                                                   "(s, m, h, d; 0 for all)."),
+          apply: bool = typer.Option(False, "--apply", help="Delete them (default: print the plan only)."),
+          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine-purge/1).")):
+    from ..ops.quarantine import purge as run_purge
+    from .ages import seconds
+
+    rep = run_purge(directory, older_than_s=seconds(older_than, "--older-than"), apply=apply)
+    if json_out:
+        emit(json_document("walctl.quarantine-purge/1", rep.to_json()))
+        raise typer.Exit(0)
+    verb = "purged" if rep.applied else "would purge"
+    emit(f"{directory}: {verb} {len(rep.removals)} files ({rep.bytes} bytes); kept {len(rep.kept)}")
+    for i in rep.removals:
+        e = i.entry or {}
+        emit(f"  {verb}: {i.name} ({i.size} bytes; {e.get('action', 'purge recorded')} of {e.get('source', '?')} "
+             f"on {e.get('time', '?')})")
+    for i, why in rep.kept:
+        emit(f"  kept: {i.name}: {why}")
+    if not rep.applied and rep.removals:
+        emit("dry run: nothing was changed; run again with --apply")
+    raise typer.Exit(0)
 
 
 def _render_action(act, json_out: bool, schema: str):

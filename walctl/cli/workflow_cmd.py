@@ -107,10 +107,10 @@ def cleanup(root: str = typer.Argument(..., help="The store's root directory."),
             apply: bool = typer.Option(False, "--apply", help="Do it (default: list what would go)."),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-cleanup/1).")):
     from ..ops.workflow import expired_ids
-    from .checkpoint_cmd import _seconds
+    from .ages import seconds
 
     store = _store(root)
-    expired = expired_ids(store.list(), _seconds(max_age) / 3600, None)
+    expired = expired_ids(store.list(), seconds(max_age) / 3600, None)
     entries = [store.set_aside(cid, f"expired: older than {max_age}") for cid in expired] if apply else []
     if json_out:
         emit(json_document("walctl.workflow-cleanup/1", {"root": root, "applied": apply, "expired": expired,

@@ -1,4 +1,5 @@
-"""quarantine list | show | move | restore: what was set aside, what it holds, and putting it back."""
+"""quarantine list | show | move | restore | purge: what was set aside, what it holds, putting it back, and
+finally letting it go."""
 from __future__ import annotations
 
 import os
@@ -46,10 +47,16 @@ def list_quarantine(directory: str, fs=DEFAULT_FS) -> Listing:
         if name not in present:
             problems.append(f"{name}: recorded ({e.get('action')} of {e.get('source')}) but not in .quarantine/ "
                             f"(a crash before the move? the next run of that command finishes it)")
+    last = q.last_lines(entries)
     items = []
     for f in files:
         items.append(Item(f.name, f.size, by_name.get(f.name)))
-        if f.name not in by_name:
+        if f.name in by_name:
+            continue
+        if last.get(f.name, {}).get("action") == "purge":
+            problems.append(f"{f.name}: its purge is recorded but the file is still here (a crash mid-purge? "
+                            f"`walctl quarantine purge --apply` finishes it)")
+        else:
             problems.append(f"{f.name}: in .quarantine/ but not in {q.MANIFEST} (a crash between the move and "
                             f"its manifest line?)")
     return Listing(directory, tuple(items), tuple(entries), tuple(problems))
@@ -134,3 +141,87 @@ def restore(directory: str, name: str, *, apply: bool = False, fs=DEFAULT_FS) ->
                      reason=f"moved back to {e['source']}")
         q.record(directory, entry, fs)
     return Action(directory, "restore-file", True, name, e["source"], entry)
+
+
+class Purged(NamedTuple):
+    path: str
+    applied: bool
+    older_than_s: float
+    removals: tuple[Item, ...]  # recorded items old enough (and purges a crash left unfinished)
+    kept: tuple[tuple[Item, str], ...]  # (item, why it stays)
+    entries: tuple[dict, ...]  # the manifest lines written
+
+    @property
+    def bytes(self) -> int:
+        return sum(i.size for i in self.removals)
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "applied": self.applied, "older_than_s": self.older_than_s,
+                "bytes": self.bytes, "removed": [i.to_json() for i in self.removals],
+                "kept": [dict(i.to_json(), why=why) for i, why in self.kept], "entries": list(self.entries)}
+
+
+def purge(directory: str, *, older_than_s: float, apply: bool = False, now: float | None = None,
+          fs=DEFAULT_FS) -> Purged:
+    """Deletes quarantined files whose manifest line is older than `older_than_s`: the one walctl command
+    that destroys evidence, so only on request (dry run unless apply), only files a manifest line
+    describes (an unrecorded file is a crash's leftover nobody has looked at), and each deletion is
+    recorded first (action "purge", with the file's sha256), so the manifest keeps what was there."""
+    import time as _time
+
+    now = _time.time() if now is None else now
+    if not fs.exists(q.qdir(directory)):
+        return Purged(directory, False, older_than_s, (), (), ())
+    if not apply:
+        return _purge(directory, older_than_s, now, False, fs)
+    with DirectoryLock(directory, holder_text("quarantine purge"), fs):
+        return _purge(directory, older_than_s, now, True, fs)
+
+
+def _purge(directory: str, older_than_s: float, now: float, apply: bool, fs) -> Purged:
+    entries, _ = q.read_manifest(directory, fs)
+    last = q.last_lines(entries)
+    listing = list_quarantine(directory, fs)
+    removals, kept = [], []
+    for item in listing.items:
+        line = item.entry or last.get(item.name)
+        if line is None:
+            kept.append((item, "unrecorded: see `walctl quarantine list`"))
+        elif line.get("action") == "purge":
+            removals.append(item)  # recorded as purged, then a crash: finish it
+        else:
+            age = _age_s(line.get("time"), now)
+            if age is None:
+                kept.append((item, f"its manifest time {line.get('time')!r} cannot be read"))
+            elif age < older_than_s:
+                kept.append((item, f"{age / 86400:.1f} days old"))
+            else:
+                removals.append(item)
+    written: list[dict] = []
+    if apply:
+        stamp = utc_now()
+        for item in removals:
+            path = os.path.join(q.qdir(directory), item.name)
+            if item.entry is not None:  # a finished-purge rerun already has its line
+                e = item.entry
+                line = q.entry(stamp, "purge", e.get("source"), e.get("offset"), item.size, q.sha256_file(path, fs),
+                               f"{q.QUARANTINE_DIR}/{item.name}",
+                               f"purged ({e.get('action')} of {e.get('time')}: {e.get('reason')})", __version__)
+                q.record(directory, line, fs)
+                written.append(line)
+            durable.remove(path, fs)
+    return Purged(directory, apply, older_than_s, tuple(removals), tuple(kept), tuple(written))
+
+
+def _age_s(stamp, now: float) -> float | None:
+    import calendar
+    import time as _time
+
+    if not isinstance(stamp, str):
+        return None
+    try:
+        base, _, frac = stamp.rstrip("Z").partition(".")
+        t = calendar.timegm(_time.strptime(base, "%Y-%m-%dT%H:%M:%S")) + (float("0." + frac) if frac else 0.0)
+    except ValueError:
+        return None
+    return now - t

@@ -103,18 +103,23 @@ def entry(now, action, source, offset, length, sha, evidence, reason, version) -
             "sha256": sha, "evidence": evidence, "reason": reason, "walctl_version": version}
 
 
-def holding_lines(entries: list[dict]) -> dict[str, dict]:
-    """name in .quarantine/ -> the manifest line that put it there, for names not restored since."""
+LEAVING_ACTIONS = ("restore", "purge")  # lines that end a file's stay in .quarantine/
+
+
+def last_lines(entries: list[dict]) -> dict[str, dict]:
+    """name in .quarantine/ -> the last manifest line about it, whatever its action."""
     out: dict[str, dict] = {}
     for e in entries:
         ev = e.get("evidence")
-        if not isinstance(ev, str) or not ev.startswith(QUARANTINE_DIR + "/"):
-            continue
-        if e.get("action") == "restore":  # the file went back: its earlier line no longer describes it
-            out.pop(ev[len(QUARANTINE_DIR) + 1:], None)
-        else:
+        if isinstance(ev, str) and ev.startswith(QUARANTINE_DIR + "/"):
             out[ev[len(QUARANTINE_DIR) + 1:]] = e
     return out
+
+
+def holding_lines(entries: list[dict]) -> dict[str, dict]:
+    """name in .quarantine/ -> the manifest line that put it there, for names not restored or purged since
+    (such a line no longer describes a file there)."""
+    return {name: e for name, e in last_lines(entries).items() if e.get("action") not in LEAVING_ACTIONS}
 
 
 def record(directory: str, entry: dict, fs=DEFAULT_FS) -> None:

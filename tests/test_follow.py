@@ -199,3 +199,28 @@ def test_a_torn_tail_cut_by_a_reopening_writer_is_followed_through(tmp_path):
                  install_signals=False)
     t.join()
     assert got == [1, 2, 3, 4, 5, 6, 7, 8] and res.exit_code == 0
+
+
+def test_follow_started_before_the_first_segment_exists_waits_for_it(tmp_path):
+    """An empty directory says nothing of its format: the follower waits for the first file instead of
+    taking it for a V2 directory and never seeing the segments."""
+    d = tmp_path / "seg"
+    d.mkdir()
+    n = 300
+    clock = [0.0]
+
+    def sleep(s):
+        clock[0] += s
+        if clock[0] >= 1.0 and not any(d.iterdir()):
+            subprocess.run([sys.executable, "-c", SEGMENT_WRITER, str(d), str(n)], check=True)
+
+    got: list[int] = []
+    res = follow(str(d), lambda es: got.extend(e.sequence for _, e in es), interval=0.1, to=n, timeout=30,
+                 install_signals=False, clock=lambda: clock[0], sleep=sleep)
+    assert got == list(range(1, n + 1)) and res.ended_by == "to" and res.exit_code == 0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    clock[0] = 0.0
+    res = follow(str(empty), lambda es: None, interval=0.1, timeout=2, install_signals=False,
+                 clock=lambda: clock[0], sleep=lambda s: clock.__setitem__(0, clock[0] + s))
+    assert res.ended_by == "timeout" and res.events == 0 and clock[0] < 2.5  # the wait counts toward the limit

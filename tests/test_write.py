@@ -87,6 +87,82 @@ def test_batch_time_bound_syncs_a_quiet_writer(tmp_path):
     w.close()
 
 
+def _events(n, start=0):
+    return [(i % 16, f"m{i}", b"payload %d" % i, 1000 + i) for i in range(start, start + n)]
+
+
+def _write_all(w, evs):
+    for e in evs:
+        w.append(*e)
+
+
+def test_batch_groups_are_synced_by_a_helper_process_and_read_back_as_with_no_sync(tmp_path):
+    """On the real file system groups go to the helper: the bytes (rolling included) are those of
+    sync=none, durable_sequence reaches each whole group as soon as it is polled, and close ends it."""
+    evs = _events(95)
+    a, b = str(tmp_path / "helper"), str(tmp_path / "none")
+    w = WalWriter(a, sync="batch", batch_records=10, batch_ms=60_000, max_chunk_bytes=900)
+    _write_all(w, evs[:45])
+    helper = w._appender._helper
+    assert helper is not None and helper.proc.poll() is None
+    deadline = time.monotonic() + 5
+    while w.durable_sequence < 40 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert 40 <= w.durable_sequence <= 45  # whole groups, and whatever a roll synced
+    _write_all(w, evs[45:])
+    assert w.close() == 95 and helper.proc.returncode is not None
+    with WalWriter(b, sync="none", max_chunk_bytes=900) as w2:
+        _write_all(w2, evs)
+    names = sorted(n for n in os.listdir(a) if n.startswith("wal-"))
+    assert len(names) > 3 and names == sorted(n for n in os.listdir(b) if n.startswith("wal-"))
+    for n in names:
+        with open(os.path.join(a, n), "rb") as f, open(os.path.join(b, n), "rb") as g:
+            assert f.read() == g.read(), n
+    assert verify_path(a).exit_code == 0
+
+
+def test_a_killed_sync_helper_is_replaced_by_syncing_in_place_without_losing_a_record(tmp_path):
+    import signal
+
+    d = str(tmp_path / "w")
+    evs = _events(60)
+    w = WalWriter(d, sync="batch", batch_records=10, batch_ms=60_000)
+    _write_all(w, evs[:35])
+    helper = w._appender._helper
+    os.kill(helper.proc.pid, signal.SIGKILL)
+    helper.proc.wait()
+    _write_all(w, evs[35:])  # the next group finds it gone: sync in place, then the commit thread
+    assert w._appender._helper is None and not w._appender._use_helper
+    assert w.durable_sequence >= 40
+    assert w.close() == 60
+    assert [(r.sequence, r.memory_id, r.payload) for r in records(d)] == \
+        [(i + 1, f"m{i}".encode(), b"payload %d" % i) for i in range(60)]
+
+
+def test_a_failed_fdatasync_in_the_helper_poisons_the_writer(tmp_path):
+    d = str(tmp_path / "w")
+    w = WalWriter(d, sync="batch", batch_records=10, batch_ms=60_000)
+    _write_all(w, _events(10))  # the first group starts the helper
+    assert w.flush() == 10
+    w._appender._helper.open(str(tmp_path / "gone" / "x"))  # its next fdatasync fails (ENOENT)
+    with pytest.raises(EnvironmentProblem, match="fdatasync failed"):
+        _write_all(w, _events(30, 10))  # the group of 11..20 is answered with the error at 21..30
+    assert w.durable_sequence == 10  # nothing after the failure is reported durable
+    with pytest.raises(EnvironmentProblem, match="fdatasync failed"):
+        w.append(0, "m", b"x")  # every later call raises it
+    with pytest.raises(EnvironmentProblem):
+        w.close()
+
+
+def test_no_helper_when_none_can_start_the_commit_thread_syncs(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
+    d = str(tmp_path / "w")
+    w = WalWriter(d, sync="batch", batch_records=10, batch_ms=60_000)
+    _write_all(w, _events(25))
+    assert w._appender._helper is None and not w._appender._use_helper
+    assert w.close() == 25 and [r.sequence for r in records(d)] == list(range(1, 26))
+
+
 def test_compression_is_strictly_above_threshold_and_reads_back_decoded(tmp_path):
     d = str(tmp_path / "w")
     with WalWriter(d, compress_threshold=100) as w:

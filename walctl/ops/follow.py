@@ -85,6 +85,13 @@ def follow(directory: str, on_records: Callable[[list[Record]], None], *, after:
         for s in (signal.SIGINT, signal.SIGTERM):
             old[s] = signal.signal(s, stop)
     try:
+        # A directory with no log file yet (the writer has not started) says nothing of its format: wait
+        # for the first file rather than guess (a guess of V2 would never see segments appear).
+        deadline = None if timeout is None else clock() + timeout
+        while not (looks_like_segment_dir(directory) or _chunk_names(directory)) and stop.signal is None \
+                and (deadline is None or clock() < deadline):
+            sleep(interval)
+        timeout = None if deadline is None else max(0.0, deadline - clock())
         if looks_like_segment_dir(directory):
             from . import follow_segments
 

@@ -7,7 +7,7 @@ Goals (issue #3), 256-byte payloads, library API (`WalWriter.append`):
 - sync=none: records/s reported (raw: os.write per record, no sync).
 The CLI (`walctl write` reading JSON lines) is reported for information: it also parses JSON.
 
-Usage: python benchmarks/write_throughput.py [--dir DIR] [--repeat 3]
+Usage: python benchmarks/write_throughput.py [--dir DIR] [--repeat 5]
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from walctl.format.v2 import encode_file_header, encode_record  # noqa: E402
 from walctl.ops.write import WalWriter  # noqa: E402
 
 PAYLOAD = bytes(range(256))
-COUNTS = {"always": 2000, "batch": 200_000, "none": 200_000}
+COUNTS = {"always": 5000, "batch": 200_000, "none": 200_000}
 
 
 def events(n):
@@ -74,7 +74,7 @@ def cli(d: str, n: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default=None, help="where to write (default: a temporary directory)")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     base = tempfile.mkdtemp(dir=args.dir)
     try:

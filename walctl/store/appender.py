@@ -88,6 +88,7 @@ class ChunkAppender:
         self._failed: BaseException | None = None
         self._stopping = False
         self._index = chunk_index
+        self._path_of: tuple[int | None, str] = (None, "")
         self._open_chunk(chunk_exists)
         self._committer = None
         if self._batch:
@@ -205,7 +206,9 @@ class ChunkAppender:
 
     @property
     def _path(self) -> str:
-        return os.path.join(self.directory, self.naming(self._index))
+        if self._path_of[0] != self._index:  # one join per chunk, not one per write
+            self._path_of = (self._index, os.path.join(self.directory, self.naming(self._index)))
+        return self._path_of[1]
 
     def _check(self) -> None:
         if self._failed is not None:
@@ -253,7 +256,11 @@ class ChunkAppender:
             raise
 
     def _write(self, data) -> None:
-        self._guard(self.fs.write, self._fd, data, self._path)
+        try:
+            self.fs.write(self._fd, data, self._path)
+        except BaseException as e:
+            self._failed = e
+            raise
 
     def _fsync_active(self) -> None:
         self._guard(self.fs.fsync, self._fd, self._path)

@@ -130,9 +130,14 @@ class OsFileSystem:
             view, offset = view[n:], offset + n
 
     def write(self, fd: int, data, path: str = "") -> None:
-        view = memoryview(data)
-        while view:
-            view = view[self._os(os.write, path, fd, view, _pass_path=False):]
+        try:
+            done = os.write(fd, data)  # whole, nearly always: the loop below is for the rest
+        except OSError as e:
+            raise EnvironmentProblem(describe_os_error(e), path) from None
+        if done < len(data):
+            view = memoryview(data)[done:]
+            while view:
+                view = view[self._os(os.write, path, fd, view, _pass_path=False):]
 
     def fsync(self, fd: int, path: str = "") -> None:
         self._os(os.fdatasync if hasattr(os, "fdatasync") else os.fsync, path, fd, _pass_path=False)

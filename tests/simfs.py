@@ -308,3 +308,22 @@ class SimFS:
 
     def probe_writer(self, directory: str, name: str | None = None) -> str | None:
         return self.locks.get(self._norm(os.path.join(directory, name or ".walctl.lock")))
+
+
+def load_tree(src: str, target: str = "/r", *, seed: int = 0, crash_at: int | None = None) -> SimFS:
+    """A SimFS holding a copy of the real directory tree `src` under `target`, all of it durable; its
+    operation counter then says how many steps the copy took (count crash points from there)."""
+    fs = SimFS(seed=seed, crash_at=crash_at)
+    for d, _, files in os.walk(src):
+        rel = os.path.relpath(d, src)
+        into = target if rel == "." else f"{target}/{rel}"
+        fs.makedirs_durable(into)
+        for name in files:
+            with open(os.path.join(d, name), "rb") as f:
+                data = f.read()
+            fd = fs.open_append(f"{into}/{name}", create=True)
+            fs.write(fd, data)
+            fs.fsync(fd)
+            fs.close(fd)
+    fs.settle()
+    return fs

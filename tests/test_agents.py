@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from conftest import DATA
-from simfs import SimCrash, SimFS
+from simfs import SimCrash, SimFS, load_tree
 from walctl.ops.agents import append_event, build_tree, read_root, recover, verify_root
 
 CASES = ("clean-tree", "crashed-active", "pending-file")
@@ -216,20 +216,7 @@ def test_crash_at_every_step_of_recover_apply_then_recover_again(tmp_path):
     expected_states = expected("pending-file")["orchestrator_recover"]["session_states_after"]
 
     def load(crash_at=None, seed=0):
-        fs = SimFS(seed=seed, crash_at=crash_at)
-        for d, _, files in os.walk(src):
-            rel = os.path.relpath(d, src)
-            target = "/r" if rel == "." else f"/r/{rel}"
-            fs.makedirs_durable(target)
-            for name in files:
-                with open(os.path.join(d, name), "rb") as f:
-                    data = f.read()
-                fd = fs.open_append(f"{target}/{name}", create=True)
-                fs.write(fd, data)
-                fs.fsync(fd)
-                fs.close(fd)
-        fs.settle()
-        return fs
+        return load_tree(src, "/r", seed=seed, crash_at=crash_at)
 
     probe = load()
     start = probe.ops

@@ -387,7 +387,7 @@ def test_quarantine_purge_deletes_only_old_recorded_files_and_records_each_first
 
 
 def test_quarantine_purge_is_refused_under_the_lock_and_a_crash_at_every_step_is_finished_by_a_rerun(tmp_path):
-    from simfs import SimCrash, SimFS
+    from simfs import SimCrash, load_tree
     from walctl.errors import EnvironmentProblem
     from walctl.store.fs import DEFAULT_FS
     from walctl.store.lock import DirectoryLock
@@ -402,19 +402,7 @@ def test_quarantine_purge_is_refused_under_the_lock_and_a_crash_at_every_step_is
     assert sorted(os.listdir(os.path.join(d, ".quarantine"))) == ["MANIFEST.jsonl", "wal-000001.bin", "wal-000002.bin"]
 
     def load(crash_at=None, seed=0):
-        fs = SimFS(seed=seed, crash_at=crash_at)
-        for root, _, files in os.walk(d):
-            target = "/r" + root[len(d):]
-            fs.makedirs_durable(target)
-            for n in files:
-                with open(os.path.join(root, n), "rb") as f:
-                    data = f.read()
-                fd = fs.open_append(f"{target}/{n}", create=True)
-                fs.write(fd, data)
-                fs.fsync(fd)
-                fs.close(fd)
-        fs.settle()
-        return fs
+        return load_tree(d, "/r", seed=seed, crash_at=crash_at)
 
     start = load().ops
     crashes = 0

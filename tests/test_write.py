@@ -154,6 +154,40 @@ def test_a_failed_fdatasync_in_the_helper_poisons_the_writer(tmp_path):
         w.close()
 
 
+def test_an_interpreter_that_does_not_greet_is_no_helper(tmp_path, monkeypatch):
+    """sys.executable of an embedding application may not run -c: without the helper's greeting in time,
+    the writer uses its commit thread, and the stray process is stopped."""
+    from walctl.store import synchelper
+
+    fake = tmp_path / "not-python"
+    fake.write_text("#!/bin/sh\nexec sleep 30\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake))
+    monkeypatch.setattr(synchelper, "START_TIMEOUT_S", 0.5)
+    d = str(tmp_path / "w")
+    t = time.monotonic()
+    with WalWriter(d, sync="batch", batch_records=10, batch_ms=60_000) as w:
+        _write_all(w, _events(25))
+        assert w._appender._helper is None and not w._appender._use_helper
+    assert time.monotonic() - t < 10 and synchelper._live[0] == 0
+    assert [r.sequence for r in records(d)] == list(range(1, 26))
+
+
+def test_a_process_runs_at_most_max_live_sync_helpers_and_the_rest_use_commit_threads(tmp_path):
+    from walctl.store import synchelper
+
+    assert synchelper._live[0] == 0
+    writers = [WalWriter(str(tmp_path / f"w{k}"), sync="batch", batch_records=10, batch_ms=60_000)
+               for k in range(synchelper.MAX_LIVE + 2)]
+    for w in writers:
+        _write_all(w, _events(25))
+    helpers = [w._appender._helper is not None for w in writers]
+    assert helpers == [True] * synchelper.MAX_LIVE + [False, False] and synchelper._live[0] == synchelper.MAX_LIVE
+    for k, w in enumerate(writers):
+        assert w.close() == 25 and [r.sequence for r in records(str(tmp_path / f"w{k}"))] == list(range(1, 26))
+    assert synchelper._live[0] == 0
+
+
 def test_no_helper_when_none_can_start_the_commit_thread_syncs(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
     d = str(tmp_path / "w")

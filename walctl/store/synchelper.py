@@ -20,11 +20,17 @@ import os
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 _REPLY = struct.Struct(">iQ")
 HELLO = b"walctl-sync/1\n"
 START_TIMEOUT_S = 10.0
+# A process running many writers (one per agent session, say) gets helpers for the first few only, and
+# the rest sync with their commit threads: each helper is a small interpreter (~10 MB).
+MAX_LIVE = 4
+_live = [0]
+_live_lock = threading.Lock()
 _CHILD = "HELLO = %r\n" % HELLO + r"""
 import os, signal, struct, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -66,16 +72,41 @@ class HelperGone(Exception):
     """The helper stopped answering: its writer syncs by itself from here on."""
 
 
+def _claim() -> bool:
+    with _live_lock:
+        if _live[0] >= MAX_LIVE:
+            return False
+        _live[0] += 1
+        return True
+
+
+def _release() -> None:
+    with _live_lock:
+        _live[0] -= 1
+
+
 class SyncHelper:
     def __init__(self, path: str):
         import socket
 
+        self._claimed = False
+        if not _claim():
+            raise HelperGone(f"{MAX_LIVE} sync helpers already run in this process")
+        self._claimed = True
+        try:
+            self._start(path, socket)
+        except BaseException:
+            self._unclaim()
+            raise
+
+    def _start(self, path: str, socket) -> None:
         # A socket pair rather than pipes: a send with MSG_NOSIGNAL to a helper that died fails with EPIPE
         # instead of raising SIGPIPE, which the CLI leaves at its default (it would kill the writer).
         self._sock, theirs = socket.socketpair()
         try:
-            self.proc = subprocess.Popen([sys.executable, "-S", "-c", _CHILD], stdin=theirs, stdout=theirs,
-                                         close_fds=True, start_new_session=True)
+            # -I -S: no site packages, no PYTHON* variables: nothing of the caller's environment runs in it
+            self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _CHILD], stdin=theirs, stdout=theirs,
+                                         stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True)
         finally:
             theirs.close()
         self._nosignal = getattr(socket, "MSG_NOSIGNAL", 0)
@@ -94,7 +125,7 @@ class SyncHelper:
         except OSError:
             hello = b""
         if hello != HELLO:
-            self.close()
+            self._stop()
             raise HelperGone("the sync helper did not start")
         self.open(path)
 
@@ -129,12 +160,28 @@ class SyncHelper:
         return out
 
     def close(self) -> None:
+        self._stop()
+        self._unclaim()
+
+    def _stop(self) -> None:
         self._sock.close()  # the helper reads end of file and exits
         try:
             self.proc.wait(timeout=START_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+    def _unclaim(self) -> None:
+        if self._claimed:
+            self._claimed = False
+            _release()
+
+    def __del__(self) -> None:  # a writer dropped without close: its helper ends with the socket
+        try:
+            self._sock.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+        self._unclaim()
 
     def _send(self, msg: bytes) -> None:
         try:

@@ -61,7 +61,7 @@ def test_sync_policies_read_back_and_report_durable_sequence(tmp_path, sync):
 
 
 def test_batch_group_commit_every_n_records(tmp_path):
-    """Groups of 10 are committed by the commit thread while appends go on: durable_sequence moves in
+    """Groups of 10 are committed (by the sync helper here) while appends go on: durable_sequence moves in
     steps of whole groups, never past what was handed over, and flush makes everything durable."""
     w = WalWriter(str(tmp_path / "w"), sync="batch", batch_records=10, batch_ms=60_000)
     seen = []

@@ -9,7 +9,7 @@ sync=always: every record is on disk before append returns: the chunk is open wi
 sync=batch (group commit): records gather in memory; every `batch_records` records, or once the oldest
   has waited `batch_ms`, the group is committed while appends go on filling the next group. On the real
   file system the appending thread writes the group and a helper process (synchelper.py) fdatasyncs it
-  and answers through a pipe: a thread would need the GIL back to report, and waiting for it cost
+  and answers through a socket: a thread would need the GIL back to report, and waiting for it cost
   50-100 us a group here. Elsewhere (or if the helper cannot start or dies) a commit thread writes the
   group with one O_DSYNC write. Groups reach the disk in order, each with its own sync, and few are in
   flight (HELPER_DEPTH with the helper, one with the commit thread): a further full group waits, so
@@ -256,11 +256,7 @@ class ChunkAppender:
             raise
 
     def _write(self, data) -> None:
-        try:
-            self.fs.write(self._fd, data, self._path)
-        except BaseException as e:
-            self._failed = e
-            raise
+        self._guard(self.fs.write, self._fd, data, self._path)
 
     def _fsync_active(self) -> None:
         self._guard(self.fs.fsync, self._fd, self._path)

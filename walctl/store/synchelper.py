@@ -3,8 +3,8 @@
 Why a process and not a thread: a thread's fdatasync runs without the GIL, but the thread needs the GIL
 back to say it is done, and gets it only when the appending thread next blocks or after the 5 ms switch
 interval. Every group then costs two thread handoffs, measured here at 50-100 us a group of 100 records:
-about 200k records/s instead of about 330k. The helper answers through a pipe the moment fdatasync
-returns, and the writer reads the answer when it next hands off a group.
+about 200k records/s instead of about 330k. The helper answers through its socket the moment fdatasync
+returns, and the writer reads the answer when it next hands off a group (or when durable_sequence is read).
 
 Protocol, over a socket pair that is the helper's standard input and output:
   to it      b"O" + u32 length + path     open this file; later syncs are of it

@@ -202,7 +202,7 @@ def _purge(directory: str, older_than_s: float, now: float, apply: bool, fs) -> 
         stamp = utc_now()
         for item in removals:
             path = os.path.join(q.qdir(directory), item.name)
-            if item.entry is not None:  # a finished-purge rerun already has its line
+            if item.entry is not None:  # (an unfinished purge, recorded before a crash, has its line)
                 e = item.entry
                 line = q.entry(stamp, "purge", e.get("source"), e.get("offset"), item.size, q.sha256_file(path, fs),
                                f"{q.QUARANTINE_DIR}/{item.name}",

@@ -347,3 +347,21 @@ def test_a_large_body_hashed_beside_its_inflation_is_still_judged_in_step_order(
         assert step_of(made.path) in ((9, "corrupt"), (10, "corrupt"))
     write(made.path, good)
     assert C.check_path(made.path).checked.ok
+
+
+def test_a_large_checkpoint_write_starts_writeback_as_it_goes_and_reads_back_whole(tmp_path, monkeypatch):
+    from walctl.store import durable
+    from walctl.store.fs import DEFAULT_FS
+
+    calls = []
+    real = DEFAULT_FS.start_writeback
+    monkeypatch.setattr(durable, "WRITEBACK_BYTES", 64 << 10)
+    monkeypatch.setattr(DEFAULT_FS, "start_writeback", lambda fd, off, n: (calls.append((off, n)), real(fd, off, n)))
+    import random
+
+    state = dict(STATE, blob=random.Random(3).randbytes(600_000))
+    made = C.create(str(tmp_path / "ck"), state, 9)
+    assert calls and calls[0][0] == 256 and all(n >= 64 << 10 for _, n in calls)
+    assert all(a[0] + a[1] == b[0] for a, b in zip(calls, calls[1:]))  # contiguous, in order
+    rep = C.check_path(made.path)
+    assert rep.checked.ok and rep.checked.state == dict(state, wal_sequence=9)

@@ -69,6 +69,50 @@ def read_tail(path: str, base: int) -> tuple[bytes, int | None]:
         return b"", None
 
 
+class Tail:
+    """What both followers keep of the file they read: its name, the file offset `base` where the bytes
+    not yet consumed (`pending`) start, how many polls a suspicious tail has stayed the same
+    (`unsettled`), and the damage left in the file they rolled away from (`closed_tail`), which the next
+    record must prove torn by continuing the sequence."""
+
+    def __init__(self, directory: str, current: str | None, unit: str):
+        self.directory, self.current, self.unit = directory, current, unit
+        self.base, self.pending, self.unsettled = 0, b"", 0
+        self.closed_tail: str | None = None
+
+    def poll(self, names: list[tuple[int, str]], number) -> tuple[list[str], str | None]:
+        """Reads the unconsumed tail again: (the names after the current file, damage when the file was
+        cut below what was already streamed). `names`: (number, name) in order; `number(name)`."""
+        if self.current is None and names:
+            self.current = names[0][1]
+        if self.current is None:
+            return [], None
+        fresh, cut = read_tail(os.path.join(self.directory, self.current), self.base)
+        if cut is not None:
+            return [], (f"{self.current} was cut to {cut} bytes, before {self.unit} already streamed (which "
+                        f"ended at offset {self.base})")
+        if not fresh.startswith(self.pending):
+            self.unsettled = 0
+        self.pending = fresh
+        return [n for i, n in names if i > number(self.current)], None
+
+    def consume(self, n: int) -> None:
+        self.pending, self.base, self.unsettled = self.pending[n:], self.base + n, 0
+
+    def roll(self, to: str) -> None:
+        """The writer has moved on to `to`: the current file will not grow, and what is left in it is
+        damage the next record has to prove torn."""
+        if self.pending:
+            self.closed_tail = f"{len(self.pending)} bytes at {self.current} offset {self.base}"
+        self.current, self.base, self.pending, self.unsettled = to, 0, b"", 0
+
+    def stuck(self, settle_polls: int, writer_alive) -> bool:
+        """One more poll with the same suspicious tail: True once it has outlasted `settle_polls` polls
+        and no writer holds the directory."""
+        self.unsettled += 1
+        return self.unsettled > settle_polls and not writer_alive(self.directory)
+
+
 def follow(directory: str, on_records: Callable[[list[Record]], None], *, after: int = 0, to: int | None = None,
            limit: int | None = None, interval: float = 0.2, timeout: float | None = None,
            settle_polls: int = 25, clock=time.monotonic, sleep=time.sleep,
@@ -109,14 +153,10 @@ def _loop(directory, on_records, after, to, limit, interval, timeout, settle_pol
     from .replay import covered_prefix, first_record_seq
 
     pos = covered_prefix([os.path.join(directory, n) for _, n in names], after, first_record_seq)
-    current: str | None = names[pos][1] if names else None
-    base = 0  # file offset of pending[0]
-    pending = b""  # bytes read from `current` and not yet consumed
+    t = Tail(directory, names[pos][1] if names else None, "records")
     prev: int | None = None  # last valid sequence seen
-    closed_tail: str | None = None  # damage left in a closed chunk: the next record must continue
     events = 0
     first = last = None
-    unsettled = 0  # polls the same suspicious tail has stayed the same
 
     def result(ended_by, problem=None, code=EXIT_OK):
         return FollowResult(events, first, last, ended_by, problem, code)
@@ -127,18 +167,11 @@ def _loop(directory, on_records, after, to, limit, interval, timeout, settle_pol
         if deadline is not None and clock() >= deadline:
             return result("timeout")
         progressed = False
-        names = _chunk_names(directory)
-        if current is None and names:
-            current = names[0][1]
-        if current is not None:
-            fresh, cut = read_tail(os.path.join(directory, current), base)
-            if cut is not None:
-                return result("damage", f"{current} was cut to {cut} bytes, before records already "
-                              f"streamed (which ended at offset {base})", EXIT_CORRUPT)
-            if not fresh.startswith(pending):
-                unsettled = 0
-            pending = fresh
-            newer = [n for i, n in names if i > (parse_chunk_name(current) or 0)]
+        newer, cut = t.poll(_chunk_names(directory), lambda n: parse_chunk_name(n) or 0)
+        if cut is not None:
+            return result("damage", cut, EXIT_CORRUPT)
+        if t.current is not None:
+            current, base, pending = t.current, t.base, t.pending
             if base == 0 and len(pending) < FILE_HEADER.size:
                 header_ok = None  # the header itself is in flight
             else:
@@ -174,10 +207,10 @@ def _loop(directory, on_records, after, to, limit, interval, timeout, settle_pol
                 if r.offset >= base + consumed:
                     break
                 if prev is not None and r.sequence != prev + 1:
-                    why = f" after damage left in a closed chunk ({closed_tail})" if closed_tail else ""
+                    why = f" after damage left in a closed chunk ({t.closed_tail})" if t.closed_tail else ""
                     return result("damage", f"{current}: offset {r.offset}: sequence {r.sequence} after {prev}{why}",
-                                  EXIT_CORRUPT if closed_tail else EXIT_SEQUENCE)
-                closed_tail = None
+                                  EXIT_CORRUPT if t.closed_tail else EXIT_SEQUENCE)
+                t.closed_tail = None
                 prev = r.sequence
                 if r.sequence <= after:
                     continue
@@ -199,19 +232,12 @@ def _loop(directory, on_records, after, to, limit, interval, timeout, settle_pol
             if to is not None and prev is not None and prev >= to:
                 return result("to")
             if consumed:
-                pending = pending[consumed:]
-                base += consumed
-                unsettled = 0
-            if newer and (not pending or tail is not None or header_ok is None):
-                # The writer has moved on: this chunk will not grow. Anything left in it is damage the
-                # next record has to prove torn (the sequence continues) or not.
-                if pending:
-                    closed_tail = f"{len(pending)} bytes at {current} offset {base}"
-                current, base, pending, unsettled = newer[0], 0, b"", 0
+                t.consume(consumed)
+            if newer and (not t.pending or tail is not None or header_ok is None):
+                t.roll(newer[0])
                 continue
             if tail is not None and tail.tail_kind != fscan.INCOMPLETE:
-                unsettled += 1
-                if unsettled > settle_polls and not _writer_alive(directory):
+                if t.stuck(settle_polls, _writer_alive):
                     return result("damage", f"{current}: offset {tail.offset + shift}: {tail.tail_kind} tail: "
                                   f"{tail.reason} (no live writer)", EXIT_CORRUPT)
         if not progressed:

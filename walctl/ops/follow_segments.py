@@ -42,14 +42,13 @@ def _first_entry_seq(path: str) -> int | None:
 def loop(directory, on_entries, after, to, limit, interval, timeout, settle_polls, clock, sleep, stop, result_type,
          writer_alive):
     deadline = None if timeout is None else clock() + timeout
-    from .follow import read_tail
+    from .follow import Tail
     from .replay import covered_prefix
 
     names = _segments(directory)
     start = covered_prefix([os.path.join(directory, n) for _, n in names], after, _first_entry_seq)
-    current = names[start][1] if names else None
-    base, pending, prev, unsettled = 0, b"", None, 0
-    closed_tail: str | None = None
+    t = Tail(directory, names[start][1] if names else None, "entries")
+    prev = None
     recent: dict[int, str] = {}
     events, first, last = 0, None, None
 
@@ -68,19 +67,12 @@ def loop(directory, on_entries, after, to, limit, interval, timeout, settle_poll
             return result("signal")
         if deadline is not None and clock() >= deadline:
             return result("timeout")
-        names = _segments(directory)
-        if current is None and names:
-            current = names[0][1]
         progressed = False
-        if current is not None:
-            fresh, cut = read_tail(os.path.join(directory, current), base)
-            if cut is not None:
-                return result("damage", f"{current} was cut to {cut} bytes, before entries already "
-                              f"streamed (which ended at offset {base})", EXIT_CORRUPT)
-            if not fresh.startswith(pending):
-                unsettled = 0
-            pending = fresh
-            newer = [n for i, n in names if i > parse_segment_name(current)]
+        newer, cut = t.poll(_segments(directory), parse_segment_name)
+        if cut is not None:
+            return result("damage", cut, EXIT_CORRUPT)
+        if t.current is not None:
+            current, base, pending = t.current, t.base, t.pending
             out, off, bad = [], 0, None
             while off < len(pending):
                 fr = seg.read_frame(pending, off)
@@ -95,12 +87,12 @@ def loop(directory, on_entries, after, to, limit, interval, timeout, settle_poll
                     off += e.size  # a re-sent entry: skipped, as verify does
                     continue
                 if prev is not None and q != prev + 1:
-                    why = f" after damage left in a closed segment ({closed_tail})" if closed_tail else ""
+                    why = f" after damage left in a closed segment ({t.closed_tail})" if t.closed_tail else ""
                     if out:
                         hand_on(out)
                     return result("damage", f"{current}: offset {base + off}: sequence {q} after {prev}{why}",
-                                  EXIT_CORRUPT if closed_tail else EXIT_SEQUENCE)
-                closed_tail, prev = None, q
+                                  EXIT_CORRUPT if t.closed_tail else EXIT_SEQUENCE)
+                t.closed_tail, prev = None, q
                 recent[q] = checksum
                 if len(recent) > 2 * RECENT:
                     recent = dict(list(recent.items())[-RECENT:])
@@ -120,17 +112,13 @@ def loop(directory, on_entries, after, to, limit, interval, timeout, settle_poll
             if to is not None and prev is not None and prev >= to:
                 return result("to")
             if off:
-                pending, base, unsettled = pending[off:], base + off, 0
-            if bad is not None and seg.resync(pending, 1, [16 * len(pending) + (1 << 20)]) is not None:
-                return result("damage", f"{current}: offset {base}: mid-log damage: {bad.problem}", EXIT_CORRUPT)
-            if newer and (not pending or bad is not None):
-                if pending:
-                    closed_tail = f"{len(pending)} bytes at {current} offset {base}"
-                current, base, pending, unsettled = newer[0], 0, b"", 0
+                t.consume(off)
+            if bad is not None and seg.resync(t.pending, 1, [16 * len(t.pending) + (1 << 20)]) is not None:
+                return result("damage", f"{current}: offset {t.base}: mid-log damage: {bad.problem}", EXIT_CORRUPT)
+            if newer and (not t.pending or bad is not None):
+                t.roll(newer[0])
                 continue
-            if bad is not None:
-                unsettled += 1
-                if unsettled > settle_polls and not writer_alive(directory):
-                    return result("damage", f"{current}: offset {base}: {bad.problem} (no live writer)", EXIT_CORRUPT)
+            if bad is not None and t.stuck(settle_polls, writer_alive):
+                return result("damage", f"{current}: offset {t.base}: {bad.problem} (no live writer)", EXIT_CORRUPT)
         if not progressed:
             sleep(interval)

@@ -122,6 +122,9 @@ class SimFS:
         p = self._norm(path)
         return p in self.files or p in self.dirs
 
+    def is_symlink(self, path: str) -> bool:
+        return False  # the simulated file system has no links
+
     @contextmanager
     def map_read(self, path: str):
         p = self._norm(path)

@@ -107,6 +107,10 @@ class OsFileSystem:
     def exists(self, path: str) -> bool:
         return os.path.lexists(path)
 
+    def is_symlink(self, path: str) -> bool:
+        """True for a symbolic link (dangling or not): mutations refuse them (containment)."""
+        return os.path.islink(path)
+
     # ---- write primitives (durable.py composes them) ----
 
     def open_append(self, path: str, create: bool = False, exclusive: bool = False, dsync: bool = False) -> int:

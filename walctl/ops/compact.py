@@ -142,6 +142,7 @@ def plan(directory: str, hwm: int, fs=DEFAULT_FS) -> tuple[list[Removal], str | 
 def compact(directory: str, *, before: int | None = None, checkpoint_meta: str | None = None,
             checkpoints: str | None = None, archive_to: str | None = None, apply: bool = False,
             fs=DEFAULT_FS) -> CompactReport:
+    fs = fs.beneath(directory, *([archive_to] if archive_to else []))  # --archive-to is the operator's too
     if fs.stat(directory).kind != "dir":
         raise UsageError("compact works on a chunk directory", directory)
     hwm, source = read_hwm(before, checkpoint_meta, fs, checkpoints)

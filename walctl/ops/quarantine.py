@@ -95,6 +95,7 @@ class Action(NamedTuple):
 
 
 def move(directory: str, chunk: str, *, reason: str, apply: bool = False, fs=DEFAULT_FS) -> Action:
+    fs = fs.beneath(directory)
     src = os.path.join(directory, chunk)
     if os.path.dirname(chunk) or not fs.exists(src) or fs.stat(src).kind != "file":
         raise UsageError(f"{chunk} is not a file in {directory}", directory)
@@ -109,6 +110,7 @@ def move(directory: str, chunk: str, *, reason: str, apply: bool = False, fs=DEF
 
 
 def restore(directory: str, name: str, *, apply: bool = False, fs=DEFAULT_FS) -> Action:
+    fs = fs.beneath(directory)
     listing = list_quarantine(directory, fs)
     item = next((i for i in listing.items if i.name == name), None)
     if item is None or item.entry is None:
@@ -170,6 +172,7 @@ def purge(directory: str, *, older_than_s: float, apply: bool = False, now: floa
     import time as _time
 
     now = _time.time() if now is None else now
+    fs = fs.beneath(directory)
     if not fs.exists(q.qdir(directory)):
         return Purged(directory, False, older_than_s, (), (), ())
     if not apply:

@@ -101,6 +101,7 @@ def plan_cuts(report: PathReport) -> tuple[list[Cut], list[F.Finding]]:
 def repair(path: str, *, apply: bool = False, max_drop_bytes: int = DEFAULT_MAX_DROP_BYTES, fs=DEFAULT_FS,
            lock: DirectoryLock | None = None) -> RepairReport:
     """Dry run unless `apply`. `lock`: the caller already holds the directory's lock (a writer opening)."""
+    fs = fs.beneath(path)
     if fs.stat(path).kind != "dir":
         raise UsageError("repair works on a chunk directory (the chunks after a torn chunk decide what is torn)",
                          path)

@@ -96,6 +96,7 @@ class Resumed(NamedTuple):
 
 
 def resume(path: str, *, apply: bool = False, force: bool = False, fs=DEFAULT_FS) -> Resumed:
+    fs = fs.beneath(os.path.dirname(os.path.abspath(path)))
     if not apply:
         return _resume(path, False, force, fs)
     # the plan is read under the lock too: what is cut is what was judged torn
@@ -130,6 +131,7 @@ def _resume(path: str, apply: bool, force: bool, fs) -> Resumed:
 
 
 def append(path: str, entries: list[dict], *, force: bool = False, fs=DEFAULT_FS, now=None) -> list[dict]:
+    fs = fs.beneath(os.path.dirname(os.path.abspath(path)))
     """Validates each entry (v, ts and task_id filled in when absent) as a line would be read, checks that
     the log still follows the rules with it, then writes it with one write and one fsync."""
     tid = task_id_of(path)

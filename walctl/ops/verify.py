@@ -293,7 +293,7 @@ def scan_chunks(chunks: list[ChunkFile], *, jobs: int = 1, fs=DEFAULT_FS,
         return ChunkOutcome(None, UnsupportedInput("not a regular file", c.path))
 
     readable = [c for c in chunks if c.kind == "file"]
-    if jobs > 1 and len(readable) > 1 and fs is DEFAULT_FS and hasattr(os, "fork"):
+    if jobs > 1 and len(readable) > 1 and fs.real and hasattr(os, "fork"):
         from .parallel import parallel_scan
 
         outcomes = parallel_scan([c.path for c in readable], [c.size for c in readable], jobs, progress)

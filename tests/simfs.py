@@ -130,6 +130,9 @@ class SimFS:
     def is_symlink(self, path: str) -> bool:
         return False  # the simulated file system has no links
 
+    def link_count(self, path: str) -> int:
+        return 1 if self._norm(path) in self.files else 0
+
     @contextmanager
     def map_read(self, path: str):
         p = self._norm(path)

@@ -215,10 +215,12 @@ class Pruned(NamedTuple):
 
 def prune(directory: str, *, max_age_s: int = 86_400, keep: int = 2, apply: bool = False, now: float | None = None,
           fs=DEFAULT_FS) -> Pruned:
-    fs = fs.beneath(directory)
     """Moves checkpoints whose header timestamp is older than max_age into the directory's `.quarantine/`,
     always keeping the newest `keep` (>= 1) valid ones in latest order. Invalid checkpoints are left alone
     (they are evidence). Nothing is deleted: freeing the space is the operator's `rm` of `.quarantine/`."""
+    from ..store.contain import refuse_links
+
+    fs = fs.beneath(directory)
     from ..store.lock import DirectoryLock, holder_text
 
     keep = max(1, keep)
@@ -230,6 +232,7 @@ def prune(directory: str, *, max_age_s: int = 86_400, keep: int = 2, apply: bool
     for c in valid[keep:]:
         (removals if now - c.header.timestamp > max_age_s else protected).append(c)
     entries = []
+    refuse_links(directory, [r.file for r in removals], fs, what="move")
     if apply and removals:
         with DirectoryLock(directory, holder_text("checkpoint prune"), fs):
             stamp = utc_now()

@@ -11,6 +11,7 @@ from ..format.hexdump import record_fields
 from ..format.names import parse_chunk_name
 from ..store import durable, quarantine as q
 from ..store.fs import DEFAULT_FS
+from ..store.contain import refuse_links
 from ..store.lock import DirectoryLock, holder_text
 from .clock import utc_now
 from .verify import PathReport, verify_path
@@ -102,6 +103,7 @@ def move(directory: str, chunk: str, *, reason: str, apply: bool = False, fs=DEF
     if parse_chunk_name(chunk) is None:
         raise UsageError(f"{chunk} is not a chunk file (wal-NNNNNN.bin)", directory)
     target = f"{q.QUARANTINE_DIR}/{chunk} (or {chunk}.N when taken)"
+    refuse_links(directory, [chunk], fs, what="move")
     if not apply:
         return Action(directory, "move", False, chunk, target, None)
     with DirectoryLock(directory, holder_text("quarantine move"), fs):
@@ -117,6 +119,7 @@ def restore(directory: str, name: str, *, apply: bool = False, fs=DEFAULT_FS) ->
         raise UsageError(f"{name} is not a recorded item of .quarantine/ (see `walctl quarantine list`)", directory)
     e = item.entry
     qpath = os.path.join(q.qdir(directory), name)
+    refuse_links(directory, [e["source"], f"{q.QUARANTINE_DIR}/{name}"], fs, what="restore")
     dest = os.path.join(directory, e["source"])
     if e["action"] in ("truncate",):
         # Bytes cut from a tail go back only onto the very same end of that chunk.
@@ -201,6 +204,7 @@ def _purge(directory: str, older_than_s: float, now: float, apply: bool, fs) -> 
             else:
                 removals.append(item)
     written: list[dict] = []
+    refuse_links(directory, [f"{q.QUARANTINE_DIR}/{i.name}" for i in removals], fs, what="delete")
     if apply:
         stamp = utc_now()
         for item in removals:

@@ -114,6 +114,9 @@ def _resume(path: str, apply: bool, force: bool, fs) -> Resumed:
     if rep.read.torn and apply:
         off, n = rep.read.torn
         directory = os.path.dirname(path) or "."
+        from ..store.contain import refuse_links
+
+        refuse_links(directory, [os.path.basename(path)], fs, what="repair")
         data = fs.read_range(path, off, n)
         cut = quarantine.keep_bytes(directory, os.path.basename(path), off, data, action="truncate",
                                     reason="torn last line of a task log", now=utc_now(), version=__version__, fs=fs)

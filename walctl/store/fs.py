@@ -112,6 +112,13 @@ class OsFileSystem:
         """True for a symbolic link (dangling or not): mutations refuse them (containment)."""
         return os.path.islink(path)
 
+    def link_count(self, path: str) -> int:
+        """How many names the file has (1 for a file of its own; 0 when it does not exist)."""
+        try:
+            return os.lstat(path).st_nlink
+        except OSError:
+            return 0
+
     # ---- write primitives (durable.py composes them) ----
     #
     # Containment: every primitive that changes the file system resolves its path beneath one of the

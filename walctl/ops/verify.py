@@ -265,6 +265,9 @@ def resolve_chunks(path: str, fs=DEFAULT_FS):
             raise _unsupported_dir(path)
         seen: dict[int, str] = {}
         for c in listing.chunks:
+            if fs.is_symlink(c.path):
+                foreign.append(Finding(F.LINKED_FILE, EXIT_OK, "a symbolic link: read through it; repair, compact "
+                                       "and quarantine refuse to change it", file=c.name))
             if c.index in seen:
                 foreign.append(Finding(F.DUPLICATE_INDEX, EXIT_OK,
                                        f"chunk index {c.index} also claimed by {seen[c.index]}", file=c.name))

@@ -61,7 +61,7 @@ def inspect(
 ) -> int:
     from ..format.v2 import parse_type
     from ..ops.records import RecordFilter, RecordWalk
-    from ..ops.verify import KIND_CHECKPOINT, KIND_SEGMENT, KIND_SEGMENTS, detect_kind
+    from ..ops.verify import KIND_CHECKPOINT, KIND_CHECKPOINTS, KIND_SEGMENT, KIND_SEGMENTS, detect_kind
 
     if payload not in PAYLOAD_MODES + ("none",):
         raise UsageError(f"--payload must be one of {', '.join(PAYLOAD_MODES)}, none (got {payload!r})")
@@ -75,7 +75,7 @@ def inspect(
     kind = detect_kind(path)
     if kind in (KIND_SEGMENTS, KIND_SEGMENT):
         return _inspect_segments(path, jsonl, from_seq, to_seq, types, limit)
-    if kind == KIND_CHECKPOINT:
+    if kind in (KIND_CHECKPOINT, KIND_CHECKPOINTS):
         from .checkpoint_cmd import inspect as inspect_checkpoint
 
         return inspect_checkpoint(path=path, json_out=jsonl)

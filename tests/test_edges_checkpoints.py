@@ -237,3 +237,82 @@ def test_cli_checkpoint_create_on_a_full_disk_exits_6_without_a_tmp(cli, tmp_pat
     monkeypatch.setattr(fsmod.os, "write", real)
     assert r.code == 6 and "no space left on device" in r.err
     assert os.listdir(tmp_path / "ck") == []
+
+
+# ---- what verify passes, restore and recover can use -------------------------------------------------
+
+def _raw_checkpoint(directory, raw: bytes, seq: int, cid: str) -> str:
+    """A checkpoint whose body is exactly `raw` (msgpack), every checksum right."""
+    import hashlib
+    import uuid
+
+    import zstandard
+
+    from walctl.format import checkpoint as ck
+
+    body = zstandard.ZstdCompressor(write_checksum=True, write_content_size=True).compress(raw)
+    head = ck.encode_header(checkpoint_id=uuid.UUID(cid).bytes, timestamp=1795300000, wal_sequence=seq,
+                            compressed_size=len(body), uncompressed_size=len(raw),
+                            body_sha256=hashlib.sha256(body).digest())
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{cid}.ckpt")
+    with open(path, "wb") as f:
+        f.write(head + body)
+    return path
+
+
+def _deep(n):
+    v = inner = {}
+    for _ in range(n):
+        inner["n"] = {}
+        inner = inner["n"]
+    return v
+
+
+NO_CANONICAL_FORM = {
+    "bytes-key": lambda m: m.packb({b"k": 1, "wal_sequence": 9}, use_bin_type=True),
+    "ext-type": lambda m: m.packb({"k": m.ExtType(5, b"xx"), "wal_sequence": 9}, use_bin_type=True),
+    "900-deep": lambda m: m.packb({"agent_state": _deep(900), "wal_sequence": 9}, use_bin_type=True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NO_CANONICAL_FORM))
+def test_a_body_with_no_canonical_form_is_corrupt_everywhere_and_recover_falls_back(cli, tmp_path, case):
+    import msgpack
+
+    d = str(tmp_path / "ck")
+    log = write_segments(str(tmp_path / "log"), [_entry(s) for s in range(1, 13)])
+    prev = C.create(d, independent_fold([_entry(s) for s in range(1, 5)]), 4)
+    bad = _raw_checkpoint(d, NO_CANONICAL_FORM[case](msgpack), 9, CID)
+    rep = C.check_path(bad)
+    assert (rep.checked.failure.step, rep.checked.failure.cls) == (10, "corrupt") and rep.checked.state is None
+    assert "no canonical form" in rep.checked.failure.reason
+    r = cli("checkpoint", "verify", bad, "--json")
+    assert r.code == 3 and r.json()["paths"][0]["findings"][0]["step"] == 10
+    out = tmp_path / "s.json"
+    r = cli("checkpoint", "restore", bad, "--out", out)
+    assert r.code == 3 and "step 10" in r.err and not out.exists() and "internal error" not in r.err
+    r = cli("checkpoint", "inspect", bad, "--json")
+    assert r.code == 3 and r.json()["top_level_keys"] is None
+    rec = recover(d, log)  # the newer (wal_sequence 9) one is passed over: the previous one is the base
+    assert rec.checkpoint["file"] == os.path.basename(prev.path) and rec.checkpoint["wal_sequence"] == 4
+    assert [(f["file"], f["step"]) for f in rec.fallbacks] == [(f"{CID}.ckpt", 10)]
+    assert (rec.exit_code, rec.final_sequence) == (0, 12) and rec.state == independent_fold(
+        [_entry(s) for s in range(1, 13)])
+    r = cli("checkpoint", "restore", d, "--out", out)  # a directory: the latest that restores
+    assert r.code == 0 and json.loads(out.read_text())["wal_sequence"] == 4
+
+
+def test_a_body_in_non_canonical_order_is_an_anomaly_and_restores(cli, tmp_path):
+    import msgpack
+
+    d = str(tmp_path / "ck")
+    raw = msgpack.packb({"wal_sequence": 3, "agent_state": {"b": 1, "a": b"\x00\x01"}}, use_bin_type=True)
+    path = _raw_checkpoint(d, raw, 3, CID)
+    rep = C.check_path(path)
+    assert rep.checked.ok and rep.checked.anomalies == ("body decodes but is not canonical msgpack",)
+    assert cli("checkpoint", "verify", path).code == 0 and cli("checkpoint", "verify", path, "--strict").code == 3
+    out = tmp_path / "s.json"
+    r = cli("checkpoint", "restore", path, "--out", out)
+    assert r.code == 0
+    assert json.loads(out.read_text()) == {"agent_state": {"a": {"$bytes_hex": "0001"}, "b": 1}, "wal_sequence": 3}

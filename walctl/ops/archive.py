@@ -319,6 +319,32 @@ def gaps(entries) -> list[tuple[int, int]]:
     return out
 
 
+def overlaps(ns: str, entries) -> list[Finding]:
+    """Sequence continuity as restore lays the objects out (directory order: chunk or segment number,
+    then name) and then verifies them: an object holding sequences an earlier one already holds (a copy
+    of a chunk added under another name), or lower ones, is a sequence finding (exit 4)."""
+    def number(e: Entry) -> int:
+        n = parse_chunk_name(e.name) if e.kind == CHUNKS else parse_segment_name(e.name)
+        return n if n is not None else -1
+
+    out: list[Finding] = []
+    for kind in WAL_KINDS:
+        wal = sorted((e for e in entries if e.kind == kind and e.first_sequence is not None),
+                     key=lambda e: (number(e), e.name))
+        for a, b in zip(wal, wal[1:]):
+            if b.first_sequence <= a.last_sequence:
+                what = "the same sequences as" if (a.first_sequence, a.last_sequence) == (b.first_sequence,
+                                                                                         b.last_sequence) else \
+                    "sequences already held by"
+                out.append(Finding("sequence-overlap", EXIT_SEQUENCE,
+                                   f"holds {b.first_sequence}..{b.last_sequence}, {what} {a.name} "
+                                   f"({a.first_sequence}..{a.last_sequence}), which comes before it: restore would "
+                                   "lay out a repeat or regression", object_key(ns, kind, b.name),
+                                   sequence_range=(b.first_sequence, min(b.last_sequence, a.last_sequence)),
+                                   extra={"earlier_object": object_key(ns, kind, a.name)}))
+    return out
+
+
 def summary(man: Manifest) -> dict:
     es = list(man.entries.values())
     wal = sorted((e for e in es if e.kind in WAL_KINDS), key=_order)

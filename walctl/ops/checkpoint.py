@@ -91,6 +91,15 @@ def check_path(path: str, *, strict: bool = False, decode: bool = True, check_ca
     return CheckpointReport(path, os.path.basename(path), checked, strict, time.perf_counter() - t)
 
 
+def inspect_path(path: str, *, fs=DEFAULT_FS) -> tuple[list[CheckpointReport], bool]:
+    """Every step on a checkpoint file, or on every *.ckpt of a directory in name order (as verify reads
+    it): (reports, whether PATH is a directory)."""
+    if fs.stat(path).kind == "dir":
+        return [check_path(e.path, fs=fs) for e in sorted(fs.listdir(path), key=lambda e: e.name)
+                if e.name.endswith(SUFFIX) and e.kind == "file"], True
+    return [check_path(path, fs=fs)], False
+
+
 def is_checkpoint_file(path: str, fs=DEFAULT_FS) -> bool:
     return fs.read_head(path, 16) == ck.CHECKPOINT_MAGIC
 

@@ -8,7 +8,7 @@ from typing import NamedTuple
 from .. import __version__
 from ..errors import Refused, UsageError
 from ..format.hexdump import record_fields
-from ..format.names import parse_chunk_name
+from ..format.names import CHECKPOINT_SUFFIX, parse_chunk_name, parse_segment_name
 from ..store import durable, quarantine as q
 from ..store.fs import DEFAULT_FS
 from ..store.contain import refuse_links
@@ -79,6 +79,15 @@ def show(directory: str, name: str, fs=DEFAULT_FS) -> Shown:
     head = fs.read_head(path, 4)
     if head == b"SPEC":
         return Shown(item, "chunk", verify_path(path, fs=fs), ())
+    whole = movable_kind(str((item.entry or {}).get("source", ""))) if (item.entry or {}).get("offset") == 0 else None
+    if whole == "checkpoint":
+        from .verify import verify_checkpoints
+
+        return Shown(item, "checkpoint", verify_checkpoints(path, fs=fs), ())
+    if whole == "segment":
+        from .segments import verify_segments
+
+        return Shown(item, "segment", verify_segments(path, fs=fs), ())
     data = fs.read_range(path, 0, item.size)
     return Shown(item, "cut", None, tuple(record_fields(data, 0, base=(item.entry or {}).get("offset", 0))))
 
@@ -95,13 +104,26 @@ class Action(NamedTuple):
         return dict(self._asdict())
 
 
+def movable_kind(name: str) -> str | None:
+    """What `quarantine move` may set aside, by name: a V2 chunk, an ADR-003 segment or a checkpoint
+    (a rotten one: recovery passes over it anyway, but it stays a candidate in every listing)."""
+    if parse_chunk_name(name) is not None:
+        return "chunk"
+    if parse_segment_name(name) is not None:
+        return "segment"
+    if name.endswith(CHECKPOINT_SUFFIX) and len(name) > len(CHECKPOINT_SUFFIX) and not name.startswith("."):
+        return "checkpoint"
+    return None
+
+
 def move(directory: str, chunk: str, *, reason: str, apply: bool = False, fs=DEFAULT_FS) -> Action:
     fs = fs.beneath(directory)
     src = os.path.join(directory, chunk)
     if os.path.dirname(chunk) or not fs.exists(src) or fs.stat(src).kind != "file":
         raise UsageError(f"{chunk} is not a file in {directory}", directory)
-    if parse_chunk_name(chunk) is None:
-        raise UsageError(f"{chunk} is not a chunk file (wal-NNNNNN.bin)", directory)
+    if movable_kind(chunk) is None:
+        raise UsageError(f"{chunk} is not a chunk (wal-NNNNNN.bin), an ADR-003 segment (wal_NNNNNNNN.log) or a "
+                         "checkpoint (<uuid>.ckpt)", directory)
     target = f"{q.QUARANTINE_DIR}/{chunk} (or {chunk}.N when taken)"
     refuse_links(directory, [chunk], fs, what="move")
     if not apply:

@@ -158,7 +158,9 @@ def detect_kind(path: str, fs=DEFAULT_FS) -> str:
     head = fs.read_head(path, 16)
     if head[:4] == FILE_MAGIC:
         return KIND_CHUNK
-    if head == CHECKPOINT_MAGIC:
+    if head == CHECKPOINT_MAGIC or path.endswith(CHECKPOINT_SUFFIX):
+        # By name too: a *.ckpt file shorter than its header (even empty) is a damaged checkpoint (step 1,
+        # corruption), on every path, as it is inside a checkpoint directory; never "unknown format".
         return KIND_CHECKPOINT
     if parse_segment_name(os.path.basename(path)) is not None:
         return KIND_SEGMENT

@@ -1,0 +1,178 @@
+"""Quarantined and compacted pieces as first-class evidence: where each came from (the manifest line says
+source and offset), what it holds (a whole chunk verified as one; cut bytes decoded at their original
+offset, partial headers as far as the bytes go). Read-only.
+
+Manifest lines are untrusted data: a line whose names or numbers are not plausible is reported as a
+problem and never used to open anything. (The containment layer in store/ resolves paths beneath the
+directory; this is the check that a line is worth following at all.)
+"""
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+from ..format.partial import PartialRecord, decode_pieces
+from ..format.v2 import FILE_MAGIC
+from ..store import quarantine as q
+from ..store.fs import DEFAULT_FS
+
+MAX_OFFSET = (1 << 63) - 1
+MAX_PIECE_DECODE_BYTES = 1 << 20  # a cut piece is decoded from its first MiB at most
+
+
+def plain_name(name) -> bool:
+    """A single path component: no separator, not . or .., no NUL or control character, not too long."""
+    return (isinstance(name, str) and 0 < len(name) <= 255 and name not in (".", "..") and "/" not in name
+            and "\\" not in name and all(ord(c) >= 0x20 and ord(c) != 0x7F for c in name))
+
+
+def line_problem(e) -> str | None:
+    """Why a manifest line cannot be trusted, or None."""
+    if not isinstance(e, dict):
+        return "not a JSON object"
+    ev = e.get("evidence")
+    if isinstance(ev, str) and ev.startswith(q.QUARANTINE_DIR + "/"):
+        if not plain_name(ev[len(q.QUARANTINE_DIR) + 1:]):
+            return f"evidence {ev!r} is not a plain name in {q.QUARANTINE_DIR}/"
+    elif not isinstance(ev, str) or not ev:
+        return f"evidence {ev!r} is not a path"
+    src = e.get("source")
+    if not plain_name(src):
+        return f"source {src!r} is not a plain file name"
+    for key in ("offset", "length"):
+        v = e.get(key)
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= MAX_OFFSET:
+            return f"{key} {v!r} is not a byte count"
+    return None
+
+
+class Piece(NamedTuple):
+    """One moved or cut piece of the log, from a manifest line (later also from the ledger, issue #14)."""
+    name: str | None  # file name in .quarantine/ (None: evidence lives elsewhere, e.g. an archive)
+    evidence: str
+    action: str
+    source: str
+    offset: int
+    length: int
+    time: str | None
+    reason: str | None
+    present: bool  # the evidence file is in .quarantine/ now
+    kind: str  # "chunk" (a whole chunk file), "cut" (bytes cut from a chunk), "missing" (not here)
+    first_sequence: int | None
+    last_sequence: int | None
+    sequence_checked: bool  # the range comes from CRC-checked headers (else: claimed by partial headers)
+    origin: str = "quarantine-manifest"
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.length
+
+    def to_json(self) -> dict:
+        d = dict(self._asdict())
+        d["end_offset"] = self.end
+        d["sequence_range"] = None if self.first_sequence is None else [self.first_sequence, self.last_sequence]
+        return d
+
+
+class Pieces(NamedTuple):
+    pieces: tuple[Piece, ...]
+    problems: tuple[str, ...]
+
+
+def read_pieces(directory: str, fs=DEFAULT_FS) -> Pieces:
+    """Every piece the manifest says is set aside (not restored or purged since), validated."""
+    if fs.stat(directory).kind != "dir":
+        return Pieces((), ())
+    entries, problems = q.read_manifest(directory, fs)
+    problems = list(problems)
+    good = []
+    for i, e in enumerate(entries, 1):
+        why = line_problem(e)
+        if why:
+            problems.append(f"{q.MANIFEST} entry {i}: {why}; ignored")
+        else:
+            good.append(e)
+    held = q.holding_lines(good)
+    seen = set(held)
+    out = [_piece(directory, name, e, fs) for name, e in sorted(held.items(), key=lambda kv: _order(kv[1]))]
+    # Pieces whose evidence went elsewhere (compaction into an archive directory): listed, not opened.
+    for e in good:
+        ev = e["evidence"]
+        if not ev.startswith(q.QUARANTINE_DIR + "/") and e.get("action") not in q.LEAVING_ACTIONS and ev not in seen:
+            seen.add(ev)
+            out.append(Piece(None, ev, str(e.get("action")), e["source"], e["offset"], e["length"], e.get("time"),
+                             e.get("reason"), False, "elsewhere", None, None, False))
+    out.extend(ledger_pieces(directory, fs))
+    out.sort(key=lambda p: (_source_order(p.source), p.offset))
+    return Pieces(tuple(out), tuple(problems))
+
+
+def ledger_pieces(directory: str, fs=DEFAULT_FS) -> tuple[Piece, ...]:
+    """Seam for issue #14: the directory ledger (`.walctl/ledger.jsonl`) records moves, cuts and accepted
+    losses with their sequence ranges. When it lands, its entries become Pieces here (origin "ledger"),
+    and the map and `quarantine show` list them with no other change. Until then: none."""
+    return ()
+
+
+def _order(e: dict):
+    return (_source_order(e["source"]), e["offset"])
+
+
+def _source_order(source: str):
+    from ..format.names import parse_chunk_name
+
+    idx = parse_chunk_name(source)
+    return (0, idx, source) if idx is not None else (1, 0, source)
+
+
+def _piece(directory: str, name: str, e: dict, fs) -> Piece:
+    path = os.path.join(q.qdir(directory), name)
+    present = fs.exists(path) and fs.stat(path).kind == "file"
+    base = (name, e["evidence"], str(e.get("action")), e["source"], e["offset"], e["length"], e.get("time"),
+            e.get("reason"), present)
+    if not present:
+        return Piece(*base, "missing", None, None, False)
+    size = fs.stat(path).size
+    head = fs.read_head(path, len(FILE_MAGIC))
+    if head == FILE_MAGIC and e["offset"] == 0:
+        from .verify import verify_path
+
+        rep = verify_path(path, fs=fs)
+        return Piece(*base, "chunk", rep.first_sequence, rep.last_sequence, True)
+    recs = decode_cut(fs.read_range(path, 0, min(size, MAX_PIECE_DECODE_BYTES)))
+    seqs = [r.sequence for r in recs if r.sequence is not None and r.magic_ok is not False]
+    checked = bool(seqs) and all(r.header_crc_ok for r in recs if r.sequence is not None)
+    return Piece(*base, "cut", min(seqs) if seqs else None, max(seqs) if seqs else None, checked)
+
+
+def decode_cut(data: bytes) -> list[PartialRecord]:
+    return decode_pieces(data, 0)
+
+
+class PieceView(NamedTuple):
+    """A cut piece read at its original offset: each record's annotated fields and the hex lines."""
+    piece: Piece
+    size: int
+    records: tuple  # (start offset in the source, tuple of hexdump Fields)
+    lines: tuple[str, ...]
+    shown_bytes: int
+
+
+def view_cut(directory: str, piece: Piece, max_bytes: int = 4096, fs=DEFAULT_FS) -> PieceView:
+    """The bytes of a cut piece as they were in their chunk: offsets are the source's offsets."""
+    from ..format.hexdump import hex_lines, record_fields
+
+    path = os.path.join(q.qdir(directory), piece.name)
+    size = fs.stat(path).size
+    data = fs.read_range(path, 0, min(size, MAX_PIECE_DECODE_BYTES))
+    recs = []
+    for r in decode_cut(data):
+        recs.append((piece.offset + r.offset, tuple(record_fields(data, r.offset, base=piece.offset))))
+    shown = min(len(data), max_bytes)
+    lines = tuple(hex_lines(data[:shown], piece.offset, piece.offset + shown, base=piece.offset))
+    return PieceView(piece, size, tuple(recs), lines, shown)
+
+
+def find_piece(directory: str, name: str, fs=DEFAULT_FS) -> tuple[Piece | None, tuple[str, ...]]:
+    ps = read_pieces(directory, fs)
+    return next((p for p in ps.pieces if p.name == name), None), ps.problems

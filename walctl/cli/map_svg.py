@@ -60,10 +60,12 @@ def render_svg(m: M.DamageMap) -> str:
         if held:
             parts.append("set aside: " + ", ".join(f"{p.name or p.evidence} ({p.action})" for p in held))
         text = "gap: " + "; ".join(parts)
+        x0 = PAD + LABEL_W
         body.append(f'<g class="gap"><title>{_t(text)}</title>'
-                    f'<line x1="{PAD + LABEL_W}" y1="{y + ROW_H // 2 - 4}" x2="{PAD + LABEL_W + BAR_W}" '
-                    f'y2="{y + ROW_H // 2 - 4}" stroke="{FILL[M.MARK_GAP]}" stroke-width="3" stroke-dasharray="8 5"/>'
-                    f'<text x="{PAD}" y="{y + 12}" class="g">{_t(text)}</text></g>')
+                    f'<text x="{PAD}" y="{y + 12}" class="g">~~ gap</text>'
+                    f'<text x="{x0 + 4}" y="{y + 11}" class="g">{_t(text)}</text>'
+                    f'<line x1="{x0}" y1="{y + 18}" x2="{x0 + BAR_W}" y2="{y + 18}" '
+                    f'stroke="{FILL[M.MARK_GAP]}" stroke-width="3" stroke-dasharray="8 5"/></g>')
         y += ROW_H
 
     for g in gaps_after.get(None, ()):

@@ -37,7 +37,9 @@ def list_(directory: str = typer.Argument(..., help="The WAL directory."),
 
 
 @app.command("show", help="""What a quarantined file holds: a chunk is verified like `walctl verify`; cut tail
-bytes are shown as the record header they start with, each field named and each CRC marked.
+bytes are read at the offset they were cut from: every record in them decoded as far as the bytes go
+(a partial header still names its sequence, type and lengths; each CRC marked valid, invalid or not
+checkable), the payload bytes present shown, and the hex dump at the chunk's own offsets.
 
 Example: walctl quarantine show /var/lib/agent/wal wal-000003.bin""")
 def show(directory: str = typer.Argument(..., help="The WAL directory."),
@@ -49,19 +51,35 @@ def show(directory: str = typer.Argument(..., help="The WAL directory."),
     if json_out:
         body = {"item": s.item.to_json(), "kind": s.kind,
                 "verify": s.report.to_json() if s.report else None,
-                "fields": [f._asdict() for f in s.fields]}
+                "fields": [f._asdict() for f in s.fields], "source_offset": s.offset,
+                "records": [{"offset": off, "fields": [f._asdict() for f in fields]} for off, fields in s.records],
+                "problems": list(s.problems)}
         emit(json_document("walctl.quarantine-show/1", body))
         raise typer.Exit(0)
+    import os
+
+    from ..ops.advice import cmd
+    from .shown import shown
+
     e = s.item.entry or {}
-    emit(f"{name}: {s.item.size} bytes; {e.get('action', 'unrecorded')} from {e.get('source', '?')} at offset "
-         f"{e.get('offset', '?')} on {e.get('time', '?')}: {e.get('reason', '')}")
+    emit(shown(f"{name}: {s.item.size} bytes; {e.get('action', 'unrecorded')} from {e.get('source', '?')} at "
+               f"offset {e.get('offset', '?')} on {e.get('time', '?')}: {e.get('reason', '')}"))
     if s.report is not None:
-        emit(f"  as a chunk: {s.report.verdict}, {s.report.records} valid records, findings:")
+        emit(f"  as a chunk: {s.report.verdict}, {s.report.records} valid records, "
+             f"seq {s.report.first_sequence}..{s.report.last_sequence}, findings:")
         for f in s.report.findings:
-            emit(f"    {f.cls}: {f.one_line()}")
-        emit(f"  records: walctl inspect {directory}/.quarantine/{name}")
-    for f in s.fields:
-        emit(f"  {f.start:>10}..{f.end:<10} {f.name:<20} {f.value} {f.status or ''}".rstrip())
+            emit(f"    {f.cls}: {shown(f.one_line())}")
+        emit(f"  records: {shown(cmd('inspect', os.path.join(directory, '.quarantine', name)))}")
+    for off, fields in s.records:
+        emit(f"-- record at offset {off} of {shown(e.get('source', name))}")
+        for f in fields:
+            emit(f"  {f.start:>10}..{f.end:<10} {f.name:<20} {shown(f.value)} {f.status or ''}".rstrip())
+    for line in s.lines:
+        emit(line)
+    for p in s.problems:
+        emit(f"warning: {shown(p)}")
+    if e.get("source"):
+        emit(f"  put back: {shown(cmd('quarantine', 'restore', directory, name))} (dry run; add --apply)")
     raise typer.Exit(0)
 
 

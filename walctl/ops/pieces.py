@@ -160,17 +160,43 @@ class PieceView(NamedTuple):
 
 def view_cut(directory: str, piece: Piece, max_bytes: int = 4096, fs=DEFAULT_FS) -> PieceView:
     """The bytes of a cut piece as they were in their chunk: offsets are the source's offsets."""
+    return _view(os.path.join(q.qdir(directory), piece.name), piece, piece.offset, max_bytes, fs)
+
+
+def view_unrecorded(directory: str, name: str, max_bytes: int = 4096, fs=DEFAULT_FS) -> PieceView:
+    """A file in .quarantine/ that no manifest line describes: decoded from its own offset 0."""
+    if not plain_name(name):
+        from ..errors import UsageError
+
+        raise UsageError(f"{name!r} is not a plain file name", directory)
+    return _view(os.path.join(q.qdir(directory), name), None, 0, max_bytes, fs)
+
+
+def _view(path: str, piece: Piece | None, base: int, max_bytes: int, fs) -> PieceView:
     from ..format.hexdump import hex_lines, record_fields
 
-    path = os.path.join(q.qdir(directory), piece.name)
     size = fs.stat(path).size
     data = fs.read_range(path, 0, min(size, MAX_PIECE_DECODE_BYTES))
     recs = []
     for r in decode_cut(data):
-        recs.append((piece.offset + r.offset, tuple(record_fields(data, r.offset, base=piece.offset))))
+        recs.append((base + r.offset, tuple(record_fields(data, r.offset, base=base))))
     shown = min(len(data), max_bytes)
-    lines = tuple(hex_lines(data[:shown], piece.offset, piece.offset + shown, base=piece.offset))
+    lines = tuple(hex_lines(data[:shown], base, base + shown, base=base))
     return PieceView(piece, size, tuple(recs), lines, shown)
+
+
+def quarantined_piece_target(path: str, fs=DEFAULT_FS) -> tuple[str, str] | None:
+    """(directory, name) when `path` is a file in DIR/.quarantine/ that is not a whole chunk (a whole
+    chunk is inspected as any chunk is)."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.basename(parent) != q.QUARANTINE_DIR or os.path.basename(path) == q.MANIFEST:
+        return None
+    try:
+        if fs.stat(path).kind != "file" or fs.read_head(path, len(FILE_MAGIC)) == FILE_MAGIC:
+            return None
+    except OSError:
+        return None
+    return os.path.dirname(parent), os.path.basename(path)
 
 
 def find_piece(directory: str, name: str, fs=DEFAULT_FS) -> tuple[Piece | None, tuple[str, ...]]:

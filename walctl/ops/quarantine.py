@@ -7,7 +7,6 @@ from typing import NamedTuple
 
 from .. import __version__
 from ..errors import Refused, UsageError
-from ..format.hexdump import record_fields
 from ..format.names import parse_chunk_name
 from ..store import durable, quarantine as q
 from ..store.fs import DEFAULT_FS
@@ -66,20 +65,32 @@ class Shown(NamedTuple):
     item: Item
     kind: str  # "chunk" (a whole chunk file) or "cut" (bytes cut from a chunk's tail)
     report: PathReport | None  # a whole chunk: verified as a lone chunk
-    fields: tuple  # a cut: the record header it starts with, annotated
+    fields: tuple  # a cut: the first record it holds, annotated (decoded as far as its bytes go)
+    records: tuple = ()  # a cut: (offset in the source chunk, fields) for every record in it
+    lines: tuple = ()  # a cut: the hex dump at the source's offsets
+    offset: int = 0  # where the bytes were in their chunk (0 when no trustworthy manifest line says)
+    problems: tuple = ()  # manifest lines that could not be trusted
 
 
 def show(directory: str, name: str, fs=DEFAULT_FS) -> Shown:
+    from .advice import cmd
+    from .pieces import find_piece, line_problem, view_cut, view_unrecorded
+
     listing = list_quarantine(directory, fs)
     item = next((i for i in listing.items if i.name == name), None)
     if item is None:
-        raise UsageError(f"no {name} in .quarantine/ (see `walctl quarantine list {directory}`)", directory)
+        raise UsageError(f"no {name} in .quarantine/ (see `{cmd('quarantine', 'list', directory)}`)", directory)
     path = os.path.join(q.qdir(directory), name)
     head = fs.read_head(path, 4)
     if head == b"SPEC":
         return Shown(item, "chunk", verify_path(path, fs=fs), ())
-    data = fs.read_range(path, 0, item.size)
-    return Shown(item, "cut", None, tuple(record_fields(data, 0, base=(item.entry or {}).get("offset", 0))))
+    piece, problems = find_piece(directory, name, fs)
+    if item.entry is not None and line_problem(item.entry):
+        problems = problems + (f"{name}: its manifest line is not trusted ({line_problem(item.entry)}): "
+                               f"offsets are the piece's own",)
+    view = view_cut(directory, piece, fs=fs) if piece is not None else view_unrecorded(directory, name, fs=fs)
+    first = view.records[0][1] if view.records else ()
+    return Shown(item, "cut", None, first, view.records, view.lines, piece.offset if piece else 0, problems)
 
 
 class Action(NamedTuple):

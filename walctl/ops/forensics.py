@@ -180,13 +180,17 @@ def find_sequence(path: str, sequence: int, fs=DEFAULT_FS) -> SequenceView:
     from .verify import verify_path
 
     report = verify_path(path, fs=fs)
-    for f in report.findings:
+
+    def covers(f) -> bool:
         rng = f.extra.get("lost_sequence_range") or f.extra.get("missing")
-        claimed = f.extra.get("claimed_sequence")
-        if (rng and rng[0] <= sequence <= rng[1]) or claimed == sequence:
+        return bool(rng and rng[0] <= sequence <= rng[1]) or f.extra.get("claimed_sequence") == sequence
+
+    # Damage that lost it first; then a piece set aside that holds it; a bare gap says least.
+    for f in report.findings:
+        if f.cls != "sequence-gap" and covers(f):
             chunk = os.path.join(path, f.file) if is_dir and f.file else path
             view = None
-            if f.offset is not None and fs.exists(chunk) and f.cls != "sequence-gap":
+            if f.offset is not None and fs.exists(chunk):
                 view = window(chunk, f.offset, min(f.end_offset or f.offset + 64, f.offset + MAX_REGION_BYTES),
                               f.offset, fs)
             return SequenceView(sequence, chunk, None, view, f"lost: {f.cls} in {f.file}: {f.one_line()}")
@@ -195,8 +199,15 @@ def find_sequence(path: str, sequence: int, fs=DEFAULT_FS) -> SequenceView:
 
         for p in read_pieces(path, fs).pieces:
             if p.first_sequence is not None and p.first_sequence <= sequence <= p.last_sequence:
+                from .advice import cmd
+
+                look = cmd("inspect", os.path.join(path, p.evidence), *(("--seq", sequence) if p.kind == "chunk" else ()))
                 return SequenceView(sequence, path, None, None,
-                                    f"set aside: {p.evidence} ({p.action} of {p.source}, bytes {p.offset}..{p.end})")
+                                    f"set aside: {p.evidence} ({p.action} of {p.source}, bytes {p.offset}..{p.end}); "
+                                    f"see: {look}")
+    for f in report.findings:
+        if covers(f):
+            return SequenceView(sequence, path, None, None, f"missing: {f.one_line()}")
     first, last = report.first_sequence, report.last_sequence
     raise UsageError(f"--seq {sequence}: no record, damage or quarantined piece carries it "
                      f"(this WAL holds sequences {first}..{last})", path)

@@ -223,3 +223,63 @@ def test_an_untrusted_manifest_line_is_reported_and_its_offset_not_used(cli, tmp
     r = cli("quarantine", "show", d, name)
     assert r.code == 0
     assert "-- record at offset 0 of" in r.out and "offset -3 is not a byte count" in r.out
+
+
+# ---- advice names the real directory, chunk and range, shell-quoted ------------------------------------
+
+def test_repair_advice_names_the_directory_chunk_and_range_and_copy_pastes(cli, tmp_path):
+    import shlex
+
+    c = make_chunk(range(1, 6))
+    o = record_offsets(c)
+    d = write_dir(tmp_path / "my wal's dir", {0: flip_bit(c, o[1] + 44), 1: make_chunk(range(6, 8))})
+    r = cli("repair", d)
+    assert r.code == 3
+    q = shlex.quote(d)
+    assert "DIR" not in r.out and "NEWDIR" not in r.out and "CHUNK" not in r.out
+    assert f"walctl salvage {q} --out {shlex.quote(d + '.salvaged')}" in r.out
+    assert f"walctl inspect {q} --damaged" in r.out
+    move = next(line for line in r.out.splitlines() if "quarantine move" in line)
+    assert f"bytes {o[1]}..{o[2]}, seq 2..2" in move
+    words = shlex.split(move[move.index("walctl quarantine"):])
+    assert words == ["walctl", "quarantine", "move", d, "wal-000000.bin", "--reason", f"mid-log-damage bytes {o[1]}..{o[2]}"]
+    j = cli("repair", d, "--json").json()
+    assert any(f"walctl salvage {q}" in a for a in j["advice"])
+
+
+def test_verify_says_what_to_run_next_with_the_real_path(cli, tmp_path):
+    import shlex
+
+    c = make_chunk(range(1, 4))
+    d = write_dir(tmp_path / "a b", {0: truncate_to(c, len(c) - 5)})
+    r = cli("verify", d)
+    assert r.code == 1
+    assert f"next: walctl inspect {shlex.quote(d)} --damaged" in r.out
+    assert f"walctl repair {shlex.quote(d)}" in r.out
+    clean = cli("verify", write_dir(tmp_path / "ok", {0: c}))
+    assert clean.code == 0 and "next:" not in clean.out
+
+
+def test_dry_runs_print_the_exact_command_to_apply(cli, tmp_path):
+    import shlex
+
+    c = make_chunk(range(1, 4))
+    d = write_dir(tmp_path / "w", {0: c, 1: truncate_to(make_chunk(range(4, 6)), 30)})
+    r = cli("repair", d)
+    assert f"walctl repair {shlex.quote(d)} --apply" in r.out
+    m = cli("quarantine", "move", d, "wal-000000.bin", "--reason", "it's rotten")
+    assert f"walctl quarantine move {d} wal-000000.bin --reason 'it'\"'\"'s rotten' --apply" in m.out
+    assert os.path.exists(os.path.join(d, "wal-000000.bin"))  # a dry run
+
+
+def test_control_characters_in_manifest_text_are_escaped_for_humans(cli, tmp_path):
+    d, name, off = _cut(cli, tmp_path, 29)
+    man = os.path.join(d, ".quarantine", "MANIFEST.jsonl")
+    lines = [json.loads(x) for x in open(man)]
+    lines[0]["reason"] = "evil\x1b[2J\rreason"
+    with open(man, "w") as f:
+        f.write("".join(json.dumps(x) + "\n" for x in lines))
+    for args in (("quarantine", "show", d, name), ("quarantine", "list", d), ("map", d)):
+        r = cli(*args)
+        assert "\x1b" not in r.out and "\r" not in r.out, args
+    assert "evil\\x1b[2J\\x0dreason" in cli("quarantine", "show", d, name).out

@@ -23,16 +23,23 @@ def list_(directory: str = typer.Argument(..., help="The WAL directory."),
     if json_out:
         emit(json_document("walctl.quarantine/1", lst.to_json()))
         raise typer.Exit(0)
-    rows = [[i.name, i.size, (i.entry or {}).get("action", "UNRECORDED"), (i.entry or {}).get("source", ""),
+    from .shown import shown
+
+    rows = [[shown(i.name), i.size, (i.entry or {}).get("action", "UNRECORDED"), (i.entry or {}).get("source", ""),
              (i.entry or {}).get("offset", ""), (i.entry or {}).get("time", ""), (i.entry or {}).get("reason", "")]
             for i in lst.items]
+    rows = [[shown(c) if isinstance(c, str) else c for c in r] for r in rows]
     if rows:
         for line in plain_table(["file", "bytes", "action", "source", "offset", "time", "reason"], rows, indent=""):
             emit(line)
     else:
-        emit(f"{directory}: nothing in quarantine")
+        emit(f"{shown(directory)}: nothing in quarantine")
     for p in lst.problems:
-        emit(f"warning: {p}")
+        emit(f"warning: {shown(p)}")
+    if rows:
+        from ..ops.advice import cmd
+
+        emit(f"what a piece holds: {shown(cmd('quarantine', 'show', directory, lst.items[0].name))}")
     raise typer.Exit(0)
 
 
@@ -94,8 +101,11 @@ def move(directory: str = typer.Argument(..., help="The WAL directory."),
          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine-move/1).")):
     from ..ops.quarantine import move as run_move
 
+    from ..ops.advice import cmd
+
     act = run_move(directory, chunk, reason=reason, apply=apply)
-    _render_action(act, json_out, "walctl.quarantine-move/1")
+    _render_action(act, json_out, "walctl.quarantine-move/1",
+                   cmd("quarantine", "move", directory, chunk, "--reason", reason, "--apply"))
 
 
 @app.command("restore", help="""Put a quarantined file back: a chunk under its old name (refused if that name is
@@ -109,8 +119,10 @@ def restore(directory: str = typer.Argument(..., help="The WAL directory."),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine-restore/1).")):
     from ..ops.quarantine import restore as run_restore
 
+    from ..ops.advice import cmd
+
     act = run_restore(directory, name, apply=apply)
-    _render_action(act, json_out, "walctl.quarantine-restore/1")
+    _render_action(act, json_out, "walctl.quarantine-restore/1", cmd("quarantine", "restore", directory, name, "--apply"))
 
 
 @app.command("purge", help="""Delete quarantined files whose manifest line is older than --older-than: the only
@@ -140,15 +152,22 @@ def purge(directory: str = typer.Argument(..., help="The directory whose .quaran
     for i, why in rep.kept:
         emit(f"  kept: {i.name}: {why}")
     if not rep.applied and rep.removals:
-        emit("dry run: nothing was changed; run again with --apply")
+        from ..ops.advice import cmd
+        from .shown import shown
+
+        emit(f"dry run: nothing was changed; to do it: "
+             f"{shown(cmd('quarantine', 'purge', directory, '--older-than', older_than, '--apply'))}")
     raise typer.Exit(0)
 
 
-def _render_action(act, json_out: bool, schema: str):
+def _render_action(act, json_out: bool, schema: str, again: str | None = None):
+    from .shown import shown
+
     if json_out:
         emit(json_document(schema, act.to_json()))
     elif act.applied:
-        emit(f"{act.action}: {act.source} -> {act.target}")
+        emit(shown(f"{act.action}: {act.source} -> {act.target}"))
     else:
-        emit(f"would {act.action}: {act.source} -> {act.target}; dry run: nothing was changed; run again with --apply")
+        emit(shown(f"would {act.action}: {act.source} -> {act.target}; dry run: nothing was changed; "
+                   f"to do it: {again or 'run again with --apply'}"))
     raise typer.Exit(0)

@@ -107,3 +107,8 @@ def render_human(report: VerifyReport, verbose: bool) -> None:
             if extra.get("lost_sequence_range") and f.cls not in ("sequence-gap",):
                 a, b = extra["lost_sequence_range"]
                 emit(f"      sequences lost: {seq_range(a, b)}")
+        from ..ops.advice import next_steps
+        from .shown import shown
+
+        for i, line in enumerate(next_steps(p)):
+            emit(f"  {'next:' if i == 0 else '     '} {shown(line)}")

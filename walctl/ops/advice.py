@@ -18,3 +18,22 @@ def salvage_out(directory: str) -> str:
 
 def chunk_path(directory: str, chunk: str) -> str:
     return os.path.join(directory, chunk)
+
+
+def next_steps(report) -> list[str]:
+    """After verify: the commands that take an operator from the alert to the bytes, for this path."""
+    from ..errors import EXIT_CORRUPT, EXIT_SEQUENCE, EXIT_TORN
+    from .verify import KIND_DIR
+
+    code, p = report.exit_code, report.path
+    if code == 0 or report.kind is None:
+        return []
+    out = [cmd("inspect", p, "--damaged"), cmd("map", p)]
+    if report.kind == KIND_DIR:
+        if code == EXIT_TORN:
+            out.append(cmd("repair", p) + "   (dry run: shows the cut; add --apply)")
+        elif code == EXIT_CORRUPT:
+            out.append(cmd("salvage", p, "--out", salvage_out(p)))
+        elif code == EXIT_SEQUENCE:
+            out.append(cmd("quarantine", "list", p))
+    return out

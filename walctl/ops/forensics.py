@@ -40,14 +40,17 @@ def around(path: str, offset: int, context: int, fs=DEFAULT_FS) -> AroundView:
     return window(path, max(0, offset - context), offset + context + 1, offset, fs)
 
 
-def window(path: str, lo: int, hi: int, mark: int | None = None, fs=DEFAULT_FS) -> AroundView:
+def window(path: str, lo: int, hi: int, mark: int | None = None, fs=DEFAULT_FS, annotate: bool = True) -> AroundView:
     """Annotates every record whose header overlaps file bytes [lo, hi) and dumps them; `mark` is
-    bracketed in the dump."""
+    bracketed in the dump. `annotate=False`: bytes only (a file that is not a V2 chunk)."""
     with fs.map_read(path) as buf:
         size = len(buf)
         lo, hi = max(0, min(lo, size)), max(0, min(hi, size))
         offset = lo if mark is None else mark
         note = None
+        if not annotate:
+            lines = tuple(hex_lines(buf, lo, hi, mark=mark if mark is not None and mark < size else None))
+            return AroundView(path, size, offset, lo, hi, (), lines, None)
         starts: list[tuple[int, bool]] = []
 
         def visit(_buf, off, h, p, q, nxt, payload):
@@ -90,8 +93,11 @@ def damaged_views(path: str, context: int = 32, fs=DEFAULT_FS) -> tuple[object, 
     file offset (an unreadable chunk) gets no bytes, only its text."""
     from .verify import verify_path
 
+    from .verify import KIND_CHUNK, KIND_DIR
+
     report = verify_path(path, fs=fs)
     is_dir = fs.stat(path).kind == "dir"
+    v2 = report.kind in (KIND_DIR, KIND_CHUNK)  # other formats: the bytes, without V2 record annotations
     out = []
     for f in report.findings:
         if f.exit_code == 0:
@@ -104,10 +110,11 @@ def damaged_views(path: str, context: int = 32, fs=DEFAULT_FS) -> tuple[object, 
             size = fs.stat(chunk).size
             tail = RECORD_HEADER.size  # enough to show the header of what resumes
             if end - f.offset <= MAX_REGION_BYTES:
-                views.append(window(chunk, f.offset - context, min(size, end + max(context, tail)), f.offset, fs))
+                views.append(window(chunk, f.offset - context, min(size, end + max(context, tail)), f.offset, fs, v2))
             else:
-                views.append(window(chunk, f.offset - context, f.offset + MAX_REGION_BYTES // 2, f.offset, fs))
-                views.append(window(chunk, end - MAX_REGION_BYTES // 4, min(size, end + max(context, tail)), None, fs))
+                views.append(window(chunk, f.offset - context, f.offset + MAX_REGION_BYTES // 2, f.offset, fs, v2))
+                views.append(window(chunk, end - MAX_REGION_BYTES // 4, min(size, end + max(context, tail)), None, fs,
+                                    v2))
                 hidden = max(0, (end - MAX_REGION_BYTES // 4) - (f.offset + MAX_REGION_BYTES // 2))
         out.append(DamagedView(f, chunk, _lost_text(f), _resumes_text(f, report), tuple(views), hidden))
     return report, tuple(out)

@@ -11,6 +11,7 @@ from ..format.names import parse_chunk_name
 from ..store import durable, quarantine as q
 from ..store.fs import DEFAULT_FS
 from ..store.lock import DirectoryLock, holder_text
+from .advice import cmd
 from .clock import utc_now
 from .verify import PathReport, verify_path
 
@@ -54,7 +55,8 @@ def list_quarantine(directory: str, fs=DEFAULT_FS) -> Listing:
             continue
         if last.get(f.name, {}).get("action") == "purge":
             problems.append(f"{f.name}: its purge is recorded but the file is still here (a crash mid-purge? "
-                            f"`walctl quarantine purge --apply` finishes it)")
+                            f"`{cmd('quarantine', 'purge', directory, '--older-than', '36500d', '--apply')}` "
+                            f"finishes it)")
         else:
             problems.append(f"{f.name}: in .quarantine/ but not in {q.MANIFEST} (a crash between the move and "
                             f"its manifest line?)")
@@ -73,7 +75,6 @@ class Shown(NamedTuple):
 
 
 def show(directory: str, name: str, fs=DEFAULT_FS) -> Shown:
-    from .advice import cmd
     from .pieces import find_piece, line_problem, view_cut, view_unrecorded
 
     listing = list_quarantine(directory, fs)
@@ -123,7 +124,8 @@ def restore(directory: str, name: str, *, apply: bool = False, fs=DEFAULT_FS) ->
     listing = list_quarantine(directory, fs)
     item = next((i for i in listing.items if i.name == name), None)
     if item is None or item.entry is None:
-        raise UsageError(f"{name} is not a recorded item of .quarantine/ (see `walctl quarantine list`)", directory)
+        raise UsageError(f"{name} is not a recorded item of .quarantine/ (see `{cmd('quarantine', 'list', directory)}`)",
+                         directory)
     e = item.entry
     qpath = os.path.join(q.qdir(directory), name)
     dest = os.path.join(directory, e["source"])
@@ -197,7 +199,7 @@ def _purge(directory: str, older_than_s: float, now: float, apply: bool, fs) -> 
     for item in listing.items:
         line = item.entry or last.get(item.name)
         if line is None:
-            kept.append((item, "unrecorded: see `walctl quarantine list`"))
+            kept.append((item, f"unrecorded: see `{cmd('quarantine', 'list', directory)}`"))
         elif line.get("action") == "purge":
             removals.append(item)  # recorded as purged, then a crash: finish it
         else:

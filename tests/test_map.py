@@ -225,3 +225,20 @@ def test_svg_refusal_with_json_is_still_one_document(cli, tmp_path):
     doc = r.json()
     assert r.code == 7 and doc["exit_code"] == 7 and "already exists" in doc["error"]["reason"]
     assert len(doc["regions"]) == 3 and out.read_text() == "mine"
+
+
+def test_quarantined_chunks_beyond_the_scan_budget_give_their_first_sequence_only(tmp_path, monkeypatch):
+    from walctl.ops import pieces
+    from walctl.ops.damagemap import damage_map
+    from walctl.ops.quarantine import move
+
+    d = write_dir(tmp_path / "wal", {0: make_chunk(range(1, 4)), 1: make_chunk(range(4, 7)),
+                                     2: make_chunk(range(7, 10)), 3: make_chunk(range(10, 12))})
+    move(d, "wal-000001.bin", reason="a", apply=True)
+    move(d, "wal-000002.bin", reason="b", apply=True)
+    monkeypatch.setattr(pieces, "SCAN_BUDGET_BYTES", os.path.getsize(os.path.join(d, ".quarantine", "wal-000001.bin")))
+    m = damage_map(d)
+    got = [(p.name, p.first_sequence, p.last_sequence, p.sequence_checked) for p in m.pieces]
+    assert got == [("wal-000001.bin", 4, 6, True), ("wal-000002.bin", 7, None, False)]
+    (gap,) = m.gaps
+    assert gap.missing == (4, 9) and gap.absent_indices == (1, 2) and gap.pieces == (0, 1)

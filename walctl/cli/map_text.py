@@ -195,7 +195,8 @@ def piece_text(p) -> str:
     where = f"bytes {p.offset}..{p.end} of {shown(p.source)}" if p.kind != "chunk" else f"was {shown(p.source)}"
     seq = ""
     if p.first_sequence is not None:
-        seq = f", seq {seq_range(p.first_sequence, p.last_sequence)}" + ("" if p.sequence_checked else " (claimed)")
+        rng = seq_range(p.first_sequence, p.last_sequence) if p.last_sequence is not None else f"{p.first_sequence}.."
+        seq = f", seq {rng}" + ("" if p.sequence_checked else " (claimed)")
     state = {"missing": " [file missing]", "elsewhere": f" [at {shown(p.evidence)}]"}.get(p.kind, "")
     return f"{shown(p.name or p.evidence)}: {shown(p.action)}, {where}{seq}{state}"
 

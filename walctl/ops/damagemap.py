@@ -196,8 +196,9 @@ def _gaps(report: PathReport, rows, regions, pieces) -> tuple[Gap, ...]:
         for i, p in enumerate(pieces):
             idx = parse_chunk_name(p.source)
             in_idx = absent is not None and idx is not None and absent[0] <= idx <= absent[1]
+            last = p.last_sequence if p.last_sequence is not None else p.first_sequence
             in_seq = (missing is not None and p.first_sequence is not None
-                      and p.first_sequence <= missing[1] and p.last_sequence >= missing[0])
+                      and p.first_sequence <= missing[1] and last >= missing[0])
             if in_idx or in_seq:
                 attached.append(i)
         out.append(Gap(k if k >= 0 else None, missing, absent, tuple(attached), region))

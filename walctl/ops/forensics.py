@@ -205,7 +205,7 @@ def find_sequence(path: str, sequence: int, fs=DEFAULT_FS) -> SequenceView:
         from .pieces import read_pieces
 
         for p in read_pieces(path, fs).pieces:
-            if p.first_sequence is not None and p.first_sequence <= sequence <= p.last_sequence:
+            if p.first_sequence is not None and p.first_sequence <= sequence <= (p.last_sequence or p.first_sequence):
                 from .advice import cmd
 
                 look = cmd("inspect", os.path.join(path, p.evidence), *(("--seq", sequence) if p.kind == "chunk" else ()))

@@ -18,6 +18,7 @@ from ..store.fs import DEFAULT_FS
 
 MAX_OFFSET = (1 << 63) - 1
 MAX_PIECE_DECODE_BYTES = 1 << 20  # a cut piece is decoded from its first MiB at most
+SCAN_BUDGET_BYTES = 256 << 20  # whole quarantined chunks verified for their ranges, in all; beyond: first header
 
 
 def plain_name(name) -> bool:
@@ -94,7 +95,8 @@ def read_pieces(directory: str, fs=DEFAULT_FS) -> Pieces:
             good.append(e)
     held = q.holding_lines(good)
     seen = set(held)
-    out = [_piece(directory, name, e, fs) for name, e in sorted(held.items(), key=lambda kv: _order(kv[1]))]
+    budget = [SCAN_BUDGET_BYTES]  # compaction can leave hundreds of chunks here: the map stays cheap
+    out = [_piece(directory, name, e, fs, budget) for name, e in sorted(held.items(), key=lambda kv: _order(kv[1]))]
     # Pieces whose evidence went elsewhere (compaction into an archive directory): listed, not opened.
     for e in good:
         ev = e["evidence"]
@@ -125,7 +127,7 @@ def _source_order(source: str):
     return (0, idx, source) if idx is not None else (1, 0, source)
 
 
-def _piece(directory: str, name: str, e: dict, fs) -> Piece:
+def _piece(directory: str, name: str, e: dict, fs, budget: list | None = None) -> Piece:
     path = os.path.join(q.qdir(directory), name)
     present = fs.exists(path) and fs.stat(path).kind == "file"
     base = (name, e["evidence"], str(e.get("action")), e["source"], e["offset"], e["length"], e.get("time"),
@@ -135,6 +137,13 @@ def _piece(directory: str, name: str, e: dict, fs) -> Piece:
     size = fs.stat(path).size
     head = fs.read_head(path, len(FILE_MAGIC))
     if head == FILE_MAGIC and e["offset"] == 0:
+        if budget is not None and size > budget[0]:
+            # Over budget: the first record's sequence only (header CRC checked), the last unknown.
+            first = decode_pieces(fs.read_range(path, 8, 4096), 0, max_records=1)
+            seq = first[0].sequence if first and first[0].header_crc_ok else None
+            return Piece(*base, "chunk", seq, None, False)
+        if budget is not None:
+            budget[0] -= size
         from .verify import verify_path
 
         rep = verify_path(path, fs=fs)

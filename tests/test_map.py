@@ -242,3 +242,27 @@ def test_quarantined_chunks_beyond_the_scan_budget_give_their_first_sequence_onl
     assert got == [("wal-000001.bin", 4, 6, True), ("wal-000002.bin", 7, None, False)]
     (gap,) = m.gaps
     assert gap.missing == (4, 9) and gap.absent_indices == (1, 2) and gap.pieces == (0, 1)
+
+
+@pytest.mark.parametrize("case", ["payload-bitflip-midlog", "torn-tail-mid-payload", "wrong-file-magic"])
+def test_map_regions_match_verify_on_the_java_damaged_vectors(cli, case):
+    from conftest import case_dir
+
+    doc = _regions_match_findings(cli, case_dir(case))
+    assert doc["regions"], case
+
+
+def test_undecodable_payload_and_anomaly_marks(cli, tmp_path):
+    from walctl.format.v2 import encode_file_header, encode_record
+    from conftest import make_record
+
+    r1 = make_record(1)
+    bad = encode_record(2, 0, b"m", 1, b"\x78\x9c\xff\xff\xff\xff", 1)
+    odd = make_record(3, type_ordinal=40)  # unknown type: an anomaly, still valid
+    d = write_dir(tmp_path / "wal", {0: encode_file_header() + r1 + bad + odd})
+    doc = _regions_match_findings(cli, d)
+    marks = [(r["mark"], r["offset"]) for r in doc["regions"]]
+    assert marks == [("undecodable", 8 + len(r1)), ("anomaly", 8 + len(r1) + len(bad))]
+    text = cli("map", "--width", "80", d).out
+    row = next(line for line in text.splitlines() if line.startswith("wal-000000.bin"))
+    assert "U" in row and "!" in row and row.index("U") < row.index("!")

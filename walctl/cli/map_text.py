@@ -62,27 +62,46 @@ def _wrap(text: str, width: int, indent: str = "     ", max_lines: int = 4) -> l
 
 def bar_cells(size: int, cells: int, regions) -> list[str | None]:
     """One mark (or None: valid) per cell; cell i covers bytes [i*size/cells, (i+1)*size/cells).
-    Damage wins over point marks; every region gets at least one cell."""
+    Every region gets at least one cell. A point (gap, repeat, anomaly) at a byte outside every damaged
+    range is drawn over a cell it shares with a damage boundary, but never hides a one-cell region."""
     out: list[str | None] = [None] * cells
     if cells <= 0:
         return out
-    ranged = [r for r in regions if r.mark not in POINT_MARKS]
-    points = [r for r in regions if r.mark in POINT_MARKS]
-    for r in points + ranged:  # ranged last: they overwrite points
-        f = r.finding
-        if f.offset is None:
-            if r.mark in POINT_MARKS:
-                continue
-            a, b = 0, cells  # the whole file (unreadable, unsupported without an offset)
-        elif size <= 0:
-            a, b = 0, cells
-        else:
-            end = f.end_offset if f.end_offset is not None and r.mark not in POINT_MARKS else f.offset
-            a = min(cells - 1, f.offset * cells // size)
-            b = max(a + 1, min(cells, -(-end * cells // size)))
+    single: set[int] = set()  # cells that are the only cell of some damaged region
+    ranges = []
+    for r in regions:
+        if r.mark in POINT_MARKS:
+            continue
+        a, b = _cell_span(r, size, cells)
+        ranges.append((r.finding.offset, r.finding.end_offset))
+        if b - a == 1:
+            single.add(a)
         for i in range(a, b):
             out[i] = r.mark
+    for r in regions:
+        f = r.finding
+        if r.mark not in POINT_MARKS or f.offset is None:
+            continue
+        if any(o is not None and e is not None and o <= f.offset < e for o, e in ranges):
+            continue  # inside damage: the damage says more
+        a = _cell_span(r, size, cells)[0]
+        if out[a] is not None and out[a] not in POINT_MARKS and (a in single or a + 1 >= cells):
+            continue
+        if out[a] is not None and out[a] not in POINT_MARKS:
+            a += 1  # the cell is a damage boundary: the point goes just after it
+            if out[a] is not None and out[a] not in POINT_MARKS:
+                continue
+        out[a] = r.mark
     return out
+
+
+def _cell_span(r, size: int, cells: int) -> tuple[int, int]:
+    f = r.finding
+    if f.offset is None or size <= 0:
+        return 0, cells  # the whole file (unreadable, unsupported without an offset)
+    end = f.end_offset if f.end_offset is not None and r.mark not in POINT_MARKS else f.offset
+    a = min(cells - 1, f.offset * cells // size)
+    return a, max(a + 1, min(cells, -(-end * cells // size)))
 
 
 def render_map(m: M.DamageMap, width: int, color: bool) -> list[str]:

@@ -10,7 +10,6 @@ from hypothesis import given, settings, strategies as st
 
 from conftest import flip_bit, make_chunk, make_record, record_offsets, tree_digest, truncate_to, write_dir, zero_fill
 from walctl.format.partial import decode_partial, decode_pieces
-from walctl.format.v2 import RECORD_HEADER
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")

@@ -118,17 +118,21 @@ def test_a_repair_cut_is_listed_with_its_offsets_and_claimed_sequence(cli, tmp_p
 def test_bad_manifest_lines_are_reported_and_never_followed(cli, tmp_path):
     d = write_dir(tmp_path / "wal", {0: make_chunk(range(1, 3))})
     os.makedirs(os.path.join(d, ".quarantine"))
-    lines = [{"action": "move", "source": "../../etc/passwd", "offset": 0, "length": 1, "evidence": ".quarantine/x"},
-             {"action": "move", "source": "wal-000009.bin", "offset": -5, "length": 1, "evidence": ".quarantine/y"},
-             {"action": "move", "source": "wal-000009.bin", "offset": 0, "length": 1, "evidence": ".quarantine/../z"}]
+    sha = "0" * 64
+    lines = [{"action": "move", "source": "../../etc/passwd", "offset": 0, "length": 1, "evidence": ".quarantine/x",
+              "sha256": sha},
+             {"action": "move", "source": "wal-000009.bin", "offset": -5, "length": 1, "evidence": ".quarantine/y",
+              "sha256": sha},
+             {"action": "move", "source": "wal-000009.bin", "offset": 0, "length": 1, "evidence": ".quarantine/../z",
+              "sha256": sha}]
     with open(os.path.join(d, ".quarantine", "MANIFEST.jsonl"), "w") as f:
         f.write("".join(json.dumps(x) + "\n" for x in lines))
     before = tree_digest(d)
     doc = cli("map", "--json", d).json()
     assert doc["pieces"] == []
-    assert [p.split(":")[0] for p in doc["problems"]] == ["MANIFEST.jsonl entry 1", "MANIFEST.jsonl entry 2",
-                                                          "MANIFEST.jsonl entry 3"]
-    assert "not a plain file name" in doc["problems"][0] and "offset -5" in doc["problems"][1]
+    assert [p.split(":")[0] for p in doc["problems"]] == ["MANIFEST.jsonl line 1", "MANIFEST.jsonl line 2",
+                                                          "MANIFEST.jsonl line 3"]
+    assert "source" in doc["problems"][0] and "offset -5" in doc["problems"][1]
     assert tree_digest(d) == before
 
 
@@ -162,12 +166,18 @@ def test_colour_only_when_asked_and_never_with_no_color(tmp_path, monkeypatch):
 
     d, _, _ = _damaged_dir(tmp_path)
     m = damage_map(d)
+    import io
+
     plain = render_map(m, 80, color=False)
-    coloured = render_map(m, 80, color=True)
-    assert not any(ANSI.search(x) for x in plain) and any(ANSI.search(x) for x in coloured)
-    assert [ANSI.sub("", re.sub(r"\x1b\[[0-9;]*m", "", x)) for x in coloured] == plain
+    out = io.StringIO()
     from walctl.cli import render
 
+    stream = render.SafeStream(out)
+    for line in render_map(m, 80, color=True):
+        stream.write(line + "\n")
+    coloured = out.getvalue().splitlines()
+    assert not any(ANSI.search(x) for x in plain) and any(ANSI.search(x) for x in coloured)
+    assert [re.sub(r"\x1b\[[0-9;]*m", "", x) for x in coloured] == plain
     monkeypatch.setenv("NO_COLOR", "1")
     assert render.use_color() is False
 
@@ -188,9 +198,9 @@ def test_svg_is_well_formed_shows_every_region_and_is_never_overwritten(cli, tmp
     # a hostile reason in the manifest must come out escaped
     os.makedirs(os.path.join(d, ".quarantine"))
     with open(os.path.join(d, ".quarantine", "MANIFEST.jsonl"), "w") as f:
-        f.write(json.dumps({"action": "move", "source": "wal-000001.bin", "offset": 0, "length": 10,
+        f.write(json.dumps({"action": "compact-archive", "source": "wal-000001.bin", "offset": 0, "length": 10,
                             "evidence": "/archive/wal-000001.bin", "reason": "<script>alert(1)</script>\x1b[2J",
-                            "time": "2026-01-01T00:00:00Z"}) + "\n")
+                            "time": "2026-01-01T00:00:00Z", "sha256": "0" * 64}) + "\n")
     before = tree_digest(d)
     out = tmp_path / "map.svg"
     r = cli("map", d, "--svg", out)

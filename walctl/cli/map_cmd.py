@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import typer
@@ -70,9 +69,8 @@ def render_text(m, width: int | None = None) -> None:
 
 
 def write_svg(m, target: str) -> str:
-    """Writes through the durable create recipe: a crash leaves no half SVG, an existing file is refused."""
-    from ..store import durable
+    """Rendered here, written by ops (durable create: no half SVG after a crash, never overwritten)."""
+    from ..ops.damagemap import save_picture
     from .map_svg import render_svg
 
-    durable.create_file(target, render_svg(m).encode("utf-8"))
-    return os.path.abspath(target)
+    return save_picture(target, render_svg(m))

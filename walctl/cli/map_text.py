@@ -159,9 +159,9 @@ def render_map(m: M.DamageMap, width: int, color: bool) -> list[str]:
 def _paint(text: str, colour: str | None, color: bool) -> str:
     if not color or not colour:
         return text
-    from .render import _COLORS
+    from .render import colour as painted  # our colours pass SafeStream by its token; a file's never do
 
-    return f"\033[{_COLORS[colour]}m{text}\033[0m"
+    return painted(text, colour)
 
 
 def _cell(mark: str | None, color: bool) -> str:

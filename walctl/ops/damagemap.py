@@ -203,3 +203,13 @@ def _gaps(report: PathReport, rows, regions, pieces) -> tuple[Gap, ...]:
                 attached.append(i)
         out.append(Gap(k if k >= 0 else None, missing, absent, tuple(attached), region))
     return tuple(out)
+
+
+def save_picture(target: str, text: str, fs=DEFAULT_FS) -> str:
+    """Writes a rendered map (the SVG) by durable create, confined to the directory the operator named
+    for it: a crash leaves no half file, an existing file is refused (exit 7), never overwritten."""
+    from ..store import durable
+
+    target = os.path.abspath(target)
+    durable.create_file(target, text.encode("utf-8"), fs.beneath(os.path.dirname(target)))
+    return target

@@ -2,49 +2,30 @@
 source and offset), what it holds (a whole chunk verified as one; cut bytes decoded at their original
 offset, partial headers as far as the bytes go). Read-only.
 
-Manifest lines are untrusted data: a line whose names or numbers are not plausible is reported as a
-problem and never used to open anything. (The containment layer in store/ resolves paths beneath the
-directory; this is the check that a line is worth following at all.)
+Manifest lines are untrusted data: store.quarantine.read_manifest reports a line whose names or numbers
+are not plausible and never hands it on; only its lines are used here.
 """
 from __future__ import annotations
 
 import os
 from typing import NamedTuple
 
+from ..format.names import name_problem
 from ..format.partial import PartialRecord, decode_pieces
 from ..format.v2 import FILE_MAGIC
 from ..store import quarantine as q
 from ..store.fs import DEFAULT_FS
 
-MAX_OFFSET = (1 << 63) - 1
 MAX_PIECE_DECODE_BYTES = 1 << 20  # a cut piece is decoded from its first MiB at most
 SCAN_BUDGET_BYTES = 256 << 20  # whole quarantined chunks verified for their ranges, in all; beyond: first header
 
+# One rule for which manifest lines may be followed: store.quarantine's (read_manifest drops the others
+# and reports them with their line numbers). These names are kept for the callers here.
+line_problem = q.entry_problem
+
 
 def plain_name(name) -> bool:
-    """A single path component: no separator, not . or .., no NUL or control character, not too long."""
-    return (isinstance(name, str) and 0 < len(name) <= 255 and name not in (".", "..") and "/" not in name
-            and "\\" not in name and all(ord(c) >= 0x20 and ord(c) != 0x7F for c in name))
-
-
-def line_problem(e) -> str | None:
-    """Why a manifest line cannot be trusted, or None."""
-    if not isinstance(e, dict):
-        return "not a JSON object"
-    ev = e.get("evidence")
-    if isinstance(ev, str) and ev.startswith(q.QUARANTINE_DIR + "/"):
-        if not plain_name(ev[len(q.QUARANTINE_DIR) + 1:]):
-            return f"evidence {ev!r} is not a plain name in {q.QUARANTINE_DIR}/"
-    elif not isinstance(ev, str) or not ev:
-        return f"evidence {ev!r} is not a path"
-    src = e.get("source")
-    if not plain_name(src):
-        return f"source {src!r} is not a plain file name"
-    for key in ("offset", "length"):
-        v = e.get(key)
-        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= MAX_OFFSET:
-            return f"{key} {v!r} is not a byte count"
-    return None
+    return name_problem(name) is None
 
 
 class Piece(NamedTuple):
@@ -81,18 +62,11 @@ class Pieces(NamedTuple):
 
 
 def read_pieces(directory: str, fs=DEFAULT_FS) -> Pieces:
-    """Every piece the manifest says is set aside (not restored or purged since), validated."""
+    """Every piece the manifest says is set aside (not restored or purged since); read_manifest has
+    already set aside (and reported) the lines that cannot be trusted."""
     if fs.stat(directory).kind != "dir":
         return Pieces((), ())
-    entries, problems = q.read_manifest(directory, fs)
-    problems = list(problems)
-    good = []
-    for i, e in enumerate(entries, 1):
-        why = line_problem(e)
-        if why:
-            problems.append(f"{q.MANIFEST} entry {i}: {why}; ignored")
-        else:
-            good.append(e)
+    good, problems = q.read_manifest(directory, fs)
     held = q.holding_lines(good)
     seen = set(held)
     budget = [SCAN_BUDGET_BYTES]  # compaction can leave hundreds of chunks here: the map stays cheap

@@ -133,7 +133,7 @@ def render_map(m: M.DamageMap, width: int, color: bool) -> list[str]:
     for k, row in enumerate(m.rows):
         regs = [m.regions[i] for i in row.regions]
         cells = bar_cells(row.size, bar_w, regs)
-        bar = "".join(_cell(c, color) for c in cells) if row.size else _paint(".", "dim", color) * bar_w
+        bar = _bar(cells, color) if row.size else _paint("." * bar_w, "dim", color)
         name = _middle(names[k], nw)
         seq = _fit(seqs[k], sw)
         lines.append(f"{name:<{nw}} {seq:>{sw}} {sizes[k]:>{zw}} |{bar}|")
@@ -164,9 +164,15 @@ def _paint(text: str, colour: str | None, color: bool) -> str:
     return painted(text, colour)
 
 
-def _cell(mark: str | None, color: bool) -> str:
-    ch, colour, _ = VALID if mark is None else STYLE[mark]
-    return _paint(ch, colour, color)
+def _bar(cells: list, color: bool) -> str:
+    """The cells as characters; one colour code per run of equal marks, not per cell."""
+    from itertools import groupby
+
+    out = []
+    for mark, run in groupby(cells):
+        ch, colour, _ = VALID if mark is None else STYLE[mark]
+        out.append(_paint(ch * len(list(run)), colour, color))
+    return "".join(out)
 
 
 def _paint_mark(text: str, mark: str, color: bool) -> str:

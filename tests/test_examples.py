@@ -81,7 +81,7 @@ def test_recovery_script_repairs_a_torn_copy_and_salvages_a_corrupt_one(tmp_path
                          capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "ready for the service" in out.stdout
-    assert sorted(os.listdir(torn)) == [".quarantine", ".walctl.lock", "wal-000001.bin"]  # chunk 0 compacted
+    assert sorted(os.listdir(torn)) == [".quarantine", ".walctl", ".walctl.lock", "wal-000001.bin"]  # chunk 0 compacted; the ledger says so
     corrupt = tmp_path / "corrupt"
     shutil.copytree(os.path.join(EXAMPLES, "wal-midlog-corrupt"), corrupt)
     out = subprocess.run(["sh", os.path.join(EXAMPLES, "recovery.sh"), str(corrupt)], capture_output=True, text=True,

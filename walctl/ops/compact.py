@@ -16,13 +16,14 @@ import zlib
 from typing import NamedTuple
 
 from .. import __version__
-from ..errors import Refused, UnsupportedInput, UsageError
+from ..errors import EXIT_SEQUENCE, NotClean, Refused, UnsupportedInput, UsageError
 from ..format.ckptmeta import decode_checkpoint_meta
 from ..format.v2 import FILE_HEADER, FILE_MAGIC, FORMAT_VERSION, HEADER_CRC_SPAN, RECORD_HEADER, RECORD_MAGIC
-from ..store import durable, quarantine
+from ..store import durable, ledger, quarantine
 from ..store.chunkdir import list_chunks
 from ..store.fs import DEFAULT_FS
 from ..store.lock import DirectoryLock, holder_text
+from . import findings as F
 from .clock import utc_now
 
 
@@ -115,7 +116,19 @@ def first_sequence(head: bytes, size: int) -> tuple[int | None, str | None]:
     return h[6], None
 
 
-def plan(directory: str, hwm: int, fs=DEFAULT_FS) -> tuple[list[Removal], str | None]:
+def plan(directory: str, hwm: int, fs=DEFAULT_FS, lock_held_by_us: bool = False) -> tuple[list[Removal], str | None]:
+    """Refuses (exit 4) a directory whose sequences repeat, go back or have a gap nobody accepted: the
+    "next chunk's first sequence minus one" bound below holds only where sequences rise by one, and a
+    regression would let a chunk holding records above the HWM leave the log."""
+    from .verify import verify_path
+
+    report = verify_path(directory, fs=fs, lock_held_by_us=lock_held_by_us)
+    seq = [f for f in report.findings if f.exit_code == EXIT_SEQUENCE and f.cls in (
+        F.SEQUENCE_REPEAT, F.SEQUENCE_REGRESSION, F.SEQUENCE_BELOW_ONE)]  # a gap stops the plan below
+    if seq:
+        raise NotClean(f"refusing to compact: {seq[0].one_line()} (see `walctl verify {directory}`); compaction "
+                       "cannot tell which records a chunk holds across it", directory, code=EXIT_SEQUENCE)
+    actual_last = {c.file: c.last_sequence for c in report.chunks}
     bounds = chunk_bounds(directory, fs)
     removals: list[Removal] = []
     for i, b in enumerate(bounds):
@@ -133,6 +146,8 @@ def plan(directory: str, hwm: int, fs=DEFAULT_FS) -> tuple[list[Removal], str | 
         last = nxt.first_sequence - 1
         if b.first_sequence is not None and last < b.first_sequence:
             return removals, f"{b.file}: the next chunk starts at {nxt.first_sequence}, not after {b.first_sequence}"
+        if actual_last.get(b.file) is not None and actual_last[b.file] > last:
+            return removals, f"{b.file}: holds sequence {actual_last[b.file]}, past the next chunk's first"
         if last > hwm:
             return removals, f"{b.file}: holds sequences up to {last}, above the HWM {hwm}"
         removals.append(Removal(b.file, b.size, b.first_sequence, last))
@@ -151,7 +166,7 @@ def compact(directory: str, *, before: int | None = None, checkpoint_meta: str |
         removals, stop = plan(directory, hwm, fs)
         return CompactReport(directory, hwm, source, False, archive_to, tuple(removals), stop, ())
     with DirectoryLock(directory, holder_text("compact"), fs):
-        removals, stop = plan(directory, hwm, fs)  # again, under the lock: the directory may have moved on
+        removals, stop = plan(directory, hwm, fs, True)  # again, under the lock: the directory may have moved on
         evidence = []
         if archive_to and removals:
             durable.make_dir(archive_to, fs)
@@ -160,8 +175,12 @@ def compact(directory: str, *, before: int | None = None, checkpoint_meta: str |
         for r in removals:
             reason = f"sequences up to {r.last_sequence} are covered by {source}"
             if not archive_to:
-                evidence.append(quarantine.move_in_recorded(directory, r.file, action="compact", reason=reason,
-                                                            now=now, version=__version__, manifest=earlier, fs=fs))
+                seqs = (r.first_sequence, r.last_sequence)
+                evidence.append(quarantine.move_in_recorded(
+                    directory, r.file, action="compact", reason=reason, now=now, version=__version__,
+                    manifest=earlier, fs=fs,
+                    before_move=lambda to, f=r.file, s=seqs: ledger.record_moved(directory, f, to, "compact", now,
+                                                                                fs, s)))
                 continue
             src = os.path.join(directory, r.file)
             sha = quarantine.sha256_file(src, fs)
@@ -172,6 +191,7 @@ def compact(directory: str, *, before: int | None = None, checkpoint_meta: str |
             # The line goes first: a crash can leave a line for a chunk still there (the next run moves it
             # and says so again), never a chunk gone from the WAL that nobody recorded.
             quarantine.record(directory, entry, fs)
+            ledger.record_moved(directory, r.file, dst, "archive", now, fs, (r.first_sequence, r.last_sequence))
             if fs.exists(dst):
                 durable.remove(src, fs)  # archived (identical bytes) by an earlier run that crashed before removing it
             else:

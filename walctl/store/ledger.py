@@ -132,3 +132,31 @@ class Sealer:
         self._q = None  # from here on, lines are written in the caller's thread
         if self.error is not None:
             raise self.error
+
+
+def record(directory: str, event: str, ts: str, fs=DEFAULT_FS, **fields) -> None:
+    """One line, durably, before the action it announces (the caller holds the directory's lock)."""
+    append_lines(directory, [L.encode_line(event, ts, **fields)], fs)
+
+
+def chunk_range(directory: str, name: str, fs=DEFAULT_FS) -> tuple[int | None, int | None]:
+    """(first_seq, last_seq) of a chunk about to leave: from its seal when it still matches, else read."""
+    from .chunkread import scan_chunk_file
+
+    path = os.path.join(directory, name)
+    read = read_ledger(directory, fs)
+    if read is not None:
+        line = L.fold(read.lines).sealed.get(name)
+        if line is not None and fs.stat(path).size == line.get("size"):
+            return line.get("first_seq"), line.get("last_seq")
+    o = scan_chunk_file(path, fs)
+    return (o.scan.first_seq, o.scan.last_seq) if o.scan is not None else (None, None)
+
+
+def record_moved(directory: str, name: str, to: str, why: str, ts: str, fs=DEFAULT_FS,
+                 seqs: tuple | None = None) -> None:
+    """A `moved` line for a chunk (or segment) about to leave the directory; other files get none."""
+    if not L.is_log_file_name(name):
+        return
+    first, last = seqs if seqs is not None else chunk_range(directory, name, fs)
+    record(directory, L.MOVED, ts, fs, file=name, first_seq=first, last_seq=last, to=to, why=why)

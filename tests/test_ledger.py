@@ -565,3 +565,19 @@ def test_crash_at_every_operation_of_accept_loss():
         w = WalWriter(WAL, fs=fs)
         assert w.append(1, b"m", b"") == b + 1
         w.close()
+
+
+def test_verify_chooses_jobs_by_the_work_and_an_explicit_jobs_wins(tmp_path, monkeypatch):
+    import walctl.ops.verify as V
+
+    d = written(tmp_path, 300)
+    seen = []
+    real = V.scan_chunks
+    monkeypatch.setattr(V, "scan_chunks", lambda chunks, **kw: seen.append(kw["jobs"]) or real(chunks, **kw))
+    monkeypatch.setattr(V, "AUTO_JOBS_BYTES", 20_000)  # 7 chunks of ~4 KB: 28 KB unsealed, ~16 KB sealed
+    monkeypatch.setattr(V.os, "cpu_count", lambda: 3)
+    V.verify_path(d, jobs=None)
+    shutil.rmtree(os.path.join(d, ".walctl"))
+    V.verify_path(d, jobs=None)
+    V.verify_path(d, jobs=1)
+    assert seen == [1, 3, 1]

@@ -30,7 +30,7 @@ def verify(
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.verify/1) on stdout."),
     strict: bool = typer.Option(False, "--strict", help="Treat every anomaly as corruption (exit 3)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=0, help="Scan chunks in N processes (0: one per "
-                                       "core; default: one per core for directories of 256 MB or more)."),
+                                       "core; default: one per core when 256 MB or more are to be scanned)."),
     quick: bool = typer.Option(False, "--quick", help="Trust sealed chunks whose size, inode and mtime are "
                                "unchanged since their ledger seal (listed in the report)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="List every chunk, not only the damaged ones."),

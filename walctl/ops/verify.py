@@ -122,7 +122,7 @@ class _Barrier:
         self.finding = finding
 
 
-AUTO_JOBS_BYTES = 256 << 20  # a directory this large is scanned by one process per core
+AUTO_JOBS_BYTES = 256 << 20  # this much scanning is spread over one process per core (forks cost ~10 ms)
 
 
 def verify_paths(paths, *, strict: bool = False, jobs: int | None = 1, fs=DEFAULT_FS,
@@ -212,8 +212,9 @@ def verify_path(path: str, *, strict: bool = False, jobs: int | None = 1, fs=DEF
                                    e.exit_code, e.reason, file=e.path),))
     view = ledger_check.load_view(path, fs) if kind == KIND_DIR else None
     expects = ledger_check.expects_for(chunks, view, quick) if view is not None else None
-    if jobs is None:
-        jobs = (os.cpu_count() or 1) if sum(c.size for c in chunks) >= AUTO_JOBS_BYTES else 1
+    if jobs is None:  # by the work to do: hashing a sealed chunk costs about half a scan
+        work = sum(c.size if e is None else c.size // 2 for c, e in zip(chunks, expects or [None] * len(chunks)))
+        jobs = (os.cpu_count() or 1) if work >= AUTO_JOBS_BYTES else 1
     outcomes = scan_chunks(chunks, jobs=jobs, fs=fs, progress=progress, expects=expects)
     report = assemble(path, kind, chunks, outcomes, foreign, writer, strict)
     if view is None:

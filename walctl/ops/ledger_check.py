@@ -59,7 +59,7 @@ class View(NamedTuple):
 def load_view(directory: str, fs=DEFAULT_FS) -> View:
     read = SL.read_ledger(directory, fs)
     exp = L.fold(read.lines if read is not None else ())
-    return View(directory, read, exp, tuple(_manifest_moves(directory, fs)), *_checkpoint_meta(directory, fs))
+    return View(directory, read, exp, tuple(_manifest_moves(directory, fs, exp)), *_checkpoint_meta(directory, fs))
 
 
 def _checkpoint_meta(directory: str, fs) -> tuple[int, Finding | None]:
@@ -79,9 +79,11 @@ def _checkpoint_meta(directory: str, fs) -> tuple[int, Finding | None]:
                       file=CHECKPOINT_META, extra={"expected_version": CHECKPOINT_META_VERSION})
 
 
-def _manifest_moves(directory: str, fs) -> list[Moved]:
+def _manifest_moves(directory: str, fs, exp: L.Expectations) -> list[Moved]:
     """Whole chunks the quarantine manifest says are in .quarantine/ now, with their sequences (read from
-    the quarantined file itself: the manifest does not carry them)."""
+    the quarantined file itself: the manifest does not carry them). Skipped, so that verify does not scan
+    them every time: chunks that compaction moved (below the horizon whatever they hold; a quarantined
+    chunk below them is found by its own line) and chunks whose ledger `moved` line already carries them."""
     from ..store.chunkread import scan_chunk_file
 
     if not fs.exists(Q.qdir(directory)):
@@ -92,7 +94,10 @@ def _manifest_moves(directory: str, fs) -> list[Moved]:
         src = e.get("source")
         if e.get("offset") != 0 or not L.is_log_file_name(src) or parse_chunk_name(src) is None:
             continue
-        if "/" in name or name in ("", ".", ".."):
+        if "/" in name or name in ("", ".", "..") or e.get("action") in HORIZON_ACTIONS:
+            continue
+        known = exp.moved.get(src)
+        if known is not None and known.get("to") == f"{Q.QUARANTINE_DIR}/{name}":
             continue
         path = os.path.join(Q.qdir(directory), name)
         if not fs.exists(path) or fs.stat(path).kind != "file" or fs.stat(path).size != e.get("length"):

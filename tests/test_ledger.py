@@ -581,3 +581,32 @@ def test_verify_chooses_jobs_by_the_work_and_an_explicit_jobs_wins(tmp_path, mon
     V.verify_path(d, jobs=None)
     V.verify_path(d, jobs=1)
     assert seen == [1, 3, 1]
+
+
+@pytest.mark.parametrize("args, code", [
+    (["--accept-loss", "5..3", "--reason", "x"], 2),
+    (["--accept-loss", "0..3", "--reason", "x"], 2),
+    (["--accept-loss", "a..b", "--reason", "x"], 2),
+    (["--accept-loss", "21..30"], 2),
+    (["--accept-loss", "21..30", "--reason", "  "], 2),
+    (["--accept-loss", "5..6", "--reason", "x", "--apply"], 7),  # present, not missing
+    (["--accept-loss", "21..31", "--reason", "x", "--apply"], 7),  # 31 was never issued
+])
+def test_accept_loss_refusals_change_nothing_and_still_print_one_json_document(tmp_path, cli, args, code):
+    d = write_dir(tmp_path / "d", {0: make_chunk(range(1, 11)), 1: make_chunk(range(11, 21)),
+                                   3: make_chunk(range(31, 41))})
+    before = sorted(os.listdir(d))
+    r = cli("repair", d, *args, "--json")
+    assert r.code == code and r.json()["exit_code"] == code and r.json()["applied"] is False
+    assert r.err.startswith("walctl: error: ") and "Traceback" not in r.err
+    assert sorted(os.listdir(d)) == before or sorted(os.listdir(d)) == sorted(before + [".walctl.lock"])
+
+
+def test_seal_json_on_failure_and_on_a_live_writer(tmp_path, cli):
+    r = cli("seal", str(tmp_path / "nope"), "--json")
+    assert r.code == 6 and r.json()["exit_code"] == 6 and r.json()["applied"] is False
+    d = written(tmp_path, 100)
+    with WalWriter(d):
+        r = cli("seal", d, "--apply", "--json")
+        assert r.code == 6 and r.json()["exit_code"] == 6
+        assert cli("seal", d).code == 7

@@ -336,6 +336,8 @@ def test_salvage_verify_accept_resume(tmp_path, cli):
     gaps = [f["sequence_range"] for f in r.json()["paths"][0]["findings"] if f["exit_code"] == 4]
     assert r.code == 4 and gaps == [[13, 13]]
     assert cli("write", out, "--type", "REMEMBER", "--id", "m").code == 4
+    stopped = cli("replay", out, "--after", "0")
+    assert stopped.code == 4 and len(stopped.out.splitlines()) == 12  # stops at the gap
     assert cli("repair", out, "--accept-loss", "12..13", "--reason", "x").code == 7  # 12 is present
     dry = cli("repair", out, "--accept-loss", "13..13", "--reason", "bit rot in chunk 1")
     assert dry.code == 4 and "dry run" in dry.out and not os.path.exists(os.path.join(out, ".walctl"))
@@ -344,6 +346,9 @@ def test_salvage_verify_accept_resume(tmp_path, cli):
     again = cli("repair", out, "--accept-loss", "13..13", "--reason", "again", "--apply")
     assert again.code == 0 and "already accepted" in again.out
     assert [x["event"] for x in ledger_lines(out)] == ["accept-loss"]
+    streamed = cli("replay", out, "--after", "0")
+    assert streamed.code == 0 and [json.loads(x)["sequence"] for x in streamed.out.splitlines()] == \
+        [s for s in range(1, 41) if s != 13]
     with WalWriter(out) as w:
         assert w.append(1, "m", b"") == 41
     rep = verify_path(out)

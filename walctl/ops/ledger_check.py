@@ -223,18 +223,36 @@ def judge(report, view: View, seals: dict, strict: bool, fs=DEFAULT_FS):
             out.append(_sequence(view, a, b, f"sequences {a}..{b} were issued but no chunk holds them (after "
                                  f"the last present sequence {last})", strict,
                                  report.chunks[-1].file if report.chunks else None))
-    # gaps the scan found: accepted, or explained
-    findings = []
-    for f in report.findings:
+    findings = list(judge_gaps(report.findings, view, strict)) + out
+    code = combine_exit_codes(f.exit_code for f in findings)
+    return report._replace(findings=tuple(findings), exit_code=code)
+
+
+def judge_gaps(findings, view: View, strict: bool, explain: bool = True) -> tuple:
+    """Gaps the scan found: accepted losses become warnings (exit 0, --strict 3); others say what explains
+    them. The one rule verify, replay and the record walk share."""
+    out = []
+    for f in findings:
         if f.cls == F.SEQUENCE_GAP and f.sequence_range:
             a, b = f.sequence_range
             g = _sequence(view, a, b, f.reason, strict, f.file, dict(f.extra))
-            f = f._replace(cls=g.cls, exit_code=g.exit_code, reason=g.reason, extra=g.extra) \
-                if g.cls == F.ACCEPTED_LOSS else f._replace(reason=f.reason + _explain_text(g.extra), extra=g.extra)
-        findings.append(f)
-    findings += out
-    code = combine_exit_codes(f.exit_code for f in findings)
-    return report._replace(findings=tuple(findings), exit_code=code)
+            if g.cls == F.ACCEPTED_LOSS:
+                f = f._replace(cls=g.cls, exit_code=g.exit_code, reason=g.reason, extra=g.extra)
+            elif explain:
+                f = f._replace(reason=f.reason + _explain_text(g.extra), extra=g.extra)
+        out.append(f)
+    return tuple(out)
+
+
+def accepted_gaps_only(report, fs=DEFAULT_FS, strict: bool = False):
+    """A report over some of a directory's chunks (replay, the record walk) with only the gap rule applied:
+    absence rules need every chunk, these readers may stop early."""
+    read = SL.read_ledger(report.path, fs) if fs.stat(report.path).kind == "dir" else None
+    if read is None or not any(ln.event == L.ACCEPT_LOSS for ln in read.lines):
+        return report
+    view = View(report.path, read, L.fold(read.lines), (), 0, None)
+    findings = judge_gaps(report.findings, view, strict, explain=False)
+    return report._replace(findings=findings, exit_code=combine_exit_codes(f.exit_code for f in findings))
 
 
 def seal_summary(outcomes, chunks) -> tuple[dict, list[str], list[str]]:

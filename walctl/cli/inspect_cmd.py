@@ -7,7 +7,7 @@ from typing import List, Optional
 import typer
 
 from ..errors import UsageError
-from .render import emit, paint, rich_console, warn_line
+from .render import emit, paint, rich_console, safe, warn_line
 
 # Kept here, not imported: the command modules load their ops only when run (cold start of verify).
 PAYLOAD_MODES = ("auto", "text", "hex", "base64", "json", "msgpack")
@@ -194,12 +194,12 @@ def _render_table(walk, payload_mode: str) -> None:
             view = "" if payload_mode == "none" else render_payload(item.payload, payload_mode)[1]
             if len(view) > 160:
                 view = view[:157] + "..."
-            table.add_row(str(item.sequence), str(item.type), Text(item.memory_id_text[:40]),
+            table.add_row(str(item.sequence), safe(item.type), Text(safe(item.memory_id_text[:40])),
                           format_timestamp_ms(item.timestamp_ms), "z" if item.compressed else "",
-                          str(item.stored_len), f"{item.file}@{item.offset}", Text(view))
+                          str(item.stored_len), safe(f"{item.file}@{item.offset}"), Text(safe(view)))
         else:
             table.add_row("!!", Text("DAMAGE", style="bold red"), "", "", "", "",
-                          f"{item.file}@{item.damage.offset}", Text(_damage_text(item), style="red"))
+                          safe(f"{item.file}@{item.damage.offset}"), Text(safe(_damage_text(item)), style="red"))
         if table.row_count >= 2000:  # print in slices: a big WAL streams instead of building one table
             console.print(table)
             table = new_table(False)

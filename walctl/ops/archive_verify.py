@@ -3,12 +3,12 @@ was pushed with; sequences no object holds; objects the manifest lists that are 
 from __future__ import annotations
 
 import os
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from ..errors import EXIT_CORRUPT, EXIT_SEQUENCE, UsageError, combine_exit_codes
 from ..store.objstore import open_store
+from ..store.scratch import Scratch
 from .archive import Entry, _download, describe, gaps, namespaces, object_key, read_manifest, summary
 from .findings import Finding
 
@@ -29,14 +29,14 @@ def verify_archive(dest: str, *, namespace: str | None = None, jobs: int = 4, en
         for n in man.missing_objects:
             findings.append(Finding("missing-object", EXIT_SEQUENCE, "listed by the manifest, absent from the store",
                                     f"{ns}/{man.entries[n].kind}/{n}"))
-        with tempfile.TemporaryDirectory(prefix="walctl-archive-") as tmp:
+        with Scratch(prefix="walctl-archive-") as tmp:
             def one(e: Entry):
                 key = object_key(ns, e.kind, e.name)
                 path = _download(store, key, tmp)
                 try:
                     got, f = describe(path, e.kind)
                 finally:
-                    os.unlink(path)
+                    tmp.remove(os.path.basename(path))
                 if progress:
                     progress(e.size)
                 if f is not None:

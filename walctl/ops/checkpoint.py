@@ -135,6 +135,7 @@ class Created(NamedTuple):
 
 def create(directory: str, state: dict, wal_sequence: int, *, level: int = ck.DEFAULT_LEVEL, threads: int = -1,
            timestamp: int | None = None, checkpoint_id: str | None = None, fs=DEFAULT_FS) -> Created:
+    fs = fs.beneath(directory)
     """Writes `state` as a new checkpoint reflecting every log entry up to `wal_sequence`, durably (the
     caller must have made the log durable up to there first)."""
     if not isinstance(state, dict):
@@ -217,6 +218,9 @@ def prune(directory: str, *, max_age_s: int = 86_400, keep: int = 2, apply: bool
     """Moves checkpoints whose header timestamp is older than max_age into the directory's `.quarantine/`,
     always keeping the newest `keep` (>= 1) valid ones in latest order. Invalid checkpoints are left alone
     (they are evidence). Nothing is deleted: freeing the space is the operator's `rm` of `.quarantine/`."""
+    from ..store.contain import refuse_links
+
+    fs = fs.beneath(directory)
     from ..store.lock import DirectoryLock, holder_text
 
     keep = max(1, keep)
@@ -228,6 +232,7 @@ def prune(directory: str, *, max_age_s: int = 86_400, keep: int = 2, apply: bool
     for c in valid[keep:]:
         (removals if now - c.header.timestamp > max_age_s else protected).append(c)
     entries = []
+    refuse_links(directory, [r.file for r in removals], fs, what="move")
     if apply and removals:
         with DirectoryLock(directory, holder_text("checkpoint prune"), fs):
             stamp = utc_now()

@@ -22,6 +22,7 @@ from ..format.v2 import FILE_HEADER, FILE_MAGIC, FORMAT_VERSION, HEADER_CRC_SPAN
 from ..store import durable, ledger, quarantine
 from ..store.chunkdir import list_chunks
 from ..store.fs import DEFAULT_FS
+from ..store.contain import refuse_links
 from ..store.lock import DirectoryLock, holder_text
 from . import findings as F
 from .clock import utc_now
@@ -157,16 +158,19 @@ def plan(directory: str, hwm: int, fs=DEFAULT_FS, lock_held_by_us: bool = False)
 def compact(directory: str, *, before: int | None = None, checkpoint_meta: str | None = None,
             checkpoints: str | None = None, archive_to: str | None = None, apply: bool = False,
             fs=DEFAULT_FS) -> CompactReport:
+    fs = fs.beneath(directory, *([archive_to] if archive_to else []))  # --archive-to is the operator's too
     if fs.stat(directory).kind != "dir":
         raise UsageError("compact works on a chunk directory", directory)
     hwm, source = read_hwm(before, checkpoint_meta, fs, checkpoints)
     if archive_to and os.path.abspath(archive_to) == os.path.abspath(directory):
         raise UsageError("--archive-to must be another directory", archive_to)
+    removals, stop = plan(directory, hwm, fs)
+    refuse_links(directory, [r.file for r in removals], fs, what="move")
     if not apply:
-        removals, stop = plan(directory, hwm, fs)
         return CompactReport(directory, hwm, source, False, archive_to, tuple(removals), stop, ())
     with DirectoryLock(directory, holder_text("compact"), fs):
         removals, stop = plan(directory, hwm, fs, True)  # again, under the lock: the directory may have moved on
+        refuse_links(directory, [r.file for r in removals], fs, what="move")
         evidence = []
         if archive_to and removals:
             durable.make_dir(archive_to, fs)

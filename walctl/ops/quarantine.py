@@ -12,6 +12,7 @@ from ..format.names import parse_chunk_name
 from ..format.ledger import RESTORED, is_log_file_name
 from ..store import durable, ledger, quarantine as q
 from ..store.fs import DEFAULT_FS
+from ..store.contain import refuse_links
 from ..store.lock import DirectoryLock, holder_text
 from .clock import utc_now
 from .verify import PathReport, verify_path
@@ -96,12 +97,14 @@ class Action(NamedTuple):
 
 
 def move(directory: str, chunk: str, *, reason: str, apply: bool = False, fs=DEFAULT_FS) -> Action:
+    fs = fs.beneath(directory)
     src = os.path.join(directory, chunk)
     if os.path.dirname(chunk) or not fs.exists(src) or fs.stat(src).kind != "file":
         raise UsageError(f"{chunk} is not a file in {directory}", directory)
     if parse_chunk_name(chunk) is None:
         raise UsageError(f"{chunk} is not a chunk file (wal-NNNNNN.bin)", directory)
     target = f"{q.QUARANTINE_DIR}/{chunk} (or {chunk}.N when taken)"
+    refuse_links(directory, [chunk], fs, what="move")
     if not apply:
         return Action(directory, "move", False, chunk, target, None)
     with DirectoryLock(directory, holder_text("quarantine move"), fs):
@@ -112,12 +115,14 @@ def move(directory: str, chunk: str, *, reason: str, apply: bool = False, fs=DEF
 
 
 def restore(directory: str, name: str, *, apply: bool = False, fs=DEFAULT_FS) -> Action:
+    fs = fs.beneath(directory)
     listing = list_quarantine(directory, fs)
     item = next((i for i in listing.items if i.name == name), None)
     if item is None or item.entry is None:
         raise UsageError(f"{name} is not a recorded item of .quarantine/ (see `walctl quarantine list`)", directory)
     e = item.entry
     qpath = os.path.join(q.qdir(directory), name)
+    refuse_links(directory, [e["source"], f"{q.QUARANTINE_DIR}/{name}"], fs, what="restore")
     dest = os.path.join(directory, e["source"])
     if e["action"] in ("truncate",):
         # Bytes cut from a tail go back only onto the very same end of that chunk.
@@ -176,6 +181,7 @@ def purge(directory: str, *, older_than_s: float, apply: bool = False, now: floa
     import time as _time
 
     now = _time.time() if now is None else now
+    fs = fs.beneath(directory)
     if not fs.exists(q.qdir(directory)):
         return Purged(directory, False, older_than_s, (), (), ())
     if not apply:
@@ -204,6 +210,7 @@ def _purge(directory: str, older_than_s: float, now: float, apply: bool, fs) -> 
             else:
                 removals.append(item)
     written: list[dict] = []
+    refuse_links(directory, [f"{q.QUARANTINE_DIR}/{i.name}" for i in removals], fs, what="delete")
     if apply:
         stamp = utc_now()
         for item in removals:

@@ -198,7 +198,7 @@ def _replay_v2(path: str, out, opts: ReplayOptions, fs, out_fd: int | None = Non
         return outcome, enc.pieces, enc.marks
 
     parallel = None
-    if opts.jobs > 1 and out_fd is not None and len(todo) > 1 and fs is DEFAULT_FS and hasattr(os, "fork"):
+    if opts.jobs > 1 and out_fd is not None and len(todo) > 1 and fs.real and hasattr(os, "fork"):
         from .replay_workers import ParallelChunks
 
         source = parallel = ParallelChunks(todo, opts.jobs, out_fd, encode_chunk)

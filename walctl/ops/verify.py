@@ -290,6 +290,9 @@ def resolve_chunks(path: str, fs=DEFAULT_FS):
             raise _unsupported_dir(path)
         seen: dict[int, str] = {}
         for c in listing.chunks:
+            if fs.is_symlink(c.path):
+                foreign.append(Finding(F.LINKED_FILE, EXIT_OK, "a symbolic link: read through it; repair, compact "
+                                       "and quarantine refuse to change it", file=c.name))
             if c.index in seen:
                 foreign.append(Finding(F.DUPLICATE_INDEX, EXIT_OK,
                                        f"chunk index {c.index} also claimed by {seen[c.index]}", file=c.name))
@@ -319,7 +322,7 @@ def scan_chunks(chunks: list[ChunkFile], *, jobs: int = 1, fs=DEFAULT_FS,
 
     expect_of = dict(zip((c.path for c in chunks), expects or [None] * len(chunks)))
     readable = [c for c in chunks if c.kind == "file"]
-    if jobs > 1 and len(readable) > 1 and fs is DEFAULT_FS and hasattr(os, "fork"):
+    if jobs > 1 and len(readable) > 1 and fs.real and hasattr(os, "fork"):
         from .parallel import parallel_scan
 
         outcomes = parallel_scan([c.path for c in readable], [c.size for c in readable], jobs, progress,

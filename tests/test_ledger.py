@@ -615,3 +615,17 @@ def test_seal_json_on_failure_and_on_a_live_writer(tmp_path, cli):
         r = cli("seal", d, "--apply", "--json")
         assert r.code == 6 and r.json()["exit_code"] == 6
         assert cli("seal", d).code == 7
+
+
+def test_a_linked_ledger_is_refused_before_anything_changes(tmp_path, cli):
+    d = written(tmp_path, 300)
+    outside = tmp_path / "elsewhere"
+    shutil.move(os.path.join(d, ".walctl"), outside)
+    os.symlink(outside, os.path.join(d, ".walctl"))
+    before = open(outside / "ledger.jsonl", "rb").read()
+    last = sorted(n for n in os.listdir(d) if n.startswith("wal-"))[-1]
+    assert cli("quarantine", "move", d, last, "--reason", "x", "--apply").code == 7
+    assert os.path.exists(os.path.join(d, last)) and not os.path.exists(os.path.join(d, ".quarantine", last))
+    assert cli("repair", d, "--accept-loss", "1..1", "--reason", "x", "--apply").code == 7
+    assert cli("seal", d, "--apply").code == 7
+    assert open(outside / "ledger.jsonl", "rb").read() == before

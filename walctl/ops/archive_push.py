@@ -207,12 +207,12 @@ def _delete_local(wal_dir, store, ns, entries, files, delete_local, before, chec
     fs = DEFAULT_FS.beneath(wal_dir)
     with DirectoryLock(wal_dir, holder_text("archive push --delete-local"), fs):
         now = utc_now()
-        for r in eligible(plan(wal_dir, hwm, DEFAULT_FS, True)[0]):
+        for r in eligible(plan(wal_dir, hwm, fs, True)[0]):
             lf = local[r.file]
             if sha256_file(lf.path) != lf.entry.sha256:
                 continue  # changed since it was pushed: not what the archive holds
             url = f"{store.url}/{object_key(ns, CHUNKS, r.file)}"
-            ledger.record_moved(wal_dir, r.file, url, "archive", now, DEFAULT_FS, (r.first_sequence, r.last_sequence))
+            ledger.record_moved(wal_dir, r.file, url, "archive", now, fs, (r.first_sequence, r.last_sequence))
             quarantine.record(wal_dir, quarantine.entry(now, "archive-delete", r.file, 0, lf.entry.size, lf.entry.sha256,
                                                         f"{store.url}/{object_key(ns, CHUNKS, r.file)}",
                                                         f"archived and verified; sequences up to {r.last_sequence} "

@@ -16,9 +16,11 @@ from ..errors import EXIT_OK, Refused, UsageError
 from ..format import ledger as L
 from ..store import durable
 from ..store import ledger as SL
+from ..store.contain import refuse_links
 from ..store.fs import DEFAULT_FS
 from ..store.lock import DirectoryLock, holder_text
 from . import findings as F
+from .ledger_check import LEDGER_FILE
 from .clock import utc_now
 from .verify import KIND_DIR, PathReport, verify_path
 from .segments import KIND_SEGMENTS
@@ -62,10 +64,13 @@ def _need_log_dir(path: str, fs) -> None:
 
 def seal(directory: str, *, apply: bool = False, fs=DEFAULT_FS) -> SealReport:
     _need_log_dir(directory, fs)
+    fs = fs.beneath(directory)
     if not apply:
         return _plan_seal(directory, fs, False)
+    refuse_links(directory, [], fs, what="write")
     with DirectoryLock(directory, holder_text("seal"), fs):
         rep = _plan_seal(directory, fs, True)
+        refuse_links(directory, [i.file for i in rep.items if i.action == "seal"], fs, what="seal")
         todo = [i for i in rep.items if i.action == "seal"]
         now = utc_now()
         lines = []
@@ -153,10 +158,12 @@ def accept_loss(directory: str, first: int, last: int, reason: str, *, apply: bo
     _need_log_dir(directory, fs)
     if not reason.strip():
         raise UsageError("--reason is required: the ledger keeps why the loss was accepted")
-    if len(reason.encode("utf-8")) > 4096:
+    if len(reason.encode("utf-8", "replace")) > 4096:
         raise UsageError("--reason is longer than 4096 bytes")
+    fs = fs.beneath(directory)
     if not apply:
         return _plan_accept(directory, first, last, reason, fs, False)
+    refuse_links(directory, [], fs, what="write")
     with DirectoryLock(directory, holder_text("repair --accept-loss"), fs):
         rep = _plan_accept(directory, first, last, reason, fs, True)
         if rep.already_accepted:

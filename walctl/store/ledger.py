@@ -89,7 +89,7 @@ class Sealer:
         self.error: BaseException | None = None
         self._q: queue.Queue | None = None
         self._thread = None
-        if fs is DEFAULT_FS:
+        if getattr(fs, "real", False):
             self._q = queue.Queue()
             self._thread = threading.Thread(target=self._run, name="walctl-seal", daemon=True)
             self._thread.start()

@@ -353,6 +353,7 @@ def test_salvage_verify_accept_resume(tmp_path, cli):
         assert w.append(1, "m", b"") == 41
     rep = verify_path(out)
     assert rep.exit_code == 0 and [f.cls for f in rep.findings] == ["accepted-loss"]
+    assert [c.verdict for c in rep.chunks] == ["clean"] * len(rep.chunks)  # the accepted gap is no chunk's fault
 
 
 # ---- seal: directories written by the Java writer -------------------------------------------------

@@ -224,8 +224,25 @@ def judge(report, view: View, seals: dict, strict: bool, fs=DEFAULT_FS):
                                  f"the last present sequence {last})", strict,
                                  report.chunks[-1].file if report.chunks else None))
     findings = list(judge_gaps(report.findings, view, strict)) + out
-    code = combine_exit_codes(f.exit_code for f in findings)
-    return report._replace(findings=tuple(findings), exit_code=code)
+    return _with_findings(report, findings)
+
+
+def _with_findings(report, findings):
+    """The report with these findings, its exit code, and each chunk's verdict judged again from the findings
+    that name it (an accepted gap no longer makes its chunk discontinuous; a seal mismatch makes it corrupt)."""
+    from .verify import VERDICTS
+
+    by_file: dict = {}
+    for f in findings:
+        by_file.setdefault(f.file, []).append(f.exit_code)
+    chunks = []
+    for c in report.chunks:
+        code = combine_exit_codes(by_file.get(c.file, ()))
+        if code != c.exit_code and c.state not in ("unreadable", "not-a-file"):
+            c = c._replace(exit_code=code, verdict=VERDICTS[code])
+        chunks.append(c)
+    return report._replace(findings=tuple(findings), exit_code=combine_exit_codes(f.exit_code for f in findings),
+                           chunks=tuple(chunks))
 
 
 def judge_gaps(findings, view: View, strict: bool, explain: bool = True) -> tuple:
@@ -251,8 +268,7 @@ def accepted_gaps_only(report, fs=DEFAULT_FS, strict: bool = False):
     if read is None or not any(ln.event == L.ACCEPT_LOSS for ln in read.lines):
         return report
     view = View(report.path, read, L.fold(read.lines), (), 0, None)
-    findings = judge_gaps(report.findings, view, strict, explain=False)
-    return report._replace(findings=findings, exit_code=combine_exit_codes(f.exit_code for f in findings))
+    return _with_findings(report, judge_gaps(report.findings, view, strict, explain=False))
 
 
 def seal_summary(outcomes, chunks) -> tuple[dict, list[str], list[str]]:

@@ -75,7 +75,10 @@ def push(wal_dir: str, dest: str, *, namespace: str | None = None, checkpoints: 
         if known is not None and e.name not in man.missing_objects:
             return ("already" if known.sha256 == e.sha256 else "conflict"), e, "archived with other bytes"
         key = object_key(ns, kind, e.name)
-        existing = store.head(key)
+        # read_manifest listed the namespace moments ago: every object it listed is in `entries`, or it
+        # warned. So a name absent from a warning-free listing had no object; asking again per file cost
+        # one request each (the same check-then-put window as before, just without the round trip).
+        existing = store.head(key) if man.warnings or e.name in entries else None
         if existing is not None:  # uploaded by a push that stopped before its manifest: adopt or refuse
             why = verify_upload(store, key, e, existing, md5)
             return ("conflict" if why else "adopted"), e, why

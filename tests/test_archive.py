@@ -357,3 +357,32 @@ def test_a_manifest_that_is_not_one_is_rebuilt(tmp_path, objects):
     store.put_bytes("n/MANIFEST.json", json.dumps({"schema": ar.MANIFEST_SCHEMA, "objects": objects}).encode())
     man = ar.read_manifest(store, "n")
     assert {n: e.sha256 for n, e in man.entries.items()} == good and any("rebuilt" in w for w in man.warnings)
+
+
+def test_push_takes_hashes_and_ranges_from_matching_seal_lines(tmp_path, dest, monkeypatch):
+    import walctl.ops.archive_push as ap
+    from walctl.format.ledger import fold
+    from walctl.store.ledger import read_ledger
+
+    wal = str(tmp_path / "wal")
+    make_wal(wal)
+    sealed = fold(read_ledger(wal).lines).sealed
+    names = sorted(n for n in os.listdir(wal) if n.startswith("wal-"))
+    assert sorted(sealed) == names[:-1] and len(sealed) >= 3
+    touched = names[1]
+    with open(os.path.join(wal, touched), "r+b") as f:  # same bytes, new mtime: the seal no longer vouches
+        data = f.read()
+        f.seek(0)
+        f.write(data)
+    described = []
+    real = ap._describe
+    monkeypatch.setattr(ap, "_describe", lambda path, kind: described.append(os.path.basename(path)) or real(path, kind))
+    rep = push(wal, dest["url"], namespace="n", jobs=2, endpoint_url=dest["endpoint"])
+    assert rep.exit_code == 0 and sorted(rep.uploaded) == names[:-1]
+    assert described == [touched]  # only the file whose stat data changed was read again
+    from walctl.store.objstore import open_store
+    man = dict(ar.read_manifest(open_store(dest["url"], dest["endpoint"]), "n", 2).entries)
+    for name, line in sealed.items():
+        assert (man[name].sha256, man[name].first_sequence, man[name].last_sequence, man[name].size) == (
+            line.get("sha256"), line.get("first_seq"), line.get("last_seq"), line.get("size"))
+    assert verify_archive(dest["url"], namespace="n", endpoint_url=dest["endpoint"])[2] == 0

@@ -81,7 +81,7 @@ def test_recovery_script_repairs_a_torn_copy_and_salvages_a_corrupt_one(tmp_path
                          capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "ready for the service" in out.stdout
-    assert sorted(os.listdir(torn)) == [".quarantine", ".walctl.lock", "wal-000001.bin"]  # chunk 0 compacted
+    assert sorted(os.listdir(torn)) == [".quarantine", ".walctl", ".walctl.lock", "wal-000001.bin"]  # chunk 0 compacted; the ledger says so
     corrupt = tmp_path / "corrupt"
     shutil.copytree(os.path.join(EXAMPLES, "wal-midlog-corrupt"), corrupt)
     out = subprocess.run(["sh", os.path.join(EXAMPLES, "recovery.sh"), str(corrupt)], capture_output=True, text=True,
@@ -89,6 +89,25 @@ def test_recovery_script_repairs_a_torn_copy_and_salvages_a_corrupt_one(tmp_path
     assert out.returncode == 3
     rescued = [p for p in os.listdir(tmp_path) if p.startswith("corrupt.salvaged.") and not p.endswith(".json")]
     assert len(rescued) == 1
+    assert "--accept-loss" in out.stdout
+
+
+def test_recovery_script_salvages_accepts_the_loss_and_the_copy_takes_writes(tmp_path, cli):
+    env = {**os.environ, "WALCTL": _walctl_on_path(tmp_path), "PYTHONPATH": ROOT, "ACCEPT_REASON": "INC-1"}
+    corrupt = tmp_path / "corrupt"
+    shutil.copytree(os.path.join(EXAMPLES, "wal-midlog-corrupt"), corrupt)
+    out = subprocess.run(["sh", os.path.join(EXAMPLES, "recovery.sh"), str(corrupt)], capture_output=True, text=True,
+                         env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rescued = [p for p in os.listdir(tmp_path) if p.startswith("corrupt.salvaged.") and not p.endswith(".json")]
+    copy = str(tmp_path / rescued[0])
+    r = cli("verify", copy, "--json")
+    findings = r.json()["paths"][0]["findings"]
+    assert r.code == 0 and findings and {f["class"] for f in findings} == {"accepted-loss"}
+    assert all(f["accepted_by"]["reason"] == "INC-1" for f in findings)
+    last = r.json()["paths"][0]["summary"]["last_sequence"]
+    w = cli("write", copy, "--type", "REMEMBER", "--id", "m", "--payload", "after", "--json")
+    assert w.code == 0 and w.json()["first_sequence"] == last + 1
 
 
 def test_recover_state_script(tmp_path):

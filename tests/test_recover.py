@@ -206,7 +206,7 @@ def test_segment_writer_continues_and_rolls_at_10000(tmp_path):
     with WalWriter(d, format="segments", sync="none") as w:
         for i in range(10_005):
             w.append_entry("memory_add", {"content": str(i)}, 1)
-    assert sorted(os.listdir(d)) == [".walctl.lock", segment_name(1), segment_name(2)]
+    assert sorted(os.listdir(d)) == [".walctl", ".walctl.lock", segment_name(1), segment_name(2)]
     rep = verify_path(d)
     assert [c.records for c in rep.chunks] == [10_000, 5] and rep.last_sequence == 10_005
 

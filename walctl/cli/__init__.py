@@ -34,6 +34,7 @@ COMMANDS = {
     "stats": ("stats_cmd", "stats", "command"),
     "write": ("write_cmd", "write", "command"),
     "repair": ("repair_cmd", "repair", "command"),
+    "seal": ("seal_cmd", "seal", "command"),
     "salvage": ("salvage_cmd", "salvage", "command"),
     "compact": ("compact_cmd", "compact", "command"),
     "quarantine": ("quarantine_cmd", "app", "group"),

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
 from .render import emit, json_document
@@ -11,7 +13,13 @@ gaps and unsupported chunks are left alone (the plan says what to do instead). R
 writer holds the lock (exit 6) and when more than --max-drop-bytes would go (exit 7). Exits with the
 state after it ran: 0 once the tails are cut.
 
-Example: walctl repair /var/lib/agent/wal && walctl repair /var/lib/agent/wal --apply"""
+With --accept-loss A..B --reason TEXT it cuts nothing: it records in DIR/.walctl/ledger.jsonl the
+operator's decision that sequences A..B are gone for good (after a salvage, a lost tail). Only ranges that
+really are missing are accepted (else exit 7); afterwards verify reports them as warnings (exit 0,
+--strict 3) and writers append after them.
+
+Example: walctl repair /var/lib/agent/wal && walctl repair /var/lib/agent/wal --apply
+Example: walctl repair /srv/wal.salvaged --accept-loss 41..57 --reason "chunk 3 rotted, INC-1234" --apply"""
 
 
 def repair(
@@ -20,10 +28,16 @@ def repair(
     max_drop_bytes: int = typer.Option(64 << 20, "--max-drop-bytes", min=0,
                                        help="Refuse (exit 7) to remove more than this many bytes in all."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.repair/1) on stdout."),
+    accept_loss: Optional[str] = typer.Option(None, "--accept-loss", metavar="A..B",
+                                              help="Record that sequences A..B are lost for good (no cut)."),
+    reason: Optional[str] = typer.Option(None, "--reason", help="Why the loss is accepted (kept in the ledger)."),
 ) -> int:
     from ..ops.advice import cmd
     from ..ops.repair import repair as run_repair
     from .shown import shown
+
+    if accept_loss is not None or reason is not None:
+        return _accept(path, accept_loss, reason, apply, json_out)
 
     rep = run_repair(path, apply=apply, max_drop_bytes=max_drop_bytes)
     if json_out:
@@ -44,4 +58,32 @@ def repair(
         emit(f"dry run: nothing was changed; to cut {rep.drop_bytes} bytes: {shown(cmd('repair', path, '--apply'))}")
     else:
         emit(f"{path}: now {rep.after.verdict} (exit {rep.exit_code})")
+    raise typer.Exit(rep.exit_code)
+
+
+def _accept(path, rng, reason, apply, json_out) -> int:
+    from ..errors import UsageError, WalctlError
+    from ..ops.ledger_ops import accept_loss, parse_range
+
+    try:
+        if rng is None or reason is None:
+            raise UsageError("--accept-loss A..B and --reason TEXT go together")
+        first, last = parse_range(rng)
+        rep = accept_loss(path, first, last, reason, apply=apply)
+    except WalctlError as e:
+        if json_out:
+            emit(json_document("walctl.repair/1", {"path": path, "accept_loss": rng, "applied": False,
+                                                   "exit_code": e.exit_code, "error": str(e)}))
+        raise
+    if json_out:
+        emit(json_document("walctl.repair/1", {"accept_loss": rep.to_json(), **rep.to_json()}))
+        raise typer.Exit(rep.exit_code)
+    if rep.already_accepted:
+        emit(f"{path}: sequences {first}..{last} are already accepted as lost; nothing was changed")
+    elif rep.applied:
+        emit(f"{path}: recorded: sequences {first}..{last} accepted as lost ({reason}); now {rep.after.verdict} "
+             f"(exit {rep.exit_code})")
+    else:
+        emit(f"would record: sequences {first}..{last} accepted as lost ({reason})")
+        emit("dry run: nothing was changed; run again with --apply to record it")
     raise typer.Exit(rep.exit_code)

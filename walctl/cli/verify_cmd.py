@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import os
-from typing import List
+from typing import List, Optional
 
 import typer
 
@@ -29,17 +29,21 @@ def verify(
     paths: List[str] = typer.Argument(..., metavar="PATH...", help="Chunk directories or chunk files."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.verify/1) on stdout."),
     strict: bool = typer.Option(False, "--strict", help="Treat every anomaly as corruption (exit 3)."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=0, help="Scan chunks in N processes (0: one per core)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=0, help="Scan chunks in N processes (0: one per "
+                                       "core; default: one per core when 256 MB or more are to be scanned)."),
+    quick: bool = typer.Option(False, "--quick", help="Trust sealed chunks whose size, inode and mtime are "
+                               "unchanged since their ledger seal (listed in the report)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="List every chunk, not only the damaged ones."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing; only the exit code speaks."),
     show_map: bool = typer.Option(False, "--map", help="Also draw the damage map of each PATH (as `walctl map`; "
                                                        "with --json: a \"map\" object per path)."),
 ) -> int:
-    jobs = jobs or os.cpu_count() or 1
+    if jobs == 0:
+        jobs = os.cpu_count() or 1
     total = sum(_size(p) for p in paths)
     progress = Progress(total, "verify")
     try:
-        report = verify_paths(paths, strict=strict, jobs=jobs, progress=progress.callback)
+        report = verify_paths(paths, strict=strict, jobs=jobs, progress=progress.callback, quick=quick)
     finally:
         progress.close()
     maps = _maps(report) if show_map else None
@@ -90,6 +94,10 @@ def render_human(report: VerifyReport, verbose: bool) -> None:
         emit(head)
         if p.live_writer:
             emit(f"  live writer: {p.live_writer}")
+        if p.ledger and (p.ledger["verified_by_hash"] or p.ledger["trusted_by_stat"]):
+            emit(f"  ledger: {len(p.ledger['verified_by_hash'])} sealed chunks verified by SHA-256"
+                 + (f", {len(p.ledger['trusted_by_stat'])} trusted unchanged (--quick): "
+                    + ", ".join(p.ledger["trusted_by_stat"]) if p.ledger["trusted_by_stat"] else ""))
         shown = [c for c in p.chunks if verbose or c.exit_code != 0]
         if shown:
             rows = [[c.file, c.size, c.records, seq_range(c.first_sequence, c.last_sequence), c.damaged_bytes,

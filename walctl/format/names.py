@@ -15,8 +15,13 @@ def chunk_name(index: int) -> str:
 
 
 def parse_chunk_name(name: str) -> int | None:
+    """The index of a chunk name spelled as the writers spell it (`wal-%06d.bin`); None for anything else,
+    `wal-0.bin` and `wal-0000001.bin` included: such a file is foreign, never a chunk of the sequence."""
     m = _CHUNK_RE.fullmatch(name)
-    return int(m.group(1)) if m else None
+    if not m:
+        return None
+    n = int(m.group(1))
+    return n if len(m.group(1)) == max(6, len(str(n))) else None
 
 
 _SEGMENT_RE = re.compile(r"wal_([0-9]+)\.log")
@@ -29,8 +34,12 @@ def segment_name(n: int) -> str:
 
 
 def parse_segment_name(name: str) -> int | None:
+    """As parse_chunk_name, for `wal_%08d.log` (N >= 1)."""
     m = _SEGMENT_RE.fullmatch(name)
-    return int(m.group(1)) if m and int(m.group(1)) >= 1 else None
+    if not m:
+        return None
+    n = int(m.group(1))
+    return n if n >= 1 and len(m.group(1)) == max(8, len(str(n))) else None
 
 
 # ---- names read from files (manifest lines, object keys, ids): untrusted data ----

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, NamedTuple
 
 from .. import __version__
-from ..errors import EXIT_OK, EXIT_REFUSED, UsageError, combine_exit_codes
+from ..errors import EXIT_OK, EXIT_REFUSED, UsageError, WalctlError, combine_exit_codes
 from ..store import durable
 from ..store.objstore import open_store, sha256_file
 from .archive import CHECKPOINTS, Entry, CHUNKS, check_namespace, describe, object_key, read_manifest, sealed_candidates, \
@@ -57,12 +57,16 @@ def push(wal_dir: str, dest: str, *, namespace: str | None = None, checkpoints: 
     ns = namespace or os.path.basename(os.path.abspath(wal_dir))
     check_namespace(ns)
     candidates, _ = sealed_candidates(wal_dir, checkpoints)
+    from_seals = _from_seals(wal_dir, candidates)
     man = read_manifest(store, ns, jobs)
     entries = dict(man.entries)
 
     def one(path: str, kind: str, described):
         """Skip, refuse or upload a file once its description (scan and hashes) is ready."""
-        e, f, md5 = described.result() if described is not None else _describe(path, kind)
+        if path in from_seals:  # the ledger's seal still describes it: no re-read (ledger rule 3)
+            e, f, md5 = from_seals[path], None, None
+        else:
+            e, f, md5 = described.result() if described is not None else _describe(path, kind)
         if f is not None:
             return "held", e, f._replace(reason=f"not pushed: {f.reason}")
         if kind != CHECKPOINTS and e.first_sequence is None:
@@ -71,7 +75,10 @@ def push(wal_dir: str, dest: str, *, namespace: str | None = None, checkpoints: 
         if known is not None and e.name not in man.missing_objects:
             return ("already" if known.sha256 == e.sha256 else "conflict"), e, "archived with other bytes"
         key = object_key(ns, kind, e.name)
-        existing = store.head(key)
+        # read_manifest listed the namespace moments ago: every object it listed is in `entries`, or it
+        # warned. So a name absent from a warning-free listing had no object; asking again per file cost
+        # one request each (the same check-then-put window as before, just without the round trip).
+        existing = store.head(key) if man.warnings or e.name in entries else None
         if existing is not None:  # uploaded by a push that stopped before its manifest: adopt or refuse
             why = verify_upload(store, key, e, existing, md5)
             return ("conflict" if why else "adopted"), e, why
@@ -83,10 +90,11 @@ def push(wal_dir: str, dest: str, *, namespace: str | None = None, checkpoints: 
     uploaded, already, conflicts, failed, held, pushed = [], [], [], [], [], []
     errors: list[str] = []
     sent = 0
-    procs = _describers(candidates)
+    procs = _describers([c for c in candidates if c[0] not in from_seals])
     try:
         with ThreadPoolExecutor(max(1, jobs)) as pool:
-            futures = [(path, pool.submit(one, path, kind, procs.submit(_describe, path, kind) if procs else None))
+            futures = [(path, pool.submit(one, path, kind, procs.submit(_describe, path, kind)
+                                          if procs and path not in from_seals else None))
                        for path, kind in candidates]
             for path, fut in futures:
                 name = os.path.basename(path)
@@ -126,6 +134,35 @@ def push(wal_dir: str, dest: str, *, namespace: str | None = None, checkpoints: 
                       tuple(man.warnings) + tuple(errors))
 
 
+def _from_seals(wal_dir: str, candidates) -> dict:
+    """path -> Entry for chunks and segments whose ledger seal still matches their size, inode and mtime
+    (the git-index rule): the SHA-256 and sequence range come from the seal, and the service checks the
+    SHA-256 of what it receives, so nothing is read twice."""
+    from ..format.ledger import fold
+    from ..store.chunkread import usable_seal
+    from ..store.ledger import file_identity, read_ledger
+
+    read = read_ledger(wal_dir)
+    if read is None:
+        return {}
+    sealed = fold(read.lines).sealed
+    out = {}
+    now = utc_now()
+    for path, kind in candidates:
+        line = sealed.get(os.path.basename(path))
+        if kind == CHECKPOINTS or line is None or not usable_seal(line.fields) or line.get("first_seq") is None:
+            continue
+        try:
+            same = (os.path.getsize(path) == line.get("size") and line.get("stat", {}).get("ino")
+                    and file_identity(path) == line.get("stat"))
+        except (OSError, WalctlError):
+            continue
+        if same:
+            out[path] = Entry(line.get("file"), kind, line.get("size"), line.get("sha256"), line.get("first_seq"),
+                              line.get("last_seq"), now)
+    return out
+
+
 def _describe(path: str, kind: str):
     md5: list = []
     e, f = describe(path, kind, md5)
@@ -153,7 +190,7 @@ def _delete_local(wal_dir, store, ns, entries, files, delete_local, before, chec
     its archived copy is before it is removed."""
     if not delete_local:
         return [], []
-    from ..store import quarantine
+    from ..store import ledger, quarantine
     from ..store.fs import DEFAULT_FS
     from ..store.lock import DirectoryLock, holder_text
     from .compact import plan
@@ -173,10 +210,12 @@ def _delete_local(wal_dir, store, ns, entries, files, delete_local, before, chec
     fs = DEFAULT_FS.beneath(wal_dir)
     with DirectoryLock(wal_dir, holder_text("archive push --delete-local"), fs):
         now = utc_now()
-        for r in eligible(plan(wal_dir, hwm)[0]):
+        for r in eligible(plan(wal_dir, hwm, fs, True)[0]):
             lf = local[r.file]
             if sha256_file(lf.path) != lf.entry.sha256:
                 continue  # changed since it was pushed: not what the archive holds
+            url = f"{store.url}/{object_key(ns, CHUNKS, r.file)}"
+            ledger.record_moved(wal_dir, r.file, url, "archive", now, fs, (r.first_sequence, r.last_sequence))
             quarantine.record(wal_dir, quarantine.entry(now, "archive-delete", r.file, 0, lf.entry.size, lf.entry.sha256,
                                                         f"{store.url}/{object_key(ns, CHUNKS, r.file)}",
                                                         f"archived and verified; sequences up to {r.last_sequence} "

@@ -16,15 +16,16 @@ import zlib
 from typing import NamedTuple
 
 from .. import __version__
-from ..errors import Refused, UnsupportedInput, UsageError
+from ..errors import EXIT_SEQUENCE, NotClean, Refused, UnsupportedInput, UsageError
 from ..format.ckptmeta import decode_checkpoint_meta
 from ..format.names import parse_chunk_name
 from ..format.v2 import FILE_HEADER, FILE_MAGIC, FORMAT_VERSION, HEADER_CRC_SPAN, RECORD_HEADER, RECORD_MAGIC
-from ..store import durable, quarantine
+from ..store import durable, ledger, quarantine
 from ..store.chunkdir import list_chunks
 from ..store.fs import DEFAULT_FS
 from ..store.contain import refuse_links
 from ..store.lock import DirectoryLock, holder_text
+from . import findings as F
 from .clock import utc_now
 
 
@@ -117,7 +118,19 @@ def first_sequence(head: bytes, size: int) -> tuple[int | None, str | None]:
     return h[6], None
 
 
-def plan(directory: str, hwm: int, fs=DEFAULT_FS) -> tuple[list[Removal], str | None]:
+def plan(directory: str, hwm: int, fs=DEFAULT_FS, lock_held_by_us: bool = False) -> tuple[list[Removal], str | None]:
+    """Refuses (exit 4) a directory whose sequences repeat, go back or have a gap nobody accepted: the
+    "next chunk's first sequence minus one" bound below holds only where sequences rise by one, and a
+    regression would let a chunk holding records above the HWM leave the log."""
+    from .verify import verify_path
+
+    report = verify_path(directory, fs=fs, lock_held_by_us=lock_held_by_us)
+    seq = [f for f in report.findings if f.exit_code == EXIT_SEQUENCE and f.cls in (
+        F.SEQUENCE_REPEAT, F.SEQUENCE_REGRESSION, F.SEQUENCE_BELOW_ONE)]  # a gap stops the plan below
+    if seq:
+        raise NotClean(f"refusing to compact: {seq[0].one_line()} (see `walctl verify {directory}`); compaction "
+                       "cannot tell which records a chunk holds across it", directory, code=EXIT_SEQUENCE)
+    actual_last = {c.file: c.last_sequence for c in report.chunks}
     bounds = chunk_bounds(directory, fs)
     removals: list[Removal] = []
     for i, b in enumerate(bounds):
@@ -135,13 +148,16 @@ def plan(directory: str, hwm: int, fs=DEFAULT_FS) -> tuple[list[Removal], str | 
         last = nxt.first_sequence - 1
         if b.first_sequence is not None and last < b.first_sequence:
             return removals, f"{b.file}: the next chunk starts at {nxt.first_sequence}, not after {b.first_sequence}"
+        if actual_last.get(b.file) is not None and actual_last[b.file] > last:
+            return removals, f"{b.file}: holds sequence {actual_last[b.file]}, past the next chunk's first"
         if last > hwm:
             return removals, f"{b.file}: holds sequences up to {last}, above the HWM {hwm}"
         removals.append(Removal(b.file, b.size, b.first_sequence, last))
     return removals, None
 
 
-def plan_segments(directory: str, hwm: int, fs=DEFAULT_FS) -> tuple[list[Removal], str | None]:
+def plan_segments(directory: str, hwm: int, fs=DEFAULT_FS, lock_held_by_us: bool = False
+                  ) -> tuple[list[Removal], str | None]:
     """ADR-003 segments: whole segments at or below the HWM, from the front. A segment has no header,
     so its sequences come from reading it (the same walk as verify). A segment goes only when it and the
     segment after it are clean and the next one continues it exactly (its first sequence = this one's
@@ -150,7 +166,7 @@ def plan_segments(directory: str, hwm: int, fs=DEFAULT_FS) -> tuple[list[Removal
     compact_segment is not adopted)."""
     from .segments import verify_segments
 
-    segs = verify_segments(directory, fs=fs).chunks
+    segs = verify_segments(directory, fs=fs, lock_held_by_us=lock_held_by_us).chunks
     removals: list[Removal] = []
     prev_last: int | None = None
     for i, s in enumerate(segs):
@@ -183,12 +199,12 @@ def compact(directory: str, *, before: int | None = None, checkpoint_meta: str |
     if archive_to and os.path.abspath(archive_to) == os.path.abspath(directory):
         raise UsageError("--archive-to must be another directory", archive_to)
     planner = plan_segments if _is_segment_dir(directory, fs) else plan
-    removals, stop = planner(directory, hwm, fs)
+    removals, stop = planner(directory, hwm, fs, False)
     refuse_links(directory, [r.file for r in removals], fs, what="move")
     if not apply:
         return CompactReport(directory, hwm, source, False, archive_to, tuple(removals), stop, ())
     with DirectoryLock(directory, holder_text("compact"), fs):
-        removals, stop = planner(directory, hwm, fs)  # again, under the lock: the directory may have moved on
+        removals, stop = planner(directory, hwm, fs, True)  # again, under the lock: the directory may have moved on
         refuse_links(directory, [r.file for r in removals], fs, what="move")
         evidence = []
         if archive_to and removals:
@@ -198,8 +214,12 @@ def compact(directory: str, *, before: int | None = None, checkpoint_meta: str |
         for r in removals:
             reason = f"sequences up to {r.last_sequence} are covered by {source}"
             if not archive_to:
-                evidence.append(quarantine.move_in_recorded(directory, r.file, action="compact", reason=reason,
-                                                            now=now, version=__version__, manifest=earlier, fs=fs))
+                seqs = (r.first_sequence, r.last_sequence)
+                evidence.append(quarantine.move_in_recorded(
+                    directory, r.file, action="compact", reason=reason, now=now, version=__version__,
+                    manifest=earlier, fs=fs,
+                    before_move=lambda to, f=r.file, s=seqs: ledger.record_moved(directory, f, to, "compact", now,
+                                                                                fs, s)))
                 continue
             src = os.path.join(directory, r.file)
             sha = quarantine.sha256_file(src, fs)
@@ -210,6 +230,7 @@ def compact(directory: str, *, before: int | None = None, checkpoint_meta: str |
             # The line goes first: a crash can leave a line for a chunk still there (the next run moves it
             # and says so again), never a chunk gone from the WAL that nobody recorded.
             quarantine.record(directory, entry, fs)
+            ledger.record_moved(directory, r.file, dst, "archive", now, fs, (r.first_sequence, r.last_sequence))
             if fs.exists(dst):
                 durable.remove(src, fs)  # archived (identical bytes) by an earlier run that crashed before removing it
             else:

@@ -24,6 +24,14 @@ FOREIGN_FILE = "foreign-file"
 DUPLICATE_INDEX = "duplicate-chunk-index"
 LINKED_FILE = "linked-file"  # a symbolic link: read through, never modified
 NO_CHUNKS = "no-chunks"
+# the directory ledger (docs/format.md, "The directory ledger")
+LEDGER_LINE = "ledger-line"
+SEALED_MISSING = "sealed-chunk-missing"
+SEAL_MISMATCH = "seal-mismatch"
+SEQUENCE_MISSING = "sequence-missing"
+SEQUENCE_BELOW_ONE = "sequence-below-one"
+ACCEPTED_LOSS = "accepted-loss"
+CHECKPOINT_META = "checkpoint-meta"
 
 SEVERITY_BY_EXIT = {
     EXIT_OK: "warning", EXIT_TORN: "torn", EXIT_CORRUPT: "error", EXIT_SEQUENCE: "error",

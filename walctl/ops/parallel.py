@@ -29,7 +29,8 @@ def deal(sizes: list[int], workers: int) -> list[list[int]]:
     return plan
 
 
-def parallel_scan(paths: list[str], sizes: list[int], jobs: int, progress=None) -> list[ChunkOutcome]:
+def parallel_scan(paths: list[str], sizes: list[int], jobs: int, progress=None, expects=None) -> list[ChunkOutcome]:
+    expects = expects or [None] * len(paths)
     plan = [p for p in deal(sizes, jobs) if p]
     out: list[ChunkOutcome | None] = [None] * len(paths)
     sel = selectors.DefaultSelector()
@@ -42,7 +43,7 @@ def parallel_scan(paths: list[str], sizes: list[int], jobs: int, progress=None) 
             try:
                 os.close(r)
                 for pos in positions:
-                    blob = pickle.dumps((pos, scan_chunk_file(paths[pos])), pickle.HIGHEST_PROTOCOL)
+                    blob = pickle.dumps((pos, scan_chunk_file(paths[pos], expect=expects[pos])), pickle.HIGHEST_PROTOCOL)
                     _write_all(w, _LEN.pack(len(blob)) + blob)
             except BaseException:  # noqa: BLE001 - the parent reports the missing chunks
                 code = 1

@@ -7,8 +7,9 @@ from typing import NamedTuple
 
 from .. import __version__
 from ..errors import Refused, UsageError
+from ..format.ledger import RESTORED, is_log_file_name
 from ..format.names import CHECKPOINT_SUFFIX, parse_chunk_name, parse_segment_name
-from ..store import durable, quarantine as q
+from ..store import durable, ledger, quarantine as q
 from ..store.fs import DEFAULT_FS
 from ..store.contain import refuse_links
 from ..store.lock import DirectoryLock, holder_text
@@ -141,7 +142,9 @@ def move(directory: str, chunk: str, *, reason: str, apply: bool = False, fs=DEF
     if not apply:
         return Action(directory, "move", False, chunk, target, None)
     with DirectoryLock(directory, holder_text("quarantine move"), fs):
-        entry = q.move_in(directory, chunk, action="move", reason=reason, now=utc_now(), version=__version__, fs=fs)
+        now = utc_now()
+        entry = q.move_in(directory, chunk, action="move", reason=reason, now=now, version=__version__, fs=fs,
+                          before_move=lambda to: ledger.record_moved(directory, chunk, to, "quarantine", now, fs))
     return Action(directory, "move", True, chunk, entry["evidence"], entry)
 
 
@@ -177,7 +180,10 @@ def restore(directory: str, name: str, *, apply: bool = False, fs=DEFAULT_FS) ->
         return Action(directory, "restore-file", False, name, e["source"], None)
     with DirectoryLock(directory, holder_text("quarantine restore"), fs):
         durable.move(qpath, dest, fs)
-        entry = dict(e, action="restore", time=utc_now(), evidence=f"{q.QUARANTINE_DIR}/{name}",
+        now = utc_now()
+        if is_log_file_name(e["source"]):
+            ledger.record(directory, RESTORED, now, fs, file=e["source"])
+        entry = dict(e, action="restore", time=now, evidence=f"{q.QUARANTINE_DIR}/{name}",
                      reason=f"moved back to {e['source']}")
         q.record(directory, entry, fs)
     return Action(directory, "restore-file", True, name, e["source"], entry)

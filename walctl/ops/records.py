@@ -16,6 +16,7 @@ from ..format.v1 import V1Record, iter_v1_records
 from ..format.v2 import FLAG_COMPRESSED, inflate_bounded, type_name
 from ..store.chunkread import ChunkOutcome, scan_chunk_file
 from ..store.fs import DEFAULT_FS
+from .ledger_check import accepted_gaps_only
 from .verify import PathReport, assemble, resolve_chunks
 
 
@@ -123,7 +124,8 @@ class RecordWalk:
                     item = item._replace(payload=inflate_bounded(item.payload).payload)
                 yield item
         if not self.truncated:
-            self.report = assemble(self.path, kind, chunks, outcomes, foreign, writer, False)
+            self.report = accepted_gaps_only(assemble(self.path, kind, chunks, outcomes, foreign, writer, False),
+                                             self.fs)
 
     def _visitor(self, name: str, found: list):
         flt = self.filter

@@ -17,7 +17,8 @@ from typing import NamedTuple
 
 from .. import __version__
 from ..errors import EXIT_OK, EXIT_TORN, EnvironmentProblem, Refused, UsageError
-from ..store import quarantine
+from ..format.ledger import CUT, is_log_file_name
+from ..store import ledger, quarantine
 from ..store import durable
 from ..store.fs import DEFAULT_FS
 from ..store.contain import refuse_links
@@ -158,11 +159,17 @@ def _repair(path, apply, max_drop_bytes, fs) -> RepairReport:
             data = fs.read_range(chunk_path, cut.offset, cut.length)
             if len(data) != cut.length:
                 raise Refused(f"{cut.file} changed while repairing; nothing more was changed", path)
-            evidence.append(quarantine.keep_bytes(path, cut.file, cut.offset, data, action="truncate",
-                                                  reason=cut.reason, now=now, version=__version__, fs=fs))
+            kept = quarantine.keep_bytes(path, cut.file, cut.offset, data, action="truncate",
+                                         reason=cut.reason, now=now, version=__version__, fs=fs)
+            evidence.append(kept)
+            if is_log_file_name(cut.file):
+                last_kept = next((c.last_sequence for c in before.chunks if c.file == cut.file), None)
+                ledger.record(path, CUT, now, fs, file=cut.file, offset=cut.offset, bytes=cut.length,
+                              last_seq_kept=last_kept, evidence=kept["evidence"])
             durable.truncate(chunk_path, cut.offset, fs)
         else:
-            evidence.append(quarantine.move_in(path, cut.file, action="quarantine-chunk", reason=cut.reason,
-                                               now=now, version=__version__, fs=fs))
+            evidence.append(quarantine.move_in(
+                path, cut.file, action="quarantine-chunk", reason=cut.reason, now=now, version=__version__, fs=fs,
+                before_move=lambda to, f=cut.file: ledger.record_moved(path, f, to, "quarantine", now, fs)))
     after = verify_path(path, fs=fs, lock_held_by_us=True)
     return RepairReport(path, True, tuple(cuts), tuple(left), tuple(evidence), before, after)

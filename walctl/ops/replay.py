@@ -16,6 +16,8 @@ WAL reads the tail, not the WAL.
 """
 from __future__ import annotations
 
+import os
+
 import json
 from bisect import bisect_left
 from typing import Callable, NamedTuple
@@ -26,6 +28,7 @@ from ..format import scan as fscan
 from ..format.scan import Damage, Run
 from ..store.chunkread import ChunkOutcome, scan_chunk_file
 from ..store.fs import DEFAULT_FS
+from .ledger_check import accepted_gaps_only
 from .verify import KIND_SEGMENT, KIND_SEGMENTS, PathReport, assemble, detect_kind, resolve_chunks
 
 
@@ -239,6 +242,17 @@ class _Sequential:
             yield c, outcome, _Local(pieces, marks, self.out)
 
 
+def _accepted_losses(path: str):
+    """(a, b) -> True when the directory's ledger records that sequences a..b were accepted as lost
+    (`walctl repair --accept-loss`): replay streams across such a gap as verify accepts it."""
+    from ..format.ledger import fold
+    from ..store.ledger import read_ledger
+
+    read = read_ledger(path) if os.path.isdir(path) else None
+    exp = fold(read.lines) if read is not None else None
+    return lambda a, b: exp is not None and exp.accepted_cover(a, b) is not None
+
+
 def _emit_v2(path, kind, foreign, writer, opts: ReplayOptions, start: int, source) -> ReplayReport:
     sink = _Sink(opts.limit)
     read_chunks, outcomes = [], []
@@ -248,6 +262,7 @@ def _emit_v2(path, kind, foreign, writer, opts: ReplayOptions, start: int, sourc
     prev: int | None = None  # last valid sequence met, emitted or not
     pending: Blocked | None = None  # tail damage whose judgement waits for the next record
     covered = False  # a skipped mid-log range already accounts for the next run's gap
+    accepted = _accepted_losses(path)
     for c, outcome, enc in source:
         read_chunks.append(c)
         outcomes.append(outcome)
@@ -279,7 +294,8 @@ def _emit_v2(path, kind, foreign, writer, opts: ReplayOptions, start: int, sourc
                 covered = True
                 continue
             run: Run = item
-            if prev is not None and run.first_seq != prev + 1 and not covered:
+            if prev is not None and run.first_seq != prev + 1 and not covered and not (
+                    pending is None and run.first_seq > prev + 1 and accepted(prev + 1, run.first_seq - 1)):
                 gap = (prev + 1, run.first_seq - 1) if run.first_seq > prev + 1 else None
                 if pending is not None:
                     b = pending._replace(cls="tail-damage", lost_sequences=gap,
@@ -309,7 +325,7 @@ def _emit_v2(path, kind, foreign, writer, opts: ReplayOptions, start: int, sourc
             source.draining = True  # the rest is read only for the verdict
         if ended_by in ("to", "limit"):
             break  # nothing after this chunk is needed; the verdict covers what was read
-    report = assemble(path, kind, read_chunks, outcomes, foreign, writer, False)
+    report = accepted_gaps_only(assemble(path, kind, read_chunks, outcomes, foreign, writer, False))
     return ReplayReport(path, kind, sink.events, sink.first, sink.last, stopped, tuple(skipped), ended_by,
                         len(read_chunks), start, report)
 

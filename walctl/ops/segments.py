@@ -39,7 +39,7 @@ def list_segments(path: str, fs=DEFAULT_FS) -> tuple[list[SegmentFile], list, st
         n = parse_segment_name(x.name)
         if n is not None and x.kind == "file":
             segs.append(SegmentFile(n, x.name, x.path, x.size))
-        elif x.name not in (".quarantine", ".walctl.lock") and not x.name.endswith(".tmp"):
+        elif x.name not in (".quarantine", ".walctl.lock", ".walctl") and not x.name.endswith(".tmp"):
             foreign.append(Finding(F.FOREIGN_FILE, EXIT_OK, "not a segment file; left alone", file=x.name))
     segs.sort(key=lambda s: (s.number, s.name))
     return segs, foreign, KIND_SEGMENTS

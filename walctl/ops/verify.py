@@ -63,6 +63,7 @@ class PathReport(NamedTuple):
     live_writer: str | None
     chunks: tuple[ChunkReport, ...]
     findings: tuple[Finding, ...]
+    ledger: dict | None = None  # seals used: {"lines", "verified_by_hash", "trusted_by_stat"}
 
     @property
     def verdict(self) -> str:
@@ -94,6 +95,7 @@ class PathReport(NamedTuple):
                 "bytes": sum(c.size for c in self.chunks), "damaged_bytes": self.damaged_bytes,
                 "findings": len(self.findings),
             },
+            "ledger": self.ledger,
             "chunks": [c.to_json() for c in self.chunks],
             "findings": [f.to_json() for f in self.findings],
         }
@@ -120,9 +122,13 @@ class _Barrier:
         self.finding = finding
 
 
-def verify_paths(paths, *, strict: bool = False, jobs: int = 1, fs=DEFAULT_FS,
-                 progress: Callable[[int], None] | None = None) -> VerifyReport:
-    return VerifyReport(tuple(verify_path(p, strict=strict, jobs=jobs, fs=fs, progress=progress)
+AUTO_JOBS_BYTES = 256 << 20  # this much scanning is spread over one process per core (forks cost ~10 ms)
+
+
+def verify_paths(paths, *, strict: bool = False, jobs: int | None = 1, fs=DEFAULT_FS,
+                 progress: Callable[[int], None] | None = None, quick: bool = False) -> VerifyReport:
+    """jobs None: chosen per directory (one per core for large directories); an explicit number wins."""
+    return VerifyReport(tuple(verify_path(p, strict=strict, jobs=jobs, fs=fs, progress=progress, quick=quick)
                               for p in paths), strict)
 
 
@@ -172,16 +178,23 @@ def detect_kind(path: str, fs=DEFAULT_FS) -> str:
     raise UnsupportedInput(f"{len(head)} bytes: too short to be any known format", path)
 
 
-def verify_path(path: str, *, strict: bool = False, jobs: int = 1, fs=DEFAULT_FS,
-                progress: Callable[[int], None] | None = None, lock_held_by_us: bool = False) -> PathReport:
+def verify_path(path: str, *, strict: bool = False, jobs: int | None = 1, fs=DEFAULT_FS,
+                progress: Callable[[int], None] | None = None, lock_held_by_us: bool = False,
+                quick: bool = False) -> PathReport:
     """`lock_held_by_us`: the caller holds the directory's lock itself (a writer opening, a repair), so
-    an incomplete tail is not somebody else's append in flight."""
+    an incomplete tail is not somebody else's append in flight. `quick`: trust sealed chunks whose size,
+    inode and mtime are unchanged (ledger rule 3)."""
+    from . import ledger_check
+
     try:
         kind = detect_kind(path, fs)
         if kind in (KIND_SEGMENTS, KIND_SEGMENT):
             from .segments import verify_segments
 
-            return verify_segments(path, strict=strict, fs=fs, lock_held_by_us=lock_held_by_us)
+            report = verify_segments(path, strict=strict, fs=fs, lock_held_by_us=lock_held_by_us)
+            if kind == KIND_SEGMENTS and report.kind == KIND_SEGMENTS:
+                report = ledger_check.judge(report, ledger_check.load_view(path, fs), {}, strict, fs)
+            return report
         if kind in (KIND_CHECKPOINTS, KIND_CHECKPOINT):
             return verify_checkpoints(path, strict=strict, fs=fs)
         if kind in (KIND_TASKLOGS, KIND_TASKLOG):
@@ -199,8 +212,20 @@ def verify_path(path: str, *, strict: bool = False, jobs: int = 1, fs=DEFAULT_FS
         return PathReport(path, None, e.exit_code, None, (),
                           (Finding(F.UNSUPPORTED if e.exit_code == EXIT_UNSUPPORTED else F.UNREADABLE,
                                    e.exit_code, e.reason, file=e.path),))
-    outcomes = scan_chunks(chunks, jobs=jobs, fs=fs, progress=progress)
-    return assemble(path, kind, chunks, outcomes, foreign, writer, strict)
+    view = ledger_check.load_view(path, fs) if kind == KIND_DIR else None
+    expects = ledger_check.expects_for(chunks, view, quick) if view is not None else None
+    if jobs is None:  # by the work to do: hashing a sealed chunk costs about half a scan
+        work = sum(c.size if e is None else c.size // 2 for c, e in zip(chunks, expects or [None] * len(chunks)))
+        jobs = (os.cpu_count() or 1) if work >= AUTO_JOBS_BYTES else 1
+    outcomes = scan_chunks(chunks, jobs=jobs, fs=fs, progress=progress, expects=expects)
+    report = assemble(path, kind, chunks, outcomes, foreign, writer, strict)
+    if view is None:
+        return report
+    seals, verified, trusted = ledger_check.seal_summary(outcomes, chunks)
+    report = ledger_check.judge(report, view, seals, strict, fs)
+    return report._replace(ledger={"lines": len(view.ledger.lines) if view.ledger else 0,
+                                   "sealed": len(view.exp.sealed), "verified_by_hash": verified,
+                                   "trusted_by_stat": trusted})
 
 
 def verify_checkpoints(path: str, *, strict: bool = False, fs=DEFAULT_FS) -> PathReport:
@@ -293,20 +318,22 @@ def _unsupported_dir(path):
 
 
 def scan_chunks(chunks: list[ChunkFile], *, jobs: int = 1, fs=DEFAULT_FS,
-                progress: Callable[[int], None] | None = None) -> list[ChunkOutcome]:
+                progress: Callable[[int], None] | None = None, expects=None) -> list[ChunkOutcome]:
     def not_a_file(c):
         return ChunkOutcome(None, UnsupportedInput("not a regular file", c.path))
 
+    expect_of = dict(zip((c.path for c in chunks), expects or [None] * len(chunks)))
     readable = [c for c in chunks if c.kind == "file"]
     if jobs > 1 and len(readable) > 1 and fs.real and hasattr(os, "fork"):
         from .parallel import parallel_scan
 
-        outcomes = parallel_scan([c.path for c in readable], [c.size for c in readable], jobs, progress)
+        outcomes = parallel_scan([c.path for c in readable], [c.size for c in readable], jobs, progress,
+                                 [expect_of[c.path] for c in readable])
         results = dict(zip((c.path for c in readable), outcomes))
     else:
         results = {}
         for c in readable:
-            results[c.path] = scan_chunk_file(c.path, fs)
+            results[c.path] = scan_chunk_file(c.path, fs, expect=expect_of[c.path])
             if progress:
                 progress(c.size)
     return [results[c.path] if c.kind == "file" else not_a_file(c) for c in chunks]

@@ -19,6 +19,10 @@ from ..store.chunkdir import list_chunks
 from ..store.fs import DEFAULT_FS
 from ..store.lock import DirectoryLock, holder_text
 from .advice import cmd
+from ..store.ledger import Sealer
+from . import findings as F
+from .clock import utc_now
+from .ledger_check import load_view
 from .repair import DEFAULT_MAX_DROP_BYTES, RepairReport, repair
 from .verify import verify_path
 
@@ -58,10 +62,13 @@ class WalWriter:
         self.encoding = encoding
         durable.make_dir(directory, fs)
         self._lock = DirectoryLock(directory, holder_text(command), fs).__enter__()
+        self._sealer = None
         try:
             self.opened = self._prepare(max_drop_bytes, start_sequence)
+            self._sealer = Sealer(directory, fs, utc_now)
+            self._sealer.hwm_written = self._issued
             if format == FORMAT_V2:
-                layout = dict(chunk_index=int(self.opened.chunk[4:-4]))
+                layout = dict(chunk_index=int(self.opened.chunk[4:-4]), records_in_file=self._in_last)
             else:
                 from ..format.names import segment_name
                 from ..format.segment import ENTRIES_PER_SEGMENT
@@ -71,8 +78,11 @@ class WalWriter:
             self._appender = ChunkAppender(
                 directory, next_sequence=self.opened.first_sequence, chunk_exists=self.opened.continued, fs=fs,
                 sync=sync, batch_records=batch_records, batch_ms=batch_ms, max_chunk_bytes=max_chunk_bytes,
-                compress_threshold=compress_threshold, clock_ms=clock_ms, **layout)
+                compress_threshold=compress_threshold, clock_ms=clock_ms, on_closed=self._sealer.closed,
+                chunk_first_sequence=self._first_in_last, **layout)
         except BaseException:
+            if self._sealer is not None:
+                self._sealer.close()
             self._lock.release()
             raise
         if format == FORMAT_V2:
@@ -121,7 +131,8 @@ class WalWriter:
     def _prepare(self, max_drop_bytes: int, start_sequence: int | None = None) -> OpenReport:
         fs, d = self.fs, self.directory
         cut = None
-        self._in_last = 0
+        self._in_last, self._first_in_last = 0, None
+        view = load_view(d, fs)
         if self._has_files():
             report = verify_path(d, fs=fs, lock_held_by_us=True)
             if report.exit_code == 1:
@@ -129,13 +140,21 @@ class WalWriter:
                 report = cut.after
             if report.exit_code != EXIT_OK:
                 worst = next(f for f in report.findings if f.exit_code == report.exit_code)
+                hint = ""
+                if report.exit_code == EXIT_SEQUENCE and worst.cls != F.SEQUENCE_MISSING and worst.sequence_range:
+                    a, b = worst.sequence_range
+                    hint = (f"; if those sequences are lost for good, `walctl repair {d} --accept-loss {a}..{b} "
+                            f"--reason TEXT --apply` records that and lets writers go on")
                 raise NotClean(f"refusing to append to a {report.verdict} directory: {worst.one_line()} "
-                               f"(see `{cmd('inspect', d, '--damaged')}`)", d, code=report.exit_code)
+                               f"(see `{cmd('inspect', d, '--damaged')}`){hint}", d, code=report.exit_code)
             last_seq = report.last_sequence or 0
             last = report.chunks[-1]
             index = last.index
             if self.format == FORMAT_V2:
                 continued = last.state == fscan.HEADER_OK
+                self._in_last, self._first_in_last = last.records, last.first_sequence
+                if continued and last.file in view.exp.sealed:
+                    continued = False  # a sealed chunk is never appended to: its seal would lie
             else:
                 from ..format.segment import ENTRIES_PER_SEGMENT
 
@@ -143,10 +162,20 @@ class WalWriter:
                 self._in_last = last.records
             if not continued:
                 index += 1
+                self._in_last, self._first_in_last = 0, None
+            elif self.format != FORMAT_V2:
+                self._first_in_last = last.first_sequence
         else:
             last_seq, continued = 0, False
             index = 0 if self.format == FORMAT_V2 else 1
-        next_seq = max(last_seq, self._checkpoint_hwm()) + 1
+            top = view.horizon
+            if view.issued > top and view.exp.accepted_cover(top + 1, view.issued) is None:
+                a, b = top + 1, view.issued
+                raise NotClean(f"sequences {a}..{b} were issued here but no chunk holds them; refusing to append "
+                               f"(if they are lost for good: `walctl repair {d} --accept-loss {a}..{b} --reason "
+                               f"TEXT --apply`)", d, code=EXIT_SEQUENCE)
+        self._issued = max(view.issued, last_seq)
+        next_seq = max(last_seq, self._checkpoint_hwm(), view.issued) + 1
         if next_seq == 1 and start_sequence is not None:
             next_seq = start_sequence
         if self.format == FORMAT_V2:
@@ -175,7 +204,15 @@ class WalWriter:
 
     def close(self) -> int:
         try:
-            return self._appender.close()
+            try:
+                durable_seq = self._appender.close()
+            finally:
+                sealer, self._sealer = self._sealer, None
+                if sealer is not None:
+                    sealer.close()  # the seals of rolled chunks, every one written before the lock goes
+            if sealer is not None and durable_seq > sealer.hwm_written:
+                sealer.hwm(durable_seq)  # synchronous now: the background thread is gone
+            return durable_seq
         finally:
             self._lock.release()
 

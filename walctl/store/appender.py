@@ -46,9 +46,16 @@ class ChunkAppender:
                  fs=DEFAULT_FS, sync: str = SYNC_BATCH, batch_records: int = 100, batch_ms: int = 1000,
                  max_chunk_bytes: int = 8 << 20, compress_threshold: int | None = None,
                  clock_ms=None, naming=chunk_name, file_header: bytes | None = None,
-                 max_records_per_file: int | None = None, records_in_file: int = 0):
+                 max_records_per_file: int | None = None, records_in_file: int = 0,
+                 chunk_first_sequence: int | None = None, on_closed=None):
         """naming/file_header/max_records_per_file describe the layout: V2 chunks by default; ADR-003
-        segments pass segment_name, no header, and 10,000 entries per file."""
+        segments pass segment_name, no header, and 10,000 entries per file.
+        on_closed(items, durable_sequence): called once chunks closed for good are synced, with
+        (name, first_seq, last_seq, records) for each (the ledger's seal lines); records_in_file and
+        chunk_first_sequence describe a continued chunk."""
+        self.on_closed = on_closed
+        self._closed_pending: list[tuple] = []
+        self._chunk_first = chunk_first_sequence if chunk_exists else None
         self.naming = naming
         self.file_header = encode_file_header() if file_header is None else file_header
         self.max_records_per_file = max_records_per_file
@@ -236,6 +243,7 @@ class ChunkAppender:
             self.fs.write(self._fd, header, path)
         self._size = len(header)
         self._in_file = 0
+        self._chunk_first = None
         self.chunks_created.append(self.naming(self._index))
         if self.sync != SYNC_NONE:
             # The new name must survive a crash before any record in it is acknowledged.
@@ -271,6 +279,8 @@ class ChunkAppender:
         gathered for its group. True when a group was handed to the commit thread."""
         self.next_sequence = seq + 1
         self._size += len(data)
+        if not self._in_file:
+            self._chunk_first = seq
         self._in_file += 1
         handed_off = False
         if self._always:
@@ -386,8 +396,14 @@ class ChunkAppender:
             self._fsync_active()
         self._pending = 0
         self._durable = self.next_sequence - 1
+        if self._closed_pending and self.on_closed is not None:
+            closed, self._closed_pending = self._closed_pending, []
+            self._guard(self.on_closed, closed, self._durable)
 
     def _roll_locked(self) -> None:
+        if self.on_closed is not None:  # sealed once synced: at once, or (sync=none) at the next sync
+            self._closed_pending.append((self.naming(self._index), self._chunk_first, self.next_sequence - 1,
+                                         self._in_file))
         if self.sync != SYNC_NONE:
             self._sync_locked()
         else:

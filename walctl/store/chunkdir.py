@@ -8,6 +8,8 @@ from .fs import DEFAULT_FS
 from .lock import LOCK_NAME
 
 QUARANTINE_DIR = ".quarantine"
+LEDGER_DIR = ".walctl"  # the directory ledger: ours, not a chunk, not foreign
+CHECKPOINT_META = "checkpoint.meta"  # Spector's HWM file: validated by verify, not foreign
 TMP_SUFFIX = ".tmp"
 
 
@@ -23,7 +25,7 @@ class ChunkListing(NamedTuple):
     path: str
     chunks: list  # ChunkFile, in numeric order
     foreign: list  # Entry: anything that is not a chunk and not ours
-    ignored: list  # names: *.tmp, .quarantine/, the lock file
+    ignored: list  # names: *.tmp, .quarantine/, .walctl/, checkpoint.meta, the lock file
 
 
 def list_chunks(directory: str, fs=DEFAULT_FS) -> ChunkListing:
@@ -32,7 +34,7 @@ def list_chunks(directory: str, fs=DEFAULT_FS) -> ChunkListing:
         index = parse_chunk_name(e.name)
         if index is not None:
             listing.chunks.append(ChunkFile(index, e.name, e.path, e.kind, e.size))
-        elif e.name in (QUARANTINE_DIR, LOCK_NAME) or e.name.endswith(TMP_SUFFIX):
+        elif e.name in (QUARANTINE_DIR, LOCK_NAME, LEDGER_DIR, CHECKPOINT_META) or e.name.endswith(TMP_SUFFIX):
             listing.ignored.append(e.name)
         else:
             listing.foreign.append(e)

@@ -4,6 +4,7 @@ after a crash at any step, plus at most a `*.tmp` file that every reader ignores
   create:   write NAME.tmp, fsync it, rename to NAME, fsync the directory
   append:   write, fsync (fdatasync) before acknowledging; a new file also fsyncs its directory
   truncate: truncate, fsync the file
+  vouch:    fsync a file somebody else wrote, before a ledger line claims its bytes
   move:     rename, fsync the destination directory, then the source directory
   remove:   unlink, fsync the directory
 """
@@ -141,6 +142,11 @@ def append(path: str, data: bytes, fs=DEFAULT_FS) -> None:
         fs.close(fd)
     if new:
         fs.fsync_dir(os.path.dirname(path) or ".")
+
+
+def sync_file(path: str, fs=DEFAULT_FS) -> None:
+    """Makes a file written by someone else durable before walctl vouches for its bytes (a seal)."""
+    fs.fsync_path(path)
 
 
 def truncate(path: str, size: int, fs=DEFAULT_FS) -> None:

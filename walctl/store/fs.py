@@ -108,6 +108,14 @@ class OsFileSystem:
     def exists(self, path: str) -> bool:
         return os.path.lexists(path)
 
+    def identity(self, path: str) -> tuple[int, int]:
+        """(inode, mtime_ns): with the size, what says a file was not rewritten (git's index rule)."""
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except OSError as e:
+            raise EnvironmentProblem(describe_os_error(e), path) from None
+        return st.st_ino, st.st_mtime_ns
+
     def is_symlink(self, path: str) -> bool:
         """True for a symbolic link (dangling or not): mutations refuse them (containment)."""
         return os.path.islink(path)

@@ -53,8 +53,9 @@ def keep_bytes(directory: str, source: str, offset: int, data: bytes, *, action:
 
 
 def move_in(directory: str, source: str, *, action: str, reason: str, now: str, version: str,
-            fs=DEFAULT_FS) -> dict:
-    """Moves the file `source` of `directory` into the quarantine under a name never used before."""
+            fs=DEFAULT_FS, before_move=None) -> dict:
+    """Moves the file `source` of `directory` into the quarantine under a name never used before.
+    before_move(evidence): called once the name is known, before the move (the ledger's `moved` line)."""
     durable.make_dir(qdir(directory), fs)
     src = os.path.join(directory, source)
     sha = sha256_file(src, fs)
@@ -63,13 +64,15 @@ def move_in(directory: str, source: str, *, action: str, reason: str, now: str, 
     line = entry(now, action, source, 0, size, sha, f"{QUARANTINE_DIR}/{name}", reason, version)
     # A crash between the move and the manifest line leaves a quarantined file with no line:
     # `walctl quarantine list` shows such files as unrecorded, so nothing is ever silently lost.
+    if before_move is not None:
+        before_move(line["evidence"])
     durable.move(src, os.path.join(qdir(directory), name), fs)
     record(directory, line, fs)
     return line
 
 
 def move_in_recorded(directory: str, source: str, *, action: str, reason: str, now: str, version: str,
-                     manifest: list[dict] | None = None, fs=DEFAULT_FS) -> dict:
+                     manifest: list[dict] | None = None, fs=DEFAULT_FS, before_move=None) -> dict:
     """move_in for planned removals (compaction, retention), whose rerun after a crash must finish the
     same move: the line goes first, then the move. A crash between the two leaves a line for a file still
     in place; the rerun finds that line (same action, source and sha256, its move not finished) and
@@ -91,6 +94,8 @@ def move_in_recorded(directory: str, source: str, *, action: str, reason: str, n
         pending = entry(now, action, source, 0, fs.stat(src).size, sha, f"{QUARANTINE_DIR}/{name}", reason, version)
         record(directory, pending, fs)
     dst = os.path.join(directory, pending["evidence"])
+    if before_move is not None:
+        before_move(pending["evidence"])
     if fs.exists(dst):
         durable.remove(src, fs)  # the same bytes are already there, under this line
     else:

@@ -1,0 +1,254 @@
+"""The directory ledger `.walctl/ledger.jsonl` (docs/format.md, "The directory ledger"). Pure: bytes <-> lines,
+and the expectations a sequence of lines adds up to. Clock values are passed in.
+
+One line = one JSON object: `v` (1), `ts` (RFC 3339 UTC), `event`, the event's fields, and `crc32c`: the
+CRC-32C of the line's compact JSON without `crc32c` (sorted keys, `,`/`:` separators, UTF-8), lowercase hex.
+A line that does not parse or whose CRC fails is reported by number and never used: a damaged ledger may
+only lose expectations, never invent them. Every `file` field must be a plain chunk or segment name in the
+writer's own shape (`wal-000001.bin`, `wal_00000001.log`) before anything uses it as a name.
+"""
+from __future__ import annotations
+
+import json
+from typing import NamedTuple
+
+from .names import chunk_name, parse_chunk_name, parse_segment_name, segment_name
+
+LEDGER_DIR = ".walctl"
+LEDGER_NAME = "ledger.jsonl"
+LEDGER_VERSION = 1
+
+SEAL, HWM, MOVED, RESTORED, CUT, ACCEPT_LOSS = "seal", "hwm", "moved", "restored", "cut", "accept-loss"
+MOVED_WHY = ("quarantine", "compact", "archive")
+HORIZON_WHY = ("compact", "archive")  # sequences moved for these reasons are below a horizon, not lost
+
+_INT, _STR, _FILE, _STAT = "int", "str", "file", "stat"
+# event -> its fields and their kinds: one table, used by encode and decode alike
+EVENTS: dict[str, dict[str, str]] = {
+    SEAL: {"file": _FILE, "size": _INT, "records": _INT, "first_seq": _INT, "last_seq": _INT,
+           "sha256": _STR, "stat": _STAT},
+    HWM: {"seq": _INT},
+    MOVED: {"file": _FILE, "first_seq": _INT, "last_seq": _INT, "to": _STR, "why": _STR},
+    RESTORED: {"file": _FILE},
+    CUT: {"file": _FILE, "offset": _INT, "bytes": _INT, "last_seq_kept": _INT, "evidence": _STR},
+    ACCEPT_LOSS: {"first_seq": _INT, "last_seq": _INT, "reason": _STR},
+}
+NULLABLE = {(SEAL, "first_seq"), (SEAL, "last_seq"), (MOVED, "first_seq"), (MOVED, "last_seq"),
+            (CUT, "last_seq_kept")}  # a header-only chunk has no sequences
+MAX_LINE_BYTES = 64 << 10  # a longer line is not one walctl wrote
+
+
+def _crc32c():
+    import crcmod.predefined  # the C extension: CRC-32C is what crcmod is here for
+
+    return crcmod.predefined.mkPredefinedCrcFun("crc-32c")
+
+
+_crc_fun = None
+
+
+def crc32c(data: bytes) -> int:
+    global _crc_fun
+    if _crc_fun is None:
+        _crc_fun = _crc32c()
+    return _crc_fun(data)
+
+
+def _compact(obj: dict) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def is_log_file_name(name) -> bool:
+    """A chunk or segment name exactly as walctl's writers spell it: never a path, never `wal-0.bin`."""
+    if not isinstance(name, str):
+        return False
+    n = parse_chunk_name(name)
+    if n is not None:
+        return chunk_name(n) == name
+    n = parse_segment_name(name)
+    return n is not None and segment_name(n) == name
+
+
+class Line(NamedTuple):
+    number: int  # 1-based line number in the ledger
+    event: str
+    ts: str
+    fields: dict
+
+    def get(self, key, default=None):
+        return self.fields.get(key, default)
+
+
+class BadLine(NamedTuple):
+    number: int
+    offset: int
+    reason: str
+
+
+class LedgerRead(NamedTuple):
+    lines: tuple  # Line, in order
+    bad: tuple  # BadLine: damaged lines (corruption), never used
+    torn_offset: int | None  # where a torn last line (no final newline) starts; the next writer cuts it
+    size: int
+
+
+def encode_line(event: str, ts: str, **fields) -> bytes:
+    """One ledger line, newline included. Raises ValueError for a field the table does not allow."""
+    problem = _check(event, fields)
+    if problem:
+        raise ValueError(problem)
+    obj = dict(fields, v=LEDGER_VERSION, ts=ts, event=event)
+    obj["crc32c"] = f"{crc32c(_compact(obj)):08x}"
+    return _compact(obj) + b"\n"
+
+
+def _check(event, fields: dict) -> str | None:
+    spec = EVENTS.get(event)
+    if spec is None:
+        return f"unknown event {event!r}"
+    if set(fields) != set(spec):
+        missing, extra = set(spec) - set(fields), set(fields) - set(spec)
+        return f"{event}: " + "; ".join(p for p in (missing and f"missing {', '.join(sorted(missing))}",
+                                                    extra and f"unknown {', '.join(sorted(extra))}") if p)
+    for key, kind in spec.items():
+        v = fields[key]
+        if v is None and (event, key) in NULLABLE:
+            continue
+        if kind == _INT and (isinstance(v, bool) or not isinstance(v, int) or not -(1 << 63) <= v < (1 << 63)):
+            return f"{event}: {key} is not an integer"
+        if kind == _STR and not isinstance(v, str):
+            return f"{event}: {key} is not a string"
+        if kind == _FILE and not is_log_file_name(v):
+            return f"{event}: file {v!r} is not a chunk or segment name"
+        if kind == _STAT and not (isinstance(v, dict) and set(v) == {"ino", "mtime_ns"}
+                                  and all(isinstance(x, int) and not isinstance(x, bool) for x in v.values())):
+            return f"{event}: stat is not {{ino, mtime_ns}}"
+    if event == MOVED and fields["why"] not in MOVED_WHY:
+        return f"moved: why {fields['why']!r} is not one of {', '.join(MOVED_WHY)}"
+    if event == ACCEPT_LOSS and not 1 <= fields["first_seq"] <= fields["last_seq"]:
+        return "accept-loss: the range is not 1 <= first_seq <= last_seq"
+    return None
+
+
+def decode_line(raw: bytes, number: int = 1, offset: int = 0) -> Line | BadLine:
+    """One line without its newline -> Line, or BadLine saying why it cannot be used."""
+    if len(raw) > MAX_LINE_BYTES:
+        return BadLine(number, offset, f"line of {len(raw)} bytes, longer than any ledger line")
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return BadLine(number, offset, "not JSON")
+    if not isinstance(obj, dict):
+        return BadLine(number, offset, "not a JSON object")
+    stored = obj.pop("crc32c", None)
+    if not isinstance(stored, str):
+        return BadLine(number, offset, "no crc32c")
+    computed = f"{crc32c(_compact(obj)):08x}"
+    if stored != computed:
+        return BadLine(number, offset, f"crc32c mismatch: stored {stored}, computed {computed}")
+    if obj.pop("v", None) != LEDGER_VERSION:
+        return BadLine(number, offset, "unsupported ledger line version")
+    ts, event = obj.pop("ts", None), obj.pop("event", None)
+    if not isinstance(ts, str) or not isinstance(event, str):
+        return BadLine(number, offset, "no ts or event")
+    problem = _check(event, obj)
+    if problem:
+        return BadLine(number, offset, problem)
+    return Line(number, event, ts, obj)
+
+
+def decode_ledger(data: bytes) -> LedgerRead:
+    lines, bad = [], []
+    pos, number, torn = 0, 0, None
+    while pos < len(data):
+        number += 1
+        end = data.find(b"\n", pos)
+        if end < 0:
+            torn = pos  # no final newline: a crash mid-append; not corruption, cut by the next writer
+            break
+        raw = data[pos:end]
+        if raw.strip():
+            got = decode_line(raw, number, pos)
+            (lines if isinstance(got, Line) else bad).append(got)
+        pos = end + 1
+    return LedgerRead(tuple(lines), tuple(bad), torn, len(data))
+
+
+class Loss(NamedTuple):
+    first_seq: int
+    last_seq: int
+    line: Line
+
+
+class Expectations(NamedTuple):
+    """What the ledger's lines add up to (rule 1)."""
+    sealed: dict  # file -> its seal Line, for files expected present now
+    moved: dict  # file -> the moved Line that took it away (and no restore since)
+    cut: dict  # file -> the last cut Line
+    accepted: tuple  # Loss, in order
+    hwm: int  # highest sequence any line says was issued (0: none)
+    horizon: int  # highest sequence moved away by compaction or archiving (0: none)
+    first_seq: int | None  # lowest first_seq of any seal or moved line
+
+    def explain(self, a: int, b: int) -> Line | None:
+        """The line that accounts for sequences a..b going missing: a moved line overlapping them."""
+        for line in self.moved.values():
+            f, l = line.get("first_seq"), line.get("last_seq")
+            if f is not None and l is not None and f <= b and l >= a:
+                return line
+        return None
+
+    def accepted_cover(self, a: int, b: int) -> Line | None:
+        """The accept-loss line covering all of a..b (ranges may be accepted in pieces)."""
+        need = a
+        last = None
+        for loss in sorted(self.accepted, key=lambda x: x.first_seq):
+            if loss.first_seq <= need <= loss.last_seq:
+                need, last = loss.last_seq + 1, loss.line
+            if need > b:
+                return last
+        return None
+
+
+def fold(lines) -> Expectations:
+    sealed: dict = {}
+    ever: dict = {}
+    moved: dict = {}
+    cut: dict = {}
+    accepted = []
+    hwm = horizon = 0
+    first = None
+
+    def seqs(*vals):
+        nonlocal hwm, first
+        for v in vals:
+            if v is not None:
+                hwm = max(hwm, v)
+        if vals and vals[0] is not None:
+            first = vals[0] if first is None else min(first, vals[0])
+
+    for line in lines:
+        f = line.get("file")
+        if line.event == SEAL:
+            sealed[f] = ever[f] = line
+            moved.pop(f, None)
+            seqs(line.get("first_seq"), line.get("last_seq"))
+        elif line.event == HWM:
+            hwm = max(hwm, line.get("seq"))
+        elif line.event == MOVED:
+            sealed.pop(f, None)
+            moved[f] = line
+            seqs(line.get("first_seq"), line.get("last_seq"))
+            if line.get("why") in HORIZON_WHY and line.get("last_seq") is not None:
+                horizon = max(horizon, line.get("last_seq"))
+        elif line.event == RESTORED:
+            moved.pop(f, None)
+            if f in ever:
+                sealed[f] = ever[f]
+        elif line.event == CUT:
+            cut[f] = line
+            sealed.pop(f, None)  # the file changed on purpose: its seal no longer describes it
+            ever.pop(f, None)
+        elif line.event == ACCEPT_LOSS:
+            accepted.append(Loss(line.get("first_seq"), line.get("last_seq"), line))
+    return Expectations(sealed, moved, cut, tuple(accepted), hwm, horizon, first)

@@ -1,0 +1,162 @@
+"""Reading and appending `.walctl/ledger.jsonl` (format in walctl/format/ledger.py).
+
+  read:    no lock, no writes: a read-only command may look at the ledger of a directory being written
+  append:  the caller holds the directory's lock; a torn last line (a crash mid-append) is cut first
+           (durable truncate), then the new lines are appended and synced in one write (durable append)
+  seal:    the SHA-256 and stat data of a chunk file that will not change again (callers sync it first)
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import threading
+
+from ..format import ledger as L
+from . import durable
+from .fs import DEFAULT_FS
+
+
+def ledger_dir(directory: str) -> str:
+    return os.path.join(directory, L.LEDGER_DIR)
+
+
+def ledger_path(directory: str) -> str:
+    return os.path.join(directory, L.LEDGER_DIR, L.LEDGER_NAME)
+
+
+def has_ledger(directory: str, fs=DEFAULT_FS) -> bool:
+    return fs.exists(ledger_path(directory))
+
+
+def read_ledger(directory: str, fs=DEFAULT_FS) -> L.LedgerRead | None:
+    """The decoded ledger, or None when the directory has none."""
+    path = ledger_path(directory)
+    if not fs.exists(path):
+        return None
+    with fs.map_read(path) as buf:
+        return L.decode_ledger(bytes(buf))
+
+
+def append_lines(directory: str, lines: list[bytes], fs=DEFAULT_FS) -> None:
+    """Durably appends whole lines (the caller holds the directory's lock)."""
+    if not lines:
+        return
+    durable.make_dir(ledger_dir(directory), fs)
+    path = ledger_path(directory)
+    if fs.exists(path):
+        size = fs.stat(path).size
+        if size and fs.read_range(path, size - 1, 1) != b"\n":
+            with fs.map_read(path) as buf:
+                data = bytes(buf)
+            durable.truncate(path, data.rfind(b"\n") + 1, fs)  # the torn line was never acknowledged
+    durable.append(path, b"".join(lines), fs)
+
+
+def file_identity(path: str, fs=DEFAULT_FS) -> dict:
+    """{"ino", "mtime_ns"} of a file (0, 0 where the file system has none: the simulated one)."""
+    ident = getattr(fs, "identity", None)
+    if ident is None:
+        return {"ino": 0, "mtime_ns": 0}
+    ino, mtime_ns = ident(path)
+    return {"ino": ino, "mtime_ns": mtime_ns}
+
+
+def sha256_file(path: str, fs=DEFAULT_FS) -> tuple[str, int]:
+    """(hex digest, size) of a file, hashed from a mapping (hashlib releases the GIL on large buffers)."""
+    with fs.map_read(path) as buf:
+        return hashlib.sha256(buf).hexdigest(), len(buf)
+
+
+def seal_line(path: str, first_seq, last_seq, records: int, ts: str, fs=DEFAULT_FS) -> bytes:
+    ident = file_identity(path, fs)
+    sha, size = sha256_file(path, fs)
+    return L.encode_line(L.SEAL, ts, file=os.path.basename(path), size=size, records=records,
+                         first_seq=first_seq, last_seq=last_seq, sha256=sha, stat=ident)
+
+
+class Sealer:
+    """A writer's ledger: seal lines for the chunks it closed, hwm lines for the sequences it issued.
+
+    On the real file system a closed chunk is hashed and its line appended by one background thread, so a
+    roll costs the writer nothing it waits for; elsewhere (the simulated file system of the crash tests)
+    in the caller's thread. Every chunk handed over is already synced: a seal never claims bytes that were
+    not durable. A crash before its line is written just leaves the chunk unsealed."""
+
+    def __init__(self, directory: str, fs, clock):
+        self.directory, self.fs, self.clock = directory, fs, clock
+        self.hwm_written = 0
+        self.error: BaseException | None = None
+        self._q: queue.Queue | None = None
+        self._thread = None
+        if getattr(fs, "real", False):
+            self._q = queue.Queue()
+            self._thread = threading.Thread(target=self._run, name="walctl-seal", daemon=True)
+            self._thread.start()
+
+    def closed(self, items, hwm: int) -> None:
+        """items: (file name, first_seq, last_seq, records) of chunks synced and closed for good."""
+        if self._q is not None:
+            self._q.put((list(items), hwm))
+        else:
+            self._do(items, hwm)
+
+    def hwm(self, seq: int) -> None:
+        self.closed([], seq)
+
+    def _do(self, items, hwm: int) -> None:
+        ts = self.clock()
+        lines = [seal_line(os.path.join(self.directory, name), first, last, records, ts, self.fs)
+                 for name, first, last, records in items]
+        if hwm > self.hwm_written:
+            lines.append(L.encode_line(L.HWM, ts, seq=hwm))
+        append_lines(self.directory, lines, self.fs)
+        self.hwm_written = max(self.hwm_written, hwm)
+
+    def _run(self) -> None:
+        while True:
+            job = self._q.get()
+            if job is None:
+                return
+            if self.error is None:
+                try:
+                    self._do(*job)
+                except BaseException as e:  # noqa: BLE001 - raised by close()
+                    self.error = e
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._q.put(None)
+            self._thread.join()
+            self._thread = None
+        self._q = None  # from here on, lines are written in the caller's thread
+        if self.error is not None:
+            raise self.error
+
+
+def record(directory: str, event: str, ts: str, fs=DEFAULT_FS, **fields) -> None:
+    """One line, durably, before the action it announces (the caller holds the directory's lock)."""
+    append_lines(directory, [L.encode_line(event, ts, **fields)], fs)
+
+
+def chunk_range(directory: str, name: str, fs=DEFAULT_FS) -> tuple[int | None, int | None]:
+    """(first_seq, last_seq) of a chunk about to leave: from its seal when it still matches, else read."""
+    from .chunkread import scan_chunk_file
+
+    path = os.path.join(directory, name)
+    read = read_ledger(directory, fs)
+    if read is not None:
+        line = L.fold(read.lines).sealed.get(name)
+        if line is not None and fs.stat(path).size == line.get("size"):
+            return line.get("first_seq"), line.get("last_seq")
+    o = scan_chunk_file(path, fs)
+    return (o.scan.first_seq, o.scan.last_seq) if o.scan is not None else (None, None)
+
+
+def record_moved(directory: str, name: str, to: str, why: str, ts: str, fs=DEFAULT_FS,
+                 seqs: tuple | None = None) -> None:
+    """A `moved` line for a chunk (or segment) about to leave the directory; other files get none."""
+    if not L.is_log_file_name(name):
+        return
+    first, last = seqs if seqs is not None else chunk_range(directory, name, fs)
+    record(directory, L.MOVED, ts, fs, file=name, first_seq=first, last_seq=last, to=to, why=why)

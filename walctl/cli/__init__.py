@@ -22,8 +22,9 @@ EXIT_TABLE = """Exit codes (several findings: the first present in the order 6, 
   6 environment: I/O error, permission, or locked by a live writer
   7 refused: a safety bound would be exceeded; nothing was changed"""
 
-ROOT_HELP = ("Verify, inspect and mend write-ahead logs, checkpoints and JSON-lines logs.\n\n"
-             + EXIT_TABLE.replace("\n", "\n\n") + "\n\nExample: walctl verify /var/lib/agent/wal --json")
+ROOT_HELP = ("Verify, inspect and mend write-ahead logs, checkpoints and JSON-lines logs.\n\n\b\n"
+             + EXIT_TABLE + "\n\nExample: walctl verify /var/lib/agent/wal --json\n"
+             "Example: walctl help verify")
 
 # name -> (module, attribute, kind). Only the command being run is imported and built: typer inspects
 # every registered function at start-up, and verify's cold start is part of the product.
@@ -92,6 +93,8 @@ def build_app(only: str | None = None) -> typer.Typer:
     """The typer app with every command, or with just `only` (what running one command needs)."""
     import importlib
 
+    from .helpfmt import use_classes
+
     app = typer.Typer(name="walctl", help=ROOT_HELP, no_args_is_help=True, add_completion=True,
                       pretty_exceptions_enable=False, rich_markup_mode=None,
                       context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -103,7 +106,9 @@ def build_app(only: str | None = None) -> typer.Typer:
         if kind == "group":
             app.add_typer(getattr(mod, attr), name=name)
         else:
-            app.command(name, help=mod.HELP, no_args_is_help=True)(getattr(mod, attr))
+            # no no_args_is_help: `walctl verify` alone says which argument is missing (exit 2)
+            app.command(name, help=mod.HELP)(getattr(mod, attr))
+    use_classes(app)
     return app
 
 
@@ -142,6 +147,9 @@ def run(argv: list[str] | None = None) -> int:
     if "--debug" in args:
         _debug["on"] = True
     command = typer.main.get_command(build_app(_command_in(args)))
+    from .fastparams import install
+
+    install(command)  # typer 0.28+: no pydantic at start-up for walctl's plain parameters
     try:
         rv = command.main(args=args, prog_name="walctl", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
@@ -149,8 +157,9 @@ def run(argv: list[str] | None = None) -> int:
         if type(e).__name__ == "NoArgsIsHelpError" and e.ctx is not None:
             sys.stdout.write(e.ctx.get_help() + "\n")  # `walctl` or `walctl verify` alone: the help
             return EXIT_USAGE
-        sub = f" {e.ctx.info_name}" if e.ctx is not None and e.ctx.info_name != "walctl" else ""
-        error_line(f"{e.format_message()} (see 'walctl{sub} --help')")
+        # the full path (`walctl quarantine purge --help`), not the last word
+        path = e.ctx.command_path if e.ctx is not None and e.ctx.command_path else "walctl"
+        error_line(f"{e.format_message()} (see '{path} --help')")
         return EXIT_USAGE
     except click_exceptions.ClickException as e:
         error_line(e.format_message())

@@ -44,7 +44,7 @@ def create(directory: str = typer.Argument(..., help="The checkpoint directory (
            state: Optional[str] = typer.Option(None, "--state", help="A JSON or msgpack state file."),
            wal_seq: Optional[int] = typer.Option(None, "--wal-seq", min=0, help="The last log sequence the state holds."),
            log: Optional[str] = typer.Option(None, "--log", help="Fold this log from empty instead of --state."),
-           reducer: str = typer.Option("auto", "--reducer", help=REDUCER_HELP + " With --log."),
+           reducer: str = typer.Option("auto", "--reducer", metavar="[auto|adr003|spector|MODULE:FUNCTION]", help=REDUCER_HELP + " With --log."),
            level: int = typer.Option(9, "--level", min=1, max=22, help="zstd level."),
            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-create/1).")):
     from ..ops.checkpoint import create as run_create
@@ -171,7 +171,7 @@ new file as JSON or msgpack. Never overwrites.
 Example: walctl checkpoint restore ckpts/ --out state.json""")
 def restore(path: str = typer.Argument(..., help="A checkpoint file or directory."),
             out: str = typer.Option(..., "--out", help="The state file to create."),
-            fmt: str = typer.Option("json", "--format", help="json or msgpack.")):
+            fmt: str = typer.Option("json", "--format", metavar="[json|msgpack]", help="json or msgpack.")):
     from ..ops.checkpoint import resolve
     from ..ops.state_io import write_state
 

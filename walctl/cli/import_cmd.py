@@ -26,7 +26,7 @@ Example: walctl import restored/wal --from outbox/wal-000000005000.bin --sync al
 def import_(
     directory: str = typer.Argument(..., help="The WAL (or ADR-003 segment) directory to apply to."),
     from_: Optional[str] = typer.Option(None, "--from", help="Read the stream from FILE instead of stdin."),
-    form: Optional[str] = typer.Option(None, "--form", help="jsonl, msgpack or sync (default: detected)."),
+    form: Optional[str] = typer.Option(None, "--form", metavar="[jsonl|msgpack|sync]", help="jsonl, msgpack or sync (default: detected)."),
     sync: str = SYNC,
     batch_records: int = BATCH_RECORDS,
     batch_ms: int = BATCH_MS,

@@ -49,7 +49,7 @@ def inspect(
     since: Optional[str] = typer.Option(None, "--since", help="Only timestamps >= T (epoch ms or ISO-8601)."),
     until: Optional[str] = typer.Option(None, "--until", help="Only timestamps <= T (epoch ms or ISO-8601)."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Stop after N matching records."),
-    payload: str = typer.Option("auto", "--payload", help=f"Payload view: {', '.join(PAYLOAD_MODES)}, none."),
+    payload: str = typer.Option("auto", "--payload", metavar="[" + "|".join((*PAYLOAD_MODES, "none")) + "]", help=f"Payload view: {', '.join(PAYLOAD_MODES)}, none."),
     hexdump: bool = typer.Option(False, "--hexdump", help="Annotated hex dump of each matching record."),
     around_offset: Optional[int] = typer.Option(None, "--around", min=0,
                                                 help="Annotated bytes around this offset of a chunk file."),

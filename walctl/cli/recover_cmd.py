@@ -21,10 +21,10 @@ REDUCER_HELP = "auto (spector for a Spector V2 log, else adr003), adr003, specto
 def recover(
     checkpoints: Optional[str] = typer.Option(None, "--checkpoints", help="The checkpoint directory."),
     log: Optional[str] = typer.Option(None, "--log", help="The log: ADR-003 segments or V2 chunks."),
-    reducer: str = typer.Option("auto", "--reducer", help=REDUCER_HELP),
+    reducer: str = typer.Option("auto", "--reducer", metavar="[auto|adr003|spector|MODULE:FUNCTION]", help=REDUCER_HELP),
     allow_gap: bool = typer.Option(False, "--allow-gap", help="Stop at the checkpoint when the log has a gap after it."),
     out: Optional[str] = typer.Option(None, "--out", help="Write the recovered state to this new file."),
-    fmt: str = typer.Option("json", "--format", help="--out as json or msgpack."),
+    fmt: str = typer.Option("json", "--format", metavar="[json|msgpack]", help="--out as json or msgpack."),
     json_out: bool = typer.Option(False, "--json", help="The report as one JSON document (schema walctl.recover/1)."),
 ) -> int:
     from ..errors import UsageError

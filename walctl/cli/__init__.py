@@ -46,6 +46,8 @@ COMMANDS = {
     "workflow": ("workflow_cmd", "app", "group"),
     "tasklog": ("tasklog_cmd", "app", "group"),
     "agents": ("agents_cmd", "app", "group"),
+    "help": ("help_cmd", "help_", "command"),
+    "schema": ("schema_cmd", "schema", "command"),
 }
 
 _debug = {"on": bool(os.environ.get("WALCTL_DEBUG"))}
@@ -164,13 +166,14 @@ def run(argv: list[str] | None = None) -> int:
     except click_exceptions.ClickException as e:
         error_line(e.format_message())
         return e.exit_code
-    except typer.Abort:
+    except (typer.Abort, KeyboardInterrupt):
+        from .progress import interrupted
+
+        sys.stderr.write(f"walctl: {interrupted()}\n")  # what Ctrl-C left behind; the next run cleans it
         return 130
     except WalctlError as e:
         error_line(str(e))
         return e.exit_code
-    except KeyboardInterrupt:
-        return 130
     except OutputClosed:
         # The reader of our output went away (`| head`): end quietly, as SIGPIPE would.
         _quiet_stdout()

@@ -7,6 +7,7 @@ from typing import List, Optional
 import typer
 
 from ..errors import UsageError
+from .progress import PROGRESS, Bar, path_bytes
 from .render import emit, paint, rich_console, warn_line
 
 # Kept here, not imported: the command modules load their ops only when run (cold start of verify).
@@ -58,6 +59,7 @@ def inspect(
                                                               "(filters --from-seq/--to-seq/--limit apply)."),
     interval: float = typer.Option(0.2, "--interval", min=0.01, max=60, help="--follow: poll every S seconds."),
     timeout: Optional[float] = typer.Option(None, "--timeout", min=0, help="--follow: stop after S seconds."),
+    progress: Optional[bool] = PROGRESS,
 ) -> int:
     from ..format.v2 import parse_type
     from ..ops.records import RecordFilter, RecordWalk
@@ -97,13 +99,14 @@ def inspect(
         raise UsageError(f"--type: {e}") from None
     flt = RecordFilter(from_seq, to_seq, type_set, memory_id.encode("utf-8") if memory_id is not None else None,
                        since_ms, until_ms, limit)
-    walk = RecordWalk(path, flt, keep_raw=hexdump)
-    if jsonl:
-        _render_jsonl(walk, payload)
-    elif hexdump:
-        _render_hexdump(walk)
-    else:
-        _render_table(walk, payload)
+    with Bar("inspect", path_bytes(path), progress) as bar:
+        walk = RecordWalk(path, flt, keep_raw=hexdump, progress=bar.callback)
+        if jsonl:
+            _render_jsonl(walk, payload)
+        elif hexdump:
+            _render_hexdump(walk)
+        else:
+            _render_table(walk, payload)
     if walk.report is None:
         return 0
     _summarise(walk)

@@ -4,6 +4,7 @@ from typing import Optional
 
 import typer
 
+from .progress import PROGRESS, Bar, on_interrupt, path_bytes
 from .render import emit, json_document
 
 HELP = """Recover state: the newest checkpoint that fully verifies, plus replay of the log after its wal_sequence.
@@ -26,6 +27,7 @@ def recover(
     out: Optional[str] = typer.Option(None, "--out", help="Write the recovered state to this new file."),
     fmt: str = typer.Option("json", "--format", metavar="[json|msgpack]", help="--out as json or msgpack."),
     json_out: bool = typer.Option(False, "--json", help="The report as one JSON document (schema walctl.recover/1)."),
+    progress: Optional[bool] = PROGRESS,
 ) -> int:
     from ..errors import UsageError
     from ..ops.recover import recover as run_recover
@@ -33,7 +35,9 @@ def recover(
 
     if checkpoints is None and log is None:
         raise UsageError("give --checkpoints DIR and/or --log DIR")
-    rep = run_recover(checkpoints, log, reducer=reducer, allow_gap=allow_gap)
+    on_interrupt("interrupted; recover changes nothing it reads" + (f", and {out} was not written" if out else ""))
+    with Bar("recover", path_bytes(log), progress) as bar:
+        rep = run_recover(checkpoints, log, reducer=reducer, allow_gap=allow_gap, progress=bar.callback)
     if out is not None:
         write_state(out, rep.state, fmt)
     if json_out:

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import os
-from typing import List
+from typing import List, Optional
 
 import typer
 
 from ..ops.verify import VerifyReport, verify_paths
-from .render import Progress, emit, json_document, paint, plain_table, seq_range
+from .progress import PROGRESS, Bar, path_bytes
+from .render import emit, json_document, paint, plain_table, seq_range
 
 HELP = """Check WAL chunk files or directories and say exactly what is damaged. Read-only.
 
@@ -32,14 +33,11 @@ def verify(
     jobs: int = typer.Option(1, "--jobs", "-j", min=0, help="Scan chunks in N processes (0: one per core)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="List every chunk, not only the damaged ones."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing; only the exit code speaks."),
+    progress: Optional[bool] = PROGRESS,
 ) -> int:
     jobs = jobs or os.cpu_count() or 1
-    total = sum(_size(p) for p in paths)
-    progress = Progress(total, "verify")
-    try:
-        report = verify_paths(paths, strict=strict, jobs=jobs, progress=progress.callback)
-    finally:
-        progress.close()
+    with Bar("verify", path_bytes(*paths), progress) as bar:
+        report = verify_paths(paths, strict=strict, jobs=jobs, progress=bar.callback)
     if json_out:
         emit(json_document("walctl.verify/1", to_json(report)))
     elif not quiet:
@@ -50,15 +48,6 @@ def verify(
 def to_json(report: VerifyReport) -> dict:
     return {"exit_code": report.exit_code, "verdict": report.verdict, "strict": report.strict,
             "paths": [p.to_json() for p in report.paths]}
-
-
-def _size(path: str) -> int:
-    try:
-        if os.path.isdir(path):
-            return sum(e.stat().st_size for e in os.scandir(path) if e.is_file())
-        return os.path.getsize(path)
-    except OSError:
-        return 0
 
 
 def render_human(report: VerifyReport, verbose: bool) -> None:

@@ -134,7 +134,8 @@ class Created(NamedTuple):
 
 
 def create(directory: str, state: dict, wal_sequence: int, *, level: int = ck.DEFAULT_LEVEL, threads: int = -1,
-           timestamp: int | None = None, checkpoint_id: str | None = None, fs=DEFAULT_FS) -> Created:
+           timestamp: int | None = None, checkpoint_id: str | None = None, fs=DEFAULT_FS,
+           progress=None) -> Created:
     """Writes `state` as a new checkpoint reflecting every log entry up to `wal_sequence`, durably (the
     caller must have made the log durable up to there first)."""
     if not isinstance(state, dict):
@@ -157,7 +158,7 @@ def create(directory: str, state: dict, wal_sequence: int, *, level: int = ck.DE
 
     durable.make_dir(directory, fs)
     path = os.path.join(directory, f"{cid}{SUFFIX}")
-    durable.create_file_streamed(path, ck.CHECKPOINT_HEADER.size, body, header, fs)
+    durable.create_file_streamed(path, ck.CHECKPOINT_HEADER.size, body, header, fs, progress)
     return Created(path, str(cid), wal_sequence, body.uncompressed_size, body.compressed_size,
                    time.perf_counter() - t)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 from ..errors import WalctlError
 from ..format import scan as fscan
@@ -84,8 +84,10 @@ class RawDamage(NamedTuple):
 class RecordWalk:
     """Iterate for Record and RawDamage items in directory order; `report` is set when done."""
 
-    def __init__(self, path: str, flt: RecordFilter | None = None, fs=DEFAULT_FS, keep_raw: bool = False):
+    def __init__(self, path: str, flt: RecordFilter | None = None, fs=DEFAULT_FS, keep_raw: bool = False,
+                 progress: Callable[[int], None] | None = None):
         self.path = path
+        self.progress = progress  # called with each chunk's size once it is read
         self.keep_raw = keep_raw
         self.filter = flt or RecordFilter()
         self.fs = fs
@@ -105,6 +107,8 @@ class RecordWalk:
             found: list = []
             outcome = scan_chunk_file(c.path, self.fs, self._visitor(c.name, found))
             outcomes.append(outcome)
+            if self.progress is not None:
+                self.progress(c.size)
             if outcome.scan is not None and outcome.scan.header == fscan.HEADER_LEGACY:
                 found = self._legacy(c.path, c.name)
             elif outcome.scan is not None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..store.fs import DEFAULT_FS
 from .records import Record, RecordWalk
@@ -118,9 +119,9 @@ def _max(a, b):
     return b if a is None or b > a else a
 
 
-def collect_stats(path: str, fs=DEFAULT_FS) -> Stats:
+def collect_stats(path: str, fs=DEFAULT_FS, progress: Callable[[int], None] | None = None) -> Stats:
     stats = Stats(path)
-    walk = RecordWalk(path, fs=fs)
+    walk = RecordWalk(path, fs=fs, progress=progress)
     for item in walk:
         if isinstance(item, Record):
             stats.add(item)

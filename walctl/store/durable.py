@@ -84,10 +84,11 @@ def file_blocks(path: str, block: int = 1 << 20):
 WRITEBACK_BYTES = 8 << 20
 
 
-def create_file_streamed(path: str, header_size: int, chunks, make_header, fs=DEFAULT_FS) -> None:
+def create_file_streamed(path: str, header_size: int, chunks, make_header, fs=DEFAULT_FS, progress=None) -> None:
     """Durable create of a file whose header depends on its body (sizes, digests): the body is written
     while it is produced (`chunks` is an iterator), then the header in the space left at the start. The
-    same crash guarantees as create_file: nothing is visible under `path` until the whole file is synced."""
+    same crash guarantees as create_file: nothing is visible under `path` until the whole file is synced.
+    `progress`, if given, is called with each piece's size as it is written."""
     if fs.exists(path):
         raise Refused(f"{os.path.basename(path)} already exists; walctl never overwrites it", path)
     tmp = path + TMP_SUFFIX
@@ -100,6 +101,8 @@ def create_file_streamed(path: str, header_size: int, chunks, make_header, fs=DE
         for piece in chunks:
             fs.write(fd, piece, tmp)
             written += len(piece)
+            if progress is not None:
+                progress(len(piece))
             if written - flushed >= WRITEBACK_BYTES:
                 # While the body is still being produced: the final fsync of a 400 MB checkpoint
                 # otherwise waits ~0.25 s here for writes that could have gone out meanwhile.

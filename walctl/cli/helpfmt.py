@@ -52,6 +52,8 @@ def summary(text: str | None) -> str | None:
 
 
 def _metavar(param) -> str | None:
+    if getattr(param, "param_type_name", "") == "argument":  # PATH, not `path <str>` (typer 0.28+)
+        return param.metavar or (param.name or "").upper() or None
     if getattr(param, "param_type_name", "") != "option" or param.is_flag or getattr(param, "count", False):
         return None
     if param.metavar is not None:
@@ -74,6 +76,10 @@ def _metavar(param) -> str | None:
     return long.lstrip("-").upper()
 
 
+def _no_type(ctx=None):
+    return None
+
+
 def polish(command) -> None:
     command.help = keep_examples(command.help)
     if command.short_help is None:
@@ -82,6 +88,8 @@ def polish(command) -> None:
         mv = _metavar(p)
         if mv is not None:
             p.metavar = mv
+        if getattr(p, "param_type_name", "") == "argument" and hasattr(p, "display_type_rich"):
+            p.display_type_rich = _no_type  # typer 0.28+ lists `PATH <str>`: the name says it
 
 
 def _fast_help_option(option):

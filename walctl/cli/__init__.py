@@ -61,7 +61,8 @@ def _version(value: bool):
 
 
 def dependency_line() -> str:
-    """Versions that matter for speed: crcmod without its C extension is ~40x slower."""
+    """The versions walctl runs with. crcmod computes CRC-32C of short ledger lines only (the bulk CRC-32 is
+    zlib's), so its pure-Python fallback is stated, not warned about."""
     from importlib import metadata
 
     def ver(name):
@@ -74,7 +75,7 @@ def dependency_line() -> str:
         import importlib
 
         # crcmod's package re-exports names; the flag lives on its crcmod.crcmod submodule
-        ext = "C extension" if importlib.import_module("crcmod.crcmod")._usingExtension else "pure Python: slow"
+        ext = "C extension" if importlib.import_module("crcmod.crcmod")._usingExtension else "pure Python"
     except ImportError:
         ext = "not importable"
     return (f"python {sys.version.split()[0]}; typer {ver('typer')}; rich {ver('rich')}; "
@@ -136,6 +137,16 @@ def main(argv: list[str] | None = None) -> int:
     sys.exit(code)
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
+
+
+def _interrupted() -> int:
+    from .progress import interrupted
+
+    sys.stderr.write(f"walctl: {interrupted()}\n")  # what Ctrl-C left behind, and that the next run cleans it
+    return EXIT_INTERRUPTED
+
+
 def _quiet_stdout() -> None:
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -154,6 +165,8 @@ def run(argv: list[str] | None = None) -> int:
     install(command)  # typer 0.28+: no pydantic at start-up for walctl's plain parameters
     try:
         rv = command.main(args=args, prog_name="walctl", standalone_mode=False)
+        if rv == EXIT_INTERRUPTED:  # typer 0.28+ turns Ctrl-C into a silent Exit(130); no command exits 130
+            return _interrupted()
         return rv if isinstance(rv, int) else 0
     except click_exceptions.UsageError as e:
         if type(e).__name__ == "NoArgsIsHelpError" and e.ctx is not None:
@@ -167,10 +180,7 @@ def run(argv: list[str] | None = None) -> int:
         error_line(e.format_message())
         return e.exit_code
     except (typer.Abort, KeyboardInterrupt):
-        from .progress import interrupted
-
-        sys.stderr.write(f"walctl: {interrupted()}\n")  # what Ctrl-C left behind; the next run cleans it
-        return 130
+        return _interrupted()
     except WalctlError as e:
         error_line(str(e))
         return e.exit_code

@@ -17,7 +17,7 @@ import os
 import random
 from contextlib import contextmanager
 
-from walctl.errors import EnvironmentProblem, UnsupportedInput
+from walctl.errors import EnvironmentProblem, Refused, UnsupportedInput
 from walctl.store.fs import Entry
 
 
@@ -34,6 +34,11 @@ class Inode:
 
 
 class SimFS:
+    real = False  # not the operating system's: no worker processes, no sync helper
+
+    def beneath(self, *roots: str) -> "Confined":
+        return Confined(self, tuple(self._norm(r) for r in roots))
+
     def __init__(self, seed: int = 0, crash_at: int | None = None):
         self.rng = random.Random(seed)
         self.crash_at = crash_at
@@ -124,6 +129,9 @@ class SimFS:
 
     def is_symlink(self, path: str) -> bool:
         return False  # the simulated file system has no links
+
+    def link_count(self, path: str) -> int:
+        return 1 if self._norm(path) in self.files else 0
 
     @contextmanager
     def map_read(self, path: str):
@@ -311,6 +319,37 @@ class SimFS:
 
     def probe_writer(self, directory: str, name: str | None = None) -> str | None:
         return self.locks.get(self._norm(os.path.join(directory, name or ".walctl.lock")))
+
+
+class Confined:
+    """A SimFS allowed to change things only beneath its roots (the lexical half of the real seam's
+    containment; the simulation has no links to refuse)."""
+    MUTATIONS = ("open_append", "open_new", "truncate", "unlink", "mkdir", "rmdir", "lock")
+
+    def __init__(self, base: SimFS, roots: tuple[str, ...]):
+        self.base, self.roots = base, roots
+
+    def beneath(self, *roots: str) -> "Confined":
+        return self.base.beneath(*roots)
+
+    def _inside(self, path: str) -> None:
+        p = self.base._norm(path)
+        if not any(p == r or p.startswith(r.rstrip("/") + "/") for r in self.roots):
+            raise Refused(f"outside {' or '.join(self.roots) or 'no target directory'}", path)
+
+    def rename(self, src: str, dst: str) -> None:
+        self._inside(src)
+        self._inside(dst)
+        self.base.rename(src, dst)
+
+    def __getattr__(self, name):
+        attr = getattr(self.base, name)
+        if name in self.MUTATIONS:
+            def checked(path, *a, **kw):
+                self._inside(path)
+                return attr(path, *a, **kw)
+            return checked
+        return attr
 
 
 def load_tree(src: str, target: str = "/r", *, seed: int = 0, crash_at: int | None = None) -> SimFS:

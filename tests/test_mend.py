@@ -18,6 +18,7 @@ from walctl.ops import quarantine as Q
 from walctl.ops.compact import compact
 from walctl.ops.records import Record, RecordWalk
 from walctl.ops.repair import repair
+from walctl.store.fs import DEFAULT_FS
 from walctl.ops.salvage import salvage
 from walctl.ops.verify import verify_path
 from walctl.ops.write import WalWriter
@@ -319,7 +320,7 @@ def test_quarantine_lists_a_recorded_move_a_crash_left_undone_and_compact_finish
     entry = {"time": "t", "action": "compact", "source": "wal-000000.bin", "offset": 0,
              "length": os.path.getsize(src), "sha256": q.sha256_file(src), "evidence": ".quarantine/wal-000000.bin",
              "reason": "a crash after this line", "walctl_version": "0"}
-    q.record(d, entry)  # the state a crash between the line and the move leaves
+    q.record(d, entry, DEFAULT_FS.beneath(d))  # the state a crash between the line and the move leaves
     lst = Q.list_quarantine(d)
     assert lst.items == () and lst.problems == (
         "wal-000000.bin: recorded (compact of wal-000000.bin) but not in .quarantine/ (a crash before the move? "

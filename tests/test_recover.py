@@ -82,7 +82,7 @@ def test_recovery_equals_an_independent_fold_with_and_without_checkpoint(tmp_pat
     C.create(ck, mid, 250)
     rep = recover(ck, log)
     assert rep.outcome == "checkpoint+replay" and rep.checkpoint["wal_sequence"] == 250
-    assert rep.entries_replayed + len(rep.skipped) == 150
+    assert rep.entries_replayed == 150 and len(rep.skipped) < 150
     assert rep.state == independent_fold(entries[250:], base=mid)
 
 
@@ -152,7 +152,7 @@ def test_torn_tail_is_ignored_and_counted(tmp_path):
 def test_no_checkpoint_and_log_not_from_one_is_its_own_outcome(tmp_path):
     log = write_segments(str(tmp_path / "log"), random_entries(10, start=50))
     rep = recover(str(tmp_path / "ck"), log)
-    assert rep.outcome == "empty-state:no-checkpoint-and-log-not-from-1" and rep.exit_code == 4
+    assert rep.outcome == "history-lost" and rep.exit_code == 4
     assert rep.state["memory_blocks"] == [] and rep.final_sequence == 0
     assert recover(str(tmp_path / "none"), str(tmp_path / "nolog")).outcome == "fresh-start"
 

@@ -385,6 +385,10 @@ class _FailingFsyncFS:
     def __getattr__(self, name):
         return getattr(self.real, name)
 
+    def beneath(self, *roots):
+        self.real = self.real.beneath(*roots)
+        return self
+
     def _maybe_fail(self, path):
         self.syncs += 1
         if self.syncs == self.fail_at:

@@ -156,6 +156,18 @@ def _quiet_stdout() -> None:
 
 
 def run(argv: list[str] | None = None) -> int:
+    """Runs one command with its text output passed through render.SafeStream (terminal safety)."""
+    from .render import SafeStream
+
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(out), SafeStream(err)
+    try:
+        return _run(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _run(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if "--debug" in args:
         _debug["on"] = True

@@ -87,30 +87,45 @@ def verify(paths: List[str] = typer.Argument(..., help="Checkpoint files or dire
     verify_cmd.verify(paths=paths, json_out=json_out, strict=strict, jobs=1, verbose=True, quiet=False)
 
 
-@app.command("inspect", help="""Header fields, sizes, compression ratio and the state's top-level keys.
+@app.command("inspect", help="""Header fields, sizes, compression ratio and the state's top-level keys, of a
+checkpoint file or of every *.ckpt of a directory (exit code as for verify).
 
 Example: walctl checkpoint inspect ckpts/3f2a...e1.ckpt""")
-def inspect(path: str = typer.Argument(..., help="A checkpoint file."),
+def inspect(path: str = typer.Argument(..., help="A checkpoint file or directory."),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-inspect/1).")):
-    from ..ops.checkpoint import check_path, header_json
+    from ..errors import combine_exit_codes
+    from ..ops.checkpoint import inspect_path
 
-    rep = check_path(path)
+    reps, is_dir = inspect_path(path)
+    bodies = [_inspect_body(r) for r in reps]
+    code = combine_exit_codes(r.exit_code for r in reps)
+    if json_out:
+        # A file: its fields at the top level (as before); a directory: one entry per checkpoint.
+        doc = bodies[0] if not is_dir else {"path": path, "exit_code": code, "checkpoints": bodies}
+        emit(json_document("walctl.checkpoint-inspect/1", doc))
+        raise typer.Exit(code)
+    if is_dir:
+        emit(f"{path}: {len(reps)} checkpoint{'s' if len(reps) != 1 else ''}, "
+             f"{sum(r.checked.ok for r in reps)} valid")
+    for rep, body in zip(reps, bodies):
+        emit(f"{rep.path}: {'valid' if rep.checked.ok else 'INVALID'}")
+        for k, v in (body["header"] or {}).items():
+            emit(f"  {k:<20} {v}")
+        for k, v in (body["top_level_keys"] or {}).items():
+            emit(f"  state.{k:<14} {v}")
+        for f in rep.findings:
+            emit(f"  {f.cls}: {f.reason}")
+    raise typer.Exit(code)
+
+
+def _inspect_body(rep) -> dict:
+    from ..ops.checkpoint import header_json
+
     st = rep.checked.state
-    body = {"file": rep.file, "valid": rep.checked.ok, "exit_code": rep.exit_code,
+    return {"file": rep.file, "valid": rep.checked.ok, "exit_code": rep.exit_code,
             "header": header_json(rep.header) if rep.header else None,
             "top_level_keys": {k: _describe(v) for k, v in sorted(st.items())} if st is not None else None,
             "findings": [f.to_json() for f in rep.findings]}
-    if json_out:
-        emit(json_document("walctl.checkpoint-inspect/1", body))
-        raise typer.Exit(rep.exit_code)
-    emit(f"{path}: {'valid' if rep.checked.ok else 'INVALID'}")
-    for k, v in (body["header"] or {}).items():
-        emit(f"  {k:<20} {v}")
-    for k, v in (body["top_level_keys"] or {}).items():
-        emit(f"  state.{k:<14} {v}")
-    for f in rep.findings:
-        emit(f"  {f.cls}: {f.reason}")
-    raise typer.Exit(rep.exit_code)
 
 
 def _describe(v) -> str:

@@ -13,7 +13,9 @@ The high-water mark comes from --before N (every sequence <= N is covered), a Sp
 a checkpoint directory (--checkpoints: the wal_sequence of the oldest valid checkpoint kept for fallback).
 A chunk's last sequence is read from the first record header of the next chunk, so old chunks are not
 scanned. Never removes the last chunk, a foreign, unsupported or damaged chunk, or anything past a gap.
-Every move is recorded in .quarantine/MANIFEST.jsonl with its sha256. walctl deletes no chunk: remove
+An ADR-003 segment directory goes by whole segments at or below the HWM (each read for its sequences;
+never the last, a damaged one, or one before a gap). Every move is recorded in .quarantine/MANIFEST.jsonl
+with its sha256. walctl deletes no chunk: remove
 .quarantine/ or archive files yourself once no recovery can need them.
 
 Example: walctl compact /var/lib/agent/wal --checkpoint-meta /var/lib/agent/checkpoint.meta --apply"""

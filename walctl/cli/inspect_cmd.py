@@ -8,7 +8,7 @@ import typer
 
 from ..errors import UsageError
 from .progress import PROGRESS, Bar, path_bytes
-from .render import emit, paint, rich_console, warn_line
+from .render import emit, paint, rich_console, safe, warn_line
 
 # Kept here, not imported: the command modules load their ops only when run (cold start of verify).
 PAYLOAD_MODES = ("auto", "text", "hex", "base64", "json", "msgpack")
@@ -63,7 +63,7 @@ def inspect(
 ) -> int:
     from ..format.v2 import parse_type
     from ..ops.records import RecordFilter, RecordWalk
-    from ..ops.verify import KIND_CHECKPOINT, KIND_SEGMENT, KIND_SEGMENTS, detect_kind
+    from ..ops.verify import KIND_CHECKPOINT, KIND_CHECKPOINTS, KIND_SEGMENT, KIND_SEGMENTS, detect_kind
 
     if payload not in PAYLOAD_MODES + ("none",):
         raise UsageError(f"--payload must be one of {', '.join(PAYLOAD_MODES)}, none (got {payload!r})")
@@ -77,7 +77,7 @@ def inspect(
     kind = detect_kind(path)
     if kind in (KIND_SEGMENTS, KIND_SEGMENT):
         return _inspect_segments(path, jsonl, from_seq, to_seq, types, limit)
-    if kind == KIND_CHECKPOINT:
+    if kind in (KIND_CHECKPOINT, KIND_CHECKPOINTS):
         from .checkpoint_cmd import inspect as inspect_checkpoint
 
         return inspect_checkpoint(path=path, json_out=jsonl)
@@ -163,13 +163,23 @@ def _render_jsonl(walk, payload_mode: str) -> None:
 
     from ..ops.records import Record, render_payload
 
+    from ..format.events import STREAM_HEX_BYTES, HexLine
+
     out = sys.stdout
     for item in walk:
         if isinstance(item, Record):
-            obj = item.to_json()
+            large = len(item.payload) > STREAM_HEX_BYTES
+            obj = item.to_json() if not large else dict(item._replace(payload=b"").to_json())
             if payload_mode not in ("auto", "hex", "none"):
                 obj["payload_view"], obj["payload"] = render_payload(item.payload, payload_mode)
-            out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+            line = json.dumps(obj, ensure_ascii=False) + "\n"
+            if not large:
+                out.write(line)
+                continue
+            # The hex of a large payload is written in pieces (never a 2x string, then a 2x line).
+            for part in HexLine.around(line.encode("utf-8"), b'"payload_hex": "', item.payload).parts():
+                out.flush()
+                out.buffer.write(part) if hasattr(out, "buffer") else out.write(part.decode("utf-8"))
         else:
             warn_line(_damage_text(item))
 
@@ -194,15 +204,16 @@ def _render_table(walk, payload_mode: str) -> None:
     table = new_table(True)
     for item in walk:
         if isinstance(item, Record):
-            view = "" if payload_mode == "none" else render_payload(item.payload, payload_mode)[1]
+            # A table cell shows 160 characters: render a prefix, never a whole large payload.
+            view = "" if payload_mode == "none" else render_payload(bytes(item.payload[:4096]), payload_mode)[1]
             if len(view) > 160:
                 view = view[:157] + "..."
-            table.add_row(str(item.sequence), str(item.type), Text(item.memory_id_text[:40]),
+            table.add_row(str(item.sequence), safe(item.type), Text(safe(item.memory_id_text[:40])),
                           format_timestamp_ms(item.timestamp_ms), "z" if item.compressed else "",
-                          str(item.stored_len), f"{item.file}@{item.offset}", Text(view))
+                          str(item.stored_len), safe(f"{item.file}@{item.offset}"), Text(safe(view)))
         else:
             table.add_row("!!", Text("DAMAGE", style="bold red"), "", "", "", "",
-                          f"{item.file}@{item.damage.offset}", Text(_damage_text(item), style="red"))
+                          safe(f"{item.file}@{item.damage.offset}"), Text(safe(_damage_text(item)), style="red"))
         if table.row_count >= 2000:  # print in slices: a big WAL streams instead of building one table
             console.print(table)
             table = new_table(False)

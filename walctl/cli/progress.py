@@ -101,11 +101,15 @@ class Bar:
         from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
                                    TransferSpeedColumn)
 
-        console = Console(file=sys.stderr, force_terminal=True if self.enabled else None,
-                          no_color=bool(os.environ.get("NO_COLOR")), highlight=False)
+        from .render import raw_stream
+
+        # rich writes its own escape sequences, so it gets the raw stream (run() wraps stderr in the
+        # terminal-safety filter); the label is ours, never text from a file, and never read as markup.
+        console = Console(file=raw_stream(sys.stderr), force_terminal=True if self.enabled else None,
+                          no_color=bool(os.environ.get("NO_COLOR")), highlight=False, markup=False, emoji=False)
         # no refresh thread: --jobs forks workers, and a thread would outlive a Ctrl-C. No redirection:
         # rich would otherwise route our stdout (records, JSON) through the stderr console.
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+        self.bar = Progress(TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
                             TransferSpeedColumn(), TimeRemainingColumn(), console=console, transient=True,
                             auto_refresh=False, redirect_stdout=False, redirect_stderr=False)
         self.task = self.bar.add_task(self.label, total=self.total)

@@ -56,7 +56,7 @@ def show(directory: str = typer.Argument(..., help="The WAL directory."),
     emit(f"{name}: {s.item.size} bytes; {e.get('action', 'unrecorded')} from {e.get('source', '?')} at offset "
          f"{e.get('offset', '?')} on {e.get('time', '?')}: {e.get('reason', '')}")
     if s.report is not None:
-        emit(f"  as a chunk: {s.report.verdict}, {s.report.records} valid records, findings:")
+        emit(f"  as a {s.kind}: {s.report.verdict}, {s.report.records} valid records, findings:")
         for f in s.report.findings:
             emit(f"    {f.cls}: {f.one_line()}")
         emit(f"  records: walctl inspect {directory}/.quarantine/{name}")
@@ -65,12 +65,14 @@ def show(directory: str = typer.Argument(..., help="The WAL directory."),
     raise typer.Exit(0)
 
 
-@app.command("move", help="""Move a chunk into .quarantine/ (never overwriting), recording why. Dry run unless
---apply. The chunk's sequences then show as a gap to verify, by design.
+@app.command("move", help="""Move a chunk, an ADR-003 segment or a checkpoint into .quarantine/ (never
+overwriting), recording why. Dry run unless --apply. A chunk's or segment's sequences then show as a gap
+to verify, by design; a rotten checkpoint stops being listed as a candidate.
 
-Example: walctl quarantine move /var/lib/agent/wal wal-000003.bin --reason "bit rot, salvaged" --apply""")
-def move(directory: str = typer.Argument(..., help="The WAL directory."),
-         chunk: str = typer.Argument(..., help="The chunk file name, e.g. wal-000003.bin."),
+Example: walctl quarantine move /var/lib/agent/wal wal-000003.bin --reason "bit rot, salvaged" --apply
+Example: walctl quarantine move ckpts/ 3f2a...e1.ckpt --reason "step 8: body SHA-256 mismatch" --apply""")
+def move(directory: str = typer.Argument(..., help="The WAL, segment or checkpoint directory."),
+         chunk: str = typer.Argument(..., help="The file name: wal-000003.bin, wal_00000003.log or <uuid>.ckpt."),
          reason: str = typer.Option(..., "--reason", help="Why, for the manifest."),
          apply: bool = typer.Option(False, "--apply", help="Move it (default: print the plan only)."),
          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine-move/1).")):

@@ -22,8 +22,11 @@ REDUCER_HELP = "auto (spector for a Spector V2 log, else adr003), adr003, specto
 def recover(
     checkpoints: Optional[str] = typer.Option(None, "--checkpoints", help="The checkpoint directory."),
     log: Optional[str] = typer.Option(None, "--log", help="The log: ADR-003 segments or V2 chunks."),
-    reducer: str = typer.Option("auto", "--reducer", metavar="[auto|adr003|spector|MODULE:FUNCTION]", help=REDUCER_HELP),
-    allow_gap: bool = typer.Option(False, "--allow-gap", help="Stop at the checkpoint when the log has a gap after it."),
+    reducer: str = typer.Option("auto", "--reducer", metavar="[auto|adr003|spector|MODULE:FUNCTION]",
+                                 help=REDUCER_HELP),
+    allow_gap: bool = typer.Option(False, "--allow-gap", help="Stop at the checkpoint when the log has a gap after it; "
+                                   "with no valid checkpoint and a log not contiguous from 1 (history-lost), "
+                                   "still write the empty state with --out."),
     out: Optional[str] = typer.Option(None, "--out", help="Write the recovered state to this new file."),
     fmt: str = typer.Option("json", "--format", metavar="[json|msgpack]", help="--out as json or msgpack."),
     json_out: bool = typer.Option(False, "--json", help="The report as one JSON document (schema walctl.recover/1)."),
@@ -35,13 +38,17 @@ def recover(
 
     if checkpoints is None and log is None:
         raise UsageError("give --checkpoints DIR and/or --log DIR")
+    from ..ops.recover import OUTCOME_HISTORY_LOST
+
     on_interrupt("interrupted; recover changes nothing it reads" + (f", and {out} was not written" if out else ""))
     with Bar("recover", path_bytes(log), progress) as bar:
         rep = run_recover(checkpoints, log, reducer=reducer, allow_gap=allow_gap, progress=bar.callback)
-    if out is not None:
+    # history-lost: the empty state stands for a log that has entries; it is written only when asked.
+    written = out is not None and (rep.outcome != OUTCOME_HISTORY_LOST or allow_gap)
+    if written:
         write_state(out, rep.state, fmt)
     if json_out:
-        emit(json_document("walctl.recover/1", rep.to_json()))
+        emit(json_document("walctl.recover/1", dict(rep.to_json(), state_written=out if written else None)))
     else:
         used = rep.checkpoint
         emit(f"outcome: {rep.outcome}; final sequence {rep.final_sequence}")
@@ -54,6 +61,8 @@ def recover(
              f"torn bytes ignored {rep.torn_bytes_ignored}; {rep.seconds['total'] * 1000:.1f} ms")
         for w in rep.warnings:
             emit(f"  warning: {w}")
-        if out:
+        if written:
             emit(f"  state written to {out}")
+        elif out:
+            emit(f"  state NOT written to {out}: history lost (--allow-gap writes the empty state)")
     raise typer.Exit(rep.exit_code)

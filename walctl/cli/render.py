@@ -6,11 +6,55 @@ and cron runs verify far more often than a person reads inspect's tables.
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 from .. import __version__
 
 _COLORS = {"red": "31", "yellow": "33", "green": "32", "dim": "2", "bold": "1", "cyan": "36"}
+
+# ---- terminal safety -----------------------------------------------------------------------------------
+# Names, memoryIds, reasons and lines come from files anyone who can write a directory may have written:
+# an escape sequence in one must not drive the operator's terminal (clear it, retitle it, hide a finding).
+# Every text write of a command goes through SafeStream, which escapes C0 and C1 control characters (but
+# newline and tab) and the bidirectional overrides; our own colours pass because paint() marks them with
+# a token no file can contain (it is drawn at random for each process). JSON is unchanged by this: it
+# never holds a raw C0 character, and a C1 or bidi character becomes its \u escape, valid JSON.
+
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_MARK = "\ue000" + os.urandom(8).hex()
+
+
+def _escape(m) -> str:
+    o = ord(m.group())
+    return f"\\x{o:02x}" if o < 0x80 else f"\\u{o:04x}"
+
+
+def safe(text) -> str:
+    """`text` with every control character escaped (for rich's tables, which write to the terminal
+    itself)."""
+    return _UNSAFE.sub(_escape, str(text))
+
+
+class SafeStream:
+    """A text stream that escapes control characters on their way to `raw` (sys.stdout, sys.stderr)."""
+
+    def __init__(self, raw):
+        self.raw = raw
+
+    def write(self, s: str) -> int:
+        if _UNSAFE.search(s):
+            s = _UNSAFE.sub(_escape, s)
+        if _MARK in s:
+            s = s.replace(_MARK, "\033")
+        return self.raw.write(s)
+
+    def __getattr__(self, name):  # buffer, fileno, isatty, flush, encoding ...
+        return getattr(self.raw, name)
+
+
+def raw_stream(stream):
+    return stream.raw if isinstance(stream, SafeStream) else stream
 
 
 def use_color(stream=None) -> bool:
@@ -23,7 +67,7 @@ def use_color(stream=None) -> bool:
 def paint(text: str, color: str | None, stream=None) -> str:
     if not color or not use_color(stream):
         return text
-    return f"\033[{_COLORS[color]}m{text}\033[0m"
+    return f"{_MARK}[{_COLORS[color]}m{text}{_MARK}[0m"
 
 
 def error_line(message: str) -> None:
@@ -59,45 +103,16 @@ def plain_table(headers: list[str], rows: list[list], indent: str = "  ") -> lis
 def rich_console(stderr: bool = False):
     from rich.console import Console
 
-    stream = sys.stderr if stderr else sys.stdout
+    stream = raw_stream(sys.stderr if stderr else sys.stdout)
     # Piped output keeps whole values (rich would squeeze tables to 80 columns); COLUMNS still wins.
     width = None if stream.isatty() or os.environ.get("COLUMNS") else 240
-    return Console(stderr=stderr, no_color=bool(os.environ.get("NO_COLOR")), highlight=False,
-                   soft_wrap=False, width=width)
+    # rich writes its own escape sequences, so it gets the raw stream; what it prints from files goes
+    # through safe() first, and is never read as markup.
+    return Console(file=stream, no_color=bool(os.environ.get("NO_COLOR")), highlight=False,
+                   soft_wrap=False, width=width, markup=False, emoji=False)
 
 
 def seq_range(a, b) -> str:
     if a is None:
         return "-"
     return f"{a}..{b}" if a != b else str(a)
-
-
-class Progress:
-    """A rich progress bar on stderr, only on a TTY and only for work big enough to take a second."""
-
-    MIN_BYTES = 512 * 1024 * 1024  # about a second of verify on one core
-
-    def __init__(self, total_bytes: int, label: str):
-        self.bar = None
-        if total_bytes < self.MIN_BYTES or not sys.stderr.isatty():
-            return
-        from rich.progress import BarColumn, DownloadColumn, Progress as RichProgress, TimeRemainingColumn
-
-        self.bar = RichProgress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                                TimeRemainingColumn(), console=rich_console(stderr=True), transient=True,
-                                auto_refresh=False)  # no refresh thread: --jobs forks workers
-        self.task = self.bar.add_task(label, total=total_bytes)
-        self.bar.start()
-
-    def advance(self, n: int) -> None:
-        if self.bar is not None:
-            self.bar.advance(self.task, n)
-            self.bar.refresh()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-    @property
-    def callback(self):
-        return self.advance if self.bar is not None else None

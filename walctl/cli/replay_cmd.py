@@ -95,16 +95,17 @@ def _replay_to_file(path: str, out: str, opts, progress=None):
     from ..format import events as ev
     from ..ops.replay import replay as run_replay
     from ..store import durable
+    from ..store.fs import DEFAULT_FS
 
     if opts.form == ev.FORM_SYNC:
         if not os.path.isdir(out):
             raise UsageError(f"--out {out}: --sync-blob writes into a directory (the file is named after its "
                              "last sequence)")
-        staged = durable.Staged(os.path.join(out, ".replay-sync-blob"))  # renamed at the end, never over a blob
+        staged = durable.Staged(os.path.join(out, ".replay-sync-blob"), DEFAULT_FS.beneath(out))  # renamed at the end, never over a blob
     else:
         if os.path.isdir(out):
             raise UsageError(f"--out {out} is a directory; give a file name")
-        staged = durable.Staged(out)
+        staged = durable.Staged(out, DEFAULT_FS.beneath(os.path.dirname(os.path.abspath(out))))
     with staged:
         report = run_replay(path, lambda pieces: staged.write(b"".join(pieces)), opts, out_fd=staged.fd,
                             progress=progress)
@@ -137,8 +138,10 @@ def _summarise(report, report_path: str | None, quiet: bool = False) -> None:
             sys.stderr.write(doc + "\n")
         else:
             from ..store import durable
+            from ..store.fs import DEFAULT_FS
 
-            durable.create_file(report_path, (doc + "\n").encode(), replace=True)
+            durable.create_file(report_path, (doc + "\n").encode(),
+                                DEFAULT_FS.beneath(os.path.dirname(os.path.abspath(report_path))), replace=True)
 
 
 def _follow(path, form, after, to, limit, interval, timeout) -> int:

@@ -5,7 +5,7 @@ from typing import Optional
 import typer
 
 from .progress import PROGRESS, Bar, path_bytes
-from .render import emit, json_document, rich_console, seq_range
+from .render import emit, json_document, rich_console, safe, seq_range
 
 HELP = """Counts and bytes per event type, compression ratio, sequence and time ranges, per chunk. Read-only.
 
@@ -48,7 +48,7 @@ def _render(st) -> None:
 
     rep = st.report
     console = rich_console()
-    console.print(f"{st.path}: {rep.verdict} (exit {rep.exit_code}); {st.records} records in "
+    console.print(f"{safe(st.path)}: {rep.verdict} (exit {rep.exit_code}); {st.records} records in "
                   f"{len(rep.chunks)} chunks, {sum(c.size for c in rep.chunks)} bytes", markup=False)
     console.print(f"  sequences {seq_range(st.min_sequence, st.max_sequence)}; time "
                   + (f"{format_timestamp_ms(st.min_timestamp_ms)} .. {format_timestamp_ms(st.max_timestamp_ms)}"
@@ -58,7 +58,7 @@ def _render(st) -> None:
         types.add_column(col, justify="left" if col == "type" else "right")
     for k in sorted(st.types):
         t = st.types[k]
-        types.add_row(str(t.type), str(t.type_ordinal), str(t.records), str(t.record_bytes), str(t.stored_bytes),
+        types.add_row(safe(t.type), str(t.type_ordinal), str(t.records), str(t.record_bytes), str(t.stored_bytes),
                       str(t.payload_bytes), str(t.compressed_records))
     console.print(types)
     chunks = Table(box=None, pad_edge=False, header_style="bold")
@@ -66,7 +66,7 @@ def _render(st) -> None:
         chunks.add_column(col)
     for c in rep.chunks:
         cs = st.chunks.get(c.file)
-        chunks.add_row(c.file, str(c.size), str(cs.records if cs else 0),
+        chunks.add_row(safe(c.file), str(c.size), str(cs.records if cs else 0),
                        seq_range(cs.first_sequence, cs.last_sequence) if cs else "-",
                        format_timestamp_ms(cs.first_timestamp_ms) if cs else "-",
                        format_timestamp_ms(cs.last_timestamp_ms) if cs else "-", str(c.damaged_bytes), c.verdict)

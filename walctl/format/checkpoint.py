@@ -230,12 +230,18 @@ def check_file(buf, file_id: str | None, *, max_state_bytes: int = DEFAULT_MAX_S
     if "wal_sequence" in state and state["wal_sequence"] != h.wal_sequence:
         return Checked(h, Failure(11, CORRUPT, "the body's wal_sequence differs from the header's",
                                   state["wal_sequence"], h.wal_sequence), tuple(anomalies), None)
-    if check_canonical:
-        try:
-            if packb(state) != raw:
-                anomalies.append("body decodes but is not canonical msgpack")
-        except ValueError:
-            anomalies.append("body decodes but has no canonical form")
+    # A body with no canonical form at all (a non-string key, an ext type, nesting deeper than the
+    # encoder goes) is not the map of the spec: corruption, at every caller, so that verify never passes
+    # what restore and recover cannot use (and recover falls back to the previous checkpoint). A body
+    # that has one but is not in it (key order, int widths) is only an anomaly: it restores as it is.
+    try:
+        canonical = packb(state)
+    except ValueError as e:
+        return Checked(h, Failure(10, CORRUPT, f"body has no canonical form ({e}): not a checkpoint state"),
+                       tuple(anomalies), None)
+    if check_canonical and canonical != raw:
+        anomalies.append("body decodes but is not canonical msgpack")
+    del canonical
     return Checked(h, None, tuple(anomalies), state)
 
 

@@ -73,6 +73,71 @@ JSONL_FORMAT = (b'{"sequence":%d,"type":%s,"type_ordinal":%d,"memory_id":%s,"mem
                 b'"compressed":%s,"payload_hex":"%s","stored_len":%d,"file":%s,"offset":%d}\n')
 
 
+_HEX_KEY = b'"payload_hex":"'
+STREAM_HEX_BYTES = 1 << 20  # payloads above this are hexed piece by piece as they are written
+HEX_PIECE_BYTES = 4 << 20
+
+
+class HexLine(NamedTuple):
+    """One output piece produced while it is written: `head`, then `payload` in pieces (as hex when
+    `hexed`, else as it is), then `tail`. A 512 MiB payload then costs 8 MiB of hex at a time, not a
+    1 GiB string and another for the formatted line (or, raw, no copy at all)."""
+    head: bytes
+    payload: object  # bytes-like
+    tail: bytes
+    hexed: bool = True
+
+    @classmethod
+    def around(cls, line: bytes, key: bytes, payload) -> "HexLine":
+        """`line` holds `key` followed by the (empty) hex value: split it there. The key is the first
+        occurrence: whatever comes before it is JSON-escaped, so it cannot hold a bare quote."""
+        cut = line.index(key) + len(key)
+        return cls(line[:cut], payload, line[cut:])
+
+    def parts(self):
+        yield self.head
+        view = memoryview(self.payload)
+        for pos in range(0, len(view), HEX_PIECE_BYTES):
+            yield _hex(view[pos:pos + HEX_PIECE_BYTES]) if self.hexed else view[pos:pos + HEX_PIECE_BYTES]
+        if self.tail:
+            yield self.tail
+
+
+def streamed_binary(form: str, e: Event) -> HexLine:
+    """The msgpack or sync encoding of an event with a large payload, as a head (everything up to and
+    including the payload's length) followed by the payload itself, uncopied. Byte for byte what
+    encode_msgpack / encode_sync give."""
+    n = len(e.payload)
+    if form == FORM_MSGPACK:
+        packed = encode_msgpack(e._replace(payload=b""))
+        assert packed.endswith(b"\xc4\x00")  # the empty payload, last: bin 8 of length 0
+        return HexLine(packed[:-2] + b"\xc6" + n.to_bytes(4, "big"), e.payload, b"", False)
+    if n > 0x7FFFFFFF:
+        raise ValueError("payload too large for the sync blob's i32 length")
+    return HexLine(SYNC_HEAD.pack(e.sequence, e.type_ordinal, len(e.memory_id)) + bytes(e.memory_id)
+                   + SYNC_MID.pack(e.timestamp_ms, n), e.payload, b"", False)
+
+
+def expand_pieces(pieces: list) -> Iterator[list]:
+    """Lists of byte strings to write in order: `pieces` itself when it holds no HexLine (the common
+    case, untouched), else runs of plain pieces with each HexLine's parts between them."""
+    if HexLine not in map(type, pieces):
+        yield pieces
+        return
+    run: list = []
+    for piece in pieces:
+        if type(piece) is HexLine:
+            if run:
+                yield run
+                run = []
+            for part in piece.parts():
+                yield [part]
+        else:
+            run.append(piece)
+    if run:
+        yield run
+
+
 def jsonl_visitor(file_name: str, after: int, to: int, add: Callable[[bytes], None],
                   mark: Callable[[tuple], None]):
     """A scan visitor that encodes each valid record with after < sequence <= to as its `--jsonl` line
@@ -86,10 +151,12 @@ def jsonl_visitor(file_name: str, after: int, to: int, add: Callable[[bytes], No
         if after < seq <= to:
             typ = h[3]
             mid = buf[off + 40:p]
-            add(fmt % (seq, types[typ] if typ < n_types else b"%d" % typ, typ,
-                       b'"' + mid + b'"' if plain(mid) is None else json_string(mid), hexl(mid), h[7],
-                       b"true" if h[2] & 1 else b"false", hexl(buf[p:q] if payload is None else payload), h[8],
-                       name, off))
+            body = buf[p:q] if payload is None else payload
+            large = len(body) > STREAM_HEX_BYTES
+            line = fmt % (seq, types[typ] if typ < n_types else b"%d" % typ, typ,
+                          b'"' + mid + b'"' if plain(mid) is None else json_string(mid), hexl(mid), h[7],
+                          b"true" if h[2] & 1 else b"false", b"" if large else hexl(body), h[8], name, off)
+            add(HexLine.around(line, _HEX_KEY, body) if large else line)
             mark((off, seq))
         return False
 

@@ -31,3 +31,32 @@ def segment_name(n: int) -> str:
 def parse_segment_name(name: str) -> int | None:
     m = _SEGMENT_RE.fullmatch(name)
     return int(m.group(1)) if m and int(m.group(1)) >= 1 else None
+
+
+# ---- names read from files (manifest lines, object keys, ids): untrusted data ----
+
+MAX_NAME_BYTES = 255  # NAME_MAX on Linux and most file systems
+
+
+def name_problem(name) -> str | None:
+    """Why `name` (taken from a file, a listing or an id) cannot be used as one plain file name inside a
+    directory, or None when it can: a non-empty string, not `.` or `..`, with no separator, NUL or other
+    control character (which could also reach a terminal), at most 255 bytes of UTF-8."""
+    if not isinstance(name, str):
+        return f"not a string ({type(name).__name__})"
+    if name in ("", ".", ".."):
+        return f"{name!r} is not a file name"
+    if "/" in name or "\\" in name:
+        return f"{name!r} has a path separator"
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in name):
+        return f"{name!r} has a control character"
+    try:
+        if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+            return f"longer than {MAX_NAME_BYTES} bytes"
+    except UnicodeEncodeError:
+        return f"{name!r} is not valid UTF-8 (a lone surrogate)"
+    return None
+
+
+def is_plain_name(name) -> bool:
+    return name_problem(name) is None

@@ -11,7 +11,7 @@ from typing import Callable, NamedTuple
 
 from .v2 import (
     ALIGNMENT, FILE_HEADER, FILE_MAGIC, FLAG_COMPRESSED, FORMAT_VERSION, HEADER_CRC_SPAN, KNOWN_FLAGS,
-    LEGACY_VERSION, RECORD_HEADER, RECORD_MAGIC, RECORD_VERSION, EVENT_TYPES, inflate_bounded,
+    LEGACY_VERSION, RECORD_HEADER, RECORD_MAGIC, RECORD_VERSION, EVENT_TYPES, inflate_bounded, inflate_check,
 )
 
 MAX_ANOMALY_DETAILS = 100  # per chunk; counts are always complete
@@ -160,15 +160,19 @@ def classify_file_header(buf) -> tuple[str, bytes | None, int | None]:
     return HEADER_BAD_VERSION, magic, version
 
 
-def scan_chunk(buf, visit: Visitor | None = None) -> ChunkScan:
-    """Scans a whole chunk (file header included). buf: bytes, bytearray, mmap or memoryview."""
+def scan_chunk(buf, visit: Visitor | None = None, *, materialize: bool = True) -> ChunkScan:
+    """Scans a whole chunk (file header included). buf: bytes, bytearray, mmap or memoryview.
+
+    A compressed payload is always checked by inflating it in pieces (memory stays bounded whatever it
+    inflates to). Only a visitor with `materialize` receives the decoded bytes; with materialize=False
+    it receives the decoded length (an int) instead, and without a visitor nothing is kept."""
     if isinstance(buf, memoryview):
         buf = buf.tobytes()
     size = len(buf)
     state, magic, version = classify_file_header(buf)
     scan = ChunkScan(size=size, header=state, version=version, magic=magic)
     if state == HEADER_OK:
-        _scan_records(buf, FILE_HEADER.size, scan, visit)
+        _scan_records(buf, FILE_HEADER.size, scan, visit, materialize and visit is not None)
     return scan
 
 
@@ -276,7 +280,7 @@ assert _PREFIXED_HEADER.size == 8 + RECORD_HEADER.size
 _PAD_MASKS = tuple((1 << (8 * n)) - 1 for n in range(ALIGNMENT))
 
 
-def _scan_records(buf, off: int, scan: ChunkScan, visit: Visitor | None) -> None:
+def _scan_records(buf, off: int, scan: ChunkScan, visit: Visitor | None, materialize: bool) -> None:
     # The hot loop: locals only, one unpack and two CRCs per healthy record; everything else is on the
     # rare path. Runs are tracked in locals and materialised only where they break. Keep the validity
     # predicate in step with check_intact/describe_invalid.
@@ -307,15 +311,15 @@ def _scan_records(buf, off: int, scan: ChunkScan, visit: Visitor | None) -> None
                     payload = None
                     if flags or ver != 2 or typ >= n_types or r8 or r32:
                         if flags & FLAG_COMPRESSED:
-                            inf = inflate_bounded(mv[p:q])
-                            if inf.payload is None:
+                            inf = inflate_bounded(mv[p:q]) if materialize else inflate_check(mv[p:q])
+                            if inf[0] is None:
                                 if run_last is not None:
                                     items.append(Run(run_first, run_last, run_last - run_first + 1, run_off, off))
                                     run_first = run_last = None
                                 items.append(Damage(UNDECODABLE, off, nxt, inf.error, field="zlib", sequence=seq))
                                 off = nxt
                                 continue
-                            payload = inf.payload
+                            payload = inf[0]  # the bytes, or (not materialized) the decoded length
                             if inf.trailing:
                                 scan.add_anomaly("zlib-trailing-bytes", off, seq,
                                                  f"{inf.trailing} bytes after the end of the zlib stream")

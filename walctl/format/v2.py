@@ -131,25 +131,88 @@ def header_crc(buf, offset: int) -> int:
 
 
 class Inflated(NamedTuple):
-    payload: bytes | None  # None: undecodable
+    payload: bytes | bytearray | None  # None: undecodable (bytearray for a large one: filled in place)
     error: str | None  # why it is undecodable
     trailing: int  # bytes after the end of the zlib stream (an anomaly, not damage)
 
 
+class InflateCheck(NamedTuple):
+    length: int | None  # the decoded length; None: undecodable
+    error: str | None
+    trailing: int
+
+
+# Output is produced (and, when only checked, dropped) this many bytes at a time: a 510 KB record that
+# inflates to 512 MiB is judged holding 4 MiB of it, never the whole.
+INFLATE_PIECE_BYTES = 4 << 20
+
+
+def _inflate_pieces(stored, cap: int, sink) -> InflateCheck:
+    """Inflates `stored` in pieces of at most INFLATE_PIECE_BYTES, handing each to `sink(piece, pos)`
+    (None: count only). Stops as soon as the output passes `cap`."""
+    if len(stored) == 0:
+        return InflateCheck(None, "compressed flag set on an empty payload", 0)
+    d = zlib.decompressobj()
+    data = stored
+    total = 0
+    try:
+        while True:
+            piece = d.decompress(data, INFLATE_PIECE_BYTES)
+            if total + len(piece) > cap:
+                return InflateCheck(None, f"zlib stream inflates beyond {cap} bytes (cap {INFLATE_RATIO_CAP}x "
+                                          f"stored + {INFLATE_SLACK_BYTES})", 0)
+            if sink is not None and piece:
+                sink(piece, total)
+            total += len(piece)
+            if d.eof:
+                break
+            data = d.unconsumed_tail
+            if not data and len(piece) < INFLATE_PIECE_BYTES:
+                break  # the input is used up and zlib holds nothing more back
+    except zlib.error as e:
+        return InflateCheck(None, f"zlib stream does not decode: {e}", 0)
+    if not d.eof:
+        return InflateCheck(None, "zlib stream ends before its end marker (truncated)", 0)
+    return InflateCheck(total, None, len(d.unused_data))
+
+
+def inflate_cap(stored_len: int) -> int:
+    return INFLATE_RATIO_CAP * stored_len + INFLATE_SLACK_BYTES
+
+
+def inflate_check(stored) -> InflateCheck:
+    """What verify and stats need of a compressed payload: does it inflate completely, to how many
+    bytes, and what follows the stream. Holds one piece of output at a time, whatever the decoded size."""
+    return _inflate_pieces(stored, inflate_cap(len(stored)), None)
+
+
 def inflate_bounded(stored) -> Inflated:
     """Inflates a zlib stream without trusting it: a truncated stream, garbage, or output beyond the
-    ratio cap is undecodable; nothing loops or allocates without bound."""
+    ratio cap is undecodable; nothing loops or allocates without bound. A payload that fits one piece
+    is inflated at once (the common case); a larger one is checked first (its length, holding one piece)
+    and then inflated into a buffer of exactly that length, so the peak is the payload plus one piece,
+    not the payload twice over as a growing buffer would be."""
     if len(stored) == 0:
         return Inflated(None, "compressed flag set on an empty payload", 0)
-    cap = INFLATE_RATIO_CAP * len(stored) + INFLATE_SLACK_BYTES
     d = zlib.decompressobj()
     try:
-        out = d.decompress(stored, cap)
+        first = d.decompress(stored, INFLATE_PIECE_BYTES)
     except zlib.error as e:
         return Inflated(None, f"zlib stream does not decode: {e}", 0)
-    if d.unconsumed_tail:
-        return Inflated(None, f"zlib stream inflates beyond {cap} bytes (cap {INFLATE_RATIO_CAP}x stored + "
-                              f"{INFLATE_SLACK_BYTES})", 0)
-    if not d.eof:
-        return Inflated(None, "zlib stream ends before its end marker (truncated)", 0)
-    return Inflated(out, None, len(d.unused_data))
+    if d.eof:
+        return Inflated(first, None, len(d.unused_data))
+    del first, d
+    check = inflate_check(stored)
+    if check.length is None:
+        return Inflated(None, check.error, 0)
+    out = bytearray(check.length)
+    view = memoryview(out)
+
+    def fill(piece, pos):
+        view[pos:pos + len(piece)] = piece
+
+    again = _inflate_pieces(stored, check.length, fill)
+    view.release()
+    if again.length != check.length:  # (the same bytes inflate the same way; never expected)
+        return Inflated(None, again.error or "zlib stream inflated differently twice", 0)
+    return Inflated(out, None, check.trailing)

@@ -287,6 +287,7 @@ def live_daemon(root: str, fs=DEFAULT_FS) -> str | None:
 
 
 def recover(root: str, *, apply: bool = False, fs=DEFAULT_FS) -> tuple[list[Action], list[Finding]]:
+    fs = fs.beneath(root)
     """The plan (and with apply, its execution). Reads everything first; writes only with apply, and never
     under a running daemon."""
     from ..errors import EnvironmentProblem
@@ -368,6 +369,7 @@ def exit_code(findings) -> int:
 
 
 def append_event(session_dir: str, event: dict, fs=DEFAULT_FS) -> None:
+    fs = fs.beneath(session_dir)
     """Substrat's append protocol: the line to events.pending (fsync), then appended to events.jsonl
     (fsync), then the pending file unlinked. A crash leaves the log as it was, or with the line, plus at
     most a pending file that recovery completes."""

@@ -20,7 +20,9 @@ from typing import NamedTuple
 from .. import __version__
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, NotClean, Refused, UsageError
 from ..format.names import parse_chunk_name, parse_segment_name
+from ..format.names import CHECKPOINT_SUFFIX, is_plain_name
 from ..store.objstore import ObjectInfo, open_store
+from ..store.scratch import Scratch
 from .clock import utc_now
 from .findings import Finding
 
@@ -50,12 +52,28 @@ class Entry(NamedTuple):
         """ValueError when the object is not a manifest entry (the manifest is then rebuilt)."""
         e = cls(**{k: obj.get(k) for k in cls._fields})
         ints = (e.size, e.first_sequence, e.last_sequence, e.wal_sequence, e.checkpoint_time)
-        if (not isinstance(e.name, str) or "/" in e.name or e.kind not in (CHUNKS, SEGMENTS, CHECKPOINTS)
+        if (not valid_object(e.kind, e.name)
                 or not isinstance(e.sha256, str) or len(e.sha256) != 64 or not isinstance(e.uploaded_at, str)
                 or any(v is not None and (isinstance(v, bool) or not isinstance(v, int)) for v in ints)
                 or e.size is None):
             raise ValueError(f"not a manifest entry: {str(obj)[:120]}")
         return e
+
+
+def valid_object(kind, name) -> bool:
+    """Whether `name` is an object name of `kind`'s own shape: object keys and manifest lines are
+    untrusted, and these names become local file names on download and restore."""
+    if not is_plain_name(name):
+        return False
+    if kind == CHUNKS:
+        return parse_chunk_name(name) is not None
+    if kind == SEGMENTS:
+        return parse_segment_name(name) is not None
+    return kind == CHECKPOINTS and name.endswith(CHECKPOINT_SUFFIX) and len(name) > len(CHECKPOINT_SUFFIX)
+
+
+def valid_namespace(ns) -> bool:
+    return is_plain_name(ns)
 
 
 def object_key(ns: str, kind: str, name: str) -> str:
@@ -170,11 +188,13 @@ class HashingSink:
         return self.h.hexdigest()
 
 
-def _download(store, key: str, directory: str, hashed: bool = False):
+def _download(store, key: str, scratch, hashed: bool = False):
     """Fetches an object into a scratch directory (no syncs: callers adopt what they keep). With
-    `hashed`, returns its SHA-256, computed as the bytes arrive, instead of its path."""
-    path = os.path.join(directory, key.rsplit("/", 1)[-1])
-    with open(path, "wb") as f:
+    `hashed`, returns its SHA-256, computed as the bytes arrive, instead of its path. The file is named
+    after the key's last part, which callers have checked (valid_object); Scratch checks it again."""
+    name = key.rsplit("/", 1)[-1]
+    path = scratch.path(name)
+    with scratch.open_write(name) as f:
         if not hashed:
             store.get_to(key, f)
             return path
@@ -189,7 +209,18 @@ def read_manifest(store, ns: str, jobs: int = 4) -> Manifest:
     warnings = []
     raw = store.get_bytes(f"{ns}/{MANIFEST}")
     entries: dict = {}
-    listed = {o.key: o for o in store.list(f"{ns}/") if o.key.count("/") == 2}
+    listed, foreign = {}, []
+    for o in store.list(f"{ns}/"):
+        parts = o.key.split("/")
+        if o.key == f"{ns}/{MANIFEST}":
+            continue
+        if len(parts) == 3 and valid_object(parts[1], parts[2]):
+            listed[o.key] = o
+        else:  # a folder marker, a nested prefix, an unexpected name: never downloaded, never a path
+            foreign.append(o.key)
+    if foreign:
+        shown = ", ".join(repr(k) for k in foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        warnings.append(f"{ns}: {len(foreign)} foreign object(s) skipped (not walctl's names): {shown}")
     if raw is None:
         if listed:  # a new namespace has neither: nothing to say
             warnings.append(f"{ns}: no {MANIFEST}: rebuilt from a listing")
@@ -203,19 +234,18 @@ def read_manifest(store, ns: str, jobs: int = 4) -> Manifest:
             warnings.append(f"{ns}: {MANIFEST} does not parse ({e}): rebuilt from a listing")
             entries = {}
     missing = tuple(sorted(n for n, e in entries.items() if object_key(ns, e.kind, n) not in listed))
-    unlisted = [k for k in listed if k.split("/")[1] in (CHUNKS, SEGMENTS, CHECKPOINTS)
-                and k.rsplit("/", 1)[-1] not in entries]
+    unlisted = [k for k in listed if k.rsplit("/", 1)[-1] not in entries]
     if unlisted:
         if raw is not None and entries:
             warnings.append(f"{ns}: {MANIFEST} is stale ({len(unlisted)} objects it does not list): rebuilt them "
                             "from the objects")
-        with tempfile.TemporaryDirectory(prefix="walctl-archive-") as tmp:
+        with Scratch(prefix="walctl-archive-") as tmp:
             def one(key):
                 path = _download(store, key, tmp)
                 try:
                     return key, describe(path, key.split("/")[1])
                 finally:
-                    os.unlink(path)
+                    tmp.remove(os.path.basename(path))
 
             with ThreadPoolExecutor(max(1, jobs)) as pool:
                 for key, (e, f) in pool.map(one, unlisted):
@@ -264,7 +294,7 @@ def verify_upload(store, key: str, local: Entry, info: ObjectInfo | None, md5: s
 
 
 def check_namespace(ns: str) -> None:
-    if not ns or "/" in ns or ns in (".", ".."):
+    if not valid_namespace(ns):
         raise UsageError(f"bad namespace {ns!r} (one path component)")
 
 
@@ -274,7 +304,8 @@ def namespaces(store) -> list[str]:
     seen = set()
     for o in store.list(""):
         parts = o.key.split("/")
-        if len(parts) >= 2 and (parts[1] == MANIFEST or parts[1] in (CHUNKS, SEGMENTS, CHECKPOINTS)):
+        if len(parts) >= 2 and (parts[1] == MANIFEST or parts[1] in (CHUNKS, SEGMENTS, CHECKPOINTS)) \
+                and valid_namespace(parts[0]):
             seen.add(parts[0])
     return sorted(seen)
 
@@ -285,6 +316,32 @@ def gaps(entries) -> list[tuple[int, int]]:
     for a, b in zip(wal, wal[1:]):
         if b.first_sequence > a.last_sequence + 1:
             out.append((a.last_sequence + 1, b.first_sequence - 1))
+    return out
+
+
+def overlaps(ns: str, entries) -> list[Finding]:
+    """Sequence continuity as restore lays the objects out (directory order: chunk or segment number,
+    then name) and then verifies them: an object holding sequences an earlier one already holds (a copy
+    of a chunk added under another name), or lower ones, is a sequence finding (exit 4)."""
+    def number(e: Entry) -> int:
+        n = parse_chunk_name(e.name) if e.kind == CHUNKS else parse_segment_name(e.name)
+        return n if n is not None else -1
+
+    out: list[Finding] = []
+    for kind in WAL_KINDS:
+        wal = sorted((e for e in entries if e.kind == kind and e.first_sequence is not None),
+                     key=lambda e: (number(e), e.name))
+        for a, b in zip(wal, wal[1:]):
+            if b.first_sequence <= a.last_sequence:
+                what = "the same sequences as" if (a.first_sequence, a.last_sequence) == (b.first_sequence,
+                                                                                         b.last_sequence) else \
+                    "sequences already held by"
+                out.append(Finding("sequence-overlap", EXIT_SEQUENCE,
+                                   f"holds {b.first_sequence}..{b.last_sequence}, {what} {a.name} "
+                                   f"({a.first_sequence}..{a.last_sequence}), which comes before it: restore would "
+                                   "lay out a repeat or regression", object_key(ns, kind, b.name),
+                                   sequence_range=(b.first_sequence, min(b.last_sequence, a.last_sequence)),
+                                   extra={"earlier_object": object_key(ns, kind, a.name)}))
     return out
 
 
@@ -314,6 +371,8 @@ class StorageAdapter:
 
     def upload(self, namespace: str, chunk_name: str, data: bytes) -> None:
         check_namespace(namespace)
+        if not valid_object(CHUNKS, chunk_name):
+            raise UsageError(f"bad chunk name {chunk_name!r} (wal-NNNNNN.bin)")
         with tempfile.NamedTemporaryFile(prefix="walctl-up-") as f:
             f.write(data)
             f.flush()
@@ -330,7 +389,8 @@ class StorageAdapter:
         return self.store.get_bytes(object_key(namespace, CHUNKS, chunk_name))
 
     def list_chunks(self, namespace: str) -> list[str]:
-        names = [o.key.rsplit("/", 1)[-1] for o in self.store.list(f"{namespace}/{CHUNKS}/")]
+        names = [o.key.rsplit("/", 1)[-1] for o in self.store.list(f"{namespace}/{CHUNKS}/")
+                 if o.key.count("/") == 2 and valid_object(CHUNKS, o.key.rsplit("/", 1)[-1])]
         return sorted(names, key=lambda n: (parse_chunk_name(n) if parse_chunk_name(n) is not None else -1, n))
 
     def list_namespaces(self) -> list[str]:

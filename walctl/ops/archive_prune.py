@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from typing import NamedTuple
 
 from ..store.objstore import open_store, sha256_file
+from ..store.scratch import Scratch
 from .archive import CHECKPOINTS, WAL_KINDS, Entry, _download, _order, check_namespace, object_key, read_manifest, \
     write_manifest
 
@@ -45,13 +45,13 @@ def prune(dest: str, *, namespace: str, keep: int = 2, max_age_s: float = 7 * 86
     cks = sorted((e for e in man.entries.values() if e.kind == CHECKPOINTS and e.name not in man.missing_objects),
                  key=lambda e: (e.wal_sequence, e.checkpoint_time or 0), reverse=True)
     kept, reasons = [], {}
-    with tempfile.TemporaryDirectory(prefix="walctl-archive-") as tmp:
+    with Scratch(prefix="walctl-archive-") as tmp:
         for e in cks:
             if len(kept) == keep:
                 break
             path = _download(store, object_key(namespace, CHECKPOINTS, e.name), tmp)
             ok = sha256_file(path) == e.sha256 and check_path(path).checked.ok
-            os.unlink(path)
+            tmp.remove(os.path.basename(path))
             if ok:
                 kept.append(e)
                 reasons[e.name] = f"one of the newest {keep} valid checkpoints"

@@ -170,7 +170,8 @@ def _delete_local(wal_dir, store, ns, entries, files, delete_local, before, chec
     if not apply:
         return [], [r.file for r in eligible(plan(wal_dir, hwm)[0])]
     deleted = []
-    with DirectoryLock(wal_dir, holder_text("archive push --delete-local"), DEFAULT_FS):
+    fs = DEFAULT_FS.beneath(wal_dir)
+    with DirectoryLock(wal_dir, holder_text("archive push --delete-local"), fs):
         now = utc_now()
         for r in eligible(plan(wal_dir, hwm)[0]):
             lf = local[r.file]
@@ -179,8 +180,8 @@ def _delete_local(wal_dir, store, ns, entries, files, delete_local, before, chec
             quarantine.record(wal_dir, quarantine.entry(now, "archive-delete", r.file, 0, lf.entry.size, lf.entry.sha256,
                                                         f"{store.url}/{object_key(ns, CHUNKS, r.file)}",
                                                         f"archived and verified; sequences up to {r.last_sequence} "
-                                                        f"are covered by {source}", __version__))
-            durable.remove(lf.path)
+                                                        f"are covered by {source}", __version__), fs)
+            durable.remove(lf.path, fs)
             deleted.append(r.file)
     return deleted, []
 

@@ -3,14 +3,14 @@ archived checkpoint at or below it that verifies."""
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, NotClean, Refused, UsageError
 from ..store import durable
+from ..store.fs import DEFAULT_FS
 from ..store.objstore import open_store, sha256_file
+from ..store.scratch import Scratch
 from .archive import CHECKPOINTS, WAL_KINDS, Entry, Manifest, _download, _order, gaps, namespaces, object_key, \
     read_manifest
 
@@ -64,10 +64,12 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
         raise NotClean(f"sequences {a}..{b} are in no archived object: restorable up to {a - 1} (--to-seq {a - 1})",
                        store.url, code=EXIT_SEQUENCE)
     parent = os.path.dirname(os.path.abspath(out_dir)) or "."
-    staging = tempfile.mkdtemp(prefix=".walctl-restore-", dir=parent)
+    scratch = Scratch(parent, prefix=".walctl-restore-")  # beside OUT: adopting its files is a rename
+    staging = scratch.dir
+    fs = DEFAULT_FS.beneath(out_dir, staging)
     try:
         def fetch(e: Entry):
-            return e, _download(store, object_key(namespace, e.kind, e.name), staging, hashed=True)
+            return e, _download(store, object_key(namespace, e.kind, e.name), scratch, hashed=True)
 
         if progress:
             progress(0, total=sum(e.size for e in needed))
@@ -92,20 +94,20 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
                            code=EXIT_CORRUPT)
         # The archived bytes themselves, cut right after event `target`: a restore is byte for byte what
         # was pushed (Java reads it as it read the original), and copying is what makes it fast.
-        os.truncate(last_path, end)
+        scratch.truncate(keep[-1].name, end)
         wal_out = os.path.join(out_dir, "wal")
-        durable.make_dir(out_dir)
-        durable.make_dir(wal_out)
+        durable.make_dir(out_dir, fs)
+        durable.make_dir(wal_out, fs)
         for e in keep:
-            durable.adopt(os.path.join(staging, e.name), os.path.join(wal_out, e.name))
+            durable.adopt(scratch.path(e.name), os.path.join(wal_out, e.name), fs)
         ck_name, ck_seq, fallbacks = _restore_checkpoint(store, namespace, man, target,
-                                                         os.path.join(out_dir, "checkpoints"), staging)
+                                                         os.path.join(out_dir, "checkpoints"), scratch, fs)
         check = verify_path(wal_out, jobs=max(1, min(jobs, os.cpu_count() or 1)))
         if check.exit_code != EXIT_OK or check.last_sequence != target:
             raise NotClean(f"the restored log does not verify ({check.verdict}, last sequence {check.last_sequence})",
                            wal_out, code=check.exit_code or EXIT_CORRUPT)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        scratch.close()
     return RestoreReport(store.url, namespace, out_dir, target, check.records, check.first_sequence,
                          check.last_sequence, tuple(e.name for e in keep), ck_name, ck_seq, tuple(fallbacks),
                          check.verdict)
@@ -159,7 +161,7 @@ def _last_before(staging: str, to_time_ms: int) -> int | None:
     return last
 
 
-def _restore_checkpoint(store, ns, man: Manifest, target: int, out: str, staging: str):
+def _restore_checkpoint(store, ns, man: Manifest, target: int, out: str, staging: Scratch, fs):
     from .checkpoint import check_path
 
     cands = sorted((e for e in man.entries.values() if e.kind == CHECKPOINTS and e.wal_sequence is not None
@@ -174,9 +176,9 @@ def _restore_checkpoint(store, ns, man: Manifest, target: int, out: str, staging
                 why = rep.findings[0].reason if rep.findings else "sha256 differs from the manifest"
                 fallbacks.append(f"{e.name}: {why}")
                 continue
-            durable.make_dir(out)
-            durable.create_file(os.path.join(out, e.name), durable.file_blocks(fetched))
+            durable.make_dir(out, fs)
+            durable.create_file(os.path.join(out, e.name), durable.file_blocks(fetched), fs)
             return e.name, e.wal_sequence, fallbacks
         finally:
-            os.unlink(fetched)
+            staging.remove(e.name)
     return None, None, fallbacks

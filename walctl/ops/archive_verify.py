@@ -3,13 +3,13 @@ was pushed with; sequences no object holds; objects the manifest lists that are 
 from __future__ import annotations
 
 import os
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from ..errors import EXIT_CORRUPT, EXIT_SEQUENCE, UsageError, combine_exit_codes
-from ..store.objstore import open_store
-from .archive import Entry, _download, describe, gaps, namespaces, object_key, read_manifest, summary
+from ..store.objstore import open_store, sha256_file
+from ..store.scratch import Scratch
+from .archive import Entry, _download, describe, gaps, namespaces, object_key, overlaps, read_manifest, summary
 from .findings import Finding
 
 
@@ -29,21 +29,25 @@ def verify_archive(dest: str, *, namespace: str | None = None, jobs: int = 4, en
         for n in man.missing_objects:
             findings.append(Finding("missing-object", EXIT_SEQUENCE, "listed by the manifest, absent from the store",
                                     f"{ns}/{man.entries[n].kind}/{n}"))
-        with tempfile.TemporaryDirectory(prefix="walctl-archive-") as tmp:
+        with Scratch(prefix="walctl-archive-") as tmp:
             def one(e: Entry):
                 key = object_key(ns, e.kind, e.name)
                 path = _download(store, key, tmp)
                 try:
-                    got, f = describe(path, e.kind)
+                    # The bytes first, as restore judges them: an object that is not what was pushed is
+                    # corruption (3) before any format judgement (a flipped file-header byte would
+                    # otherwise read as "unsupported", 5).
+                    sha = sha256_file(path)
+                    got, f = (None, None) if sha != e.sha256 else describe(path, e.kind)
                 finally:
-                    os.unlink(path)
+                    tmp.remove(os.path.basename(path))
                 if progress:
                     progress(e.size)
+                if sha != e.sha256:
+                    return Finding("archived-sha256-mismatch", EXIT_CORRUPT, "the object's bytes are not the ones "
+                                   "pushed", key, stored=e.sha256, computed=sha)
                 if f is not None:
                     return f._replace(file=key)
-                if got.sha256 != e.sha256:
-                    return Finding("archived-sha256-mismatch", EXIT_CORRUPT, "the object's bytes are not the ones "
-                                   "pushed", key, stored=e.sha256, computed=got.sha256)
                 if (got.first_sequence, got.last_sequence) != (e.first_sequence, e.last_sequence):
                     return Finding("manifest-mismatch", EXIT_CORRUPT, f"holds {got.first_sequence}.."
                                    f"{got.last_sequence}, the manifest says {e.first_sequence}..{e.last_sequence}", key)
@@ -52,8 +56,10 @@ def verify_archive(dest: str, *, namespace: str | None = None, jobs: int = 4, en
             present = [e for n, e in sorted(man.entries.items()) if n not in man.missing_objects]
             with ThreadPoolExecutor(max(1, jobs)) as pool:
                 findings.extend(f for f in pool.map(one, present) if f is not None)
-        for a, b in gaps(e for n, e in man.entries.items() if n not in man.missing_objects):
+        present = [e for n, e in man.entries.items() if n not in man.missing_objects]
+        for a, b in gaps(present):
             findings.append(Finding("sequence-gap", EXIT_SEQUENCE, f"sequences {a}..{b} are in no archived object",
                                     f"{ns}", sequence_range=(a, b)))
+        findings.extend(overlaps(ns, present))
         out.append(summary(man))
     return out, findings, combine_exit_codes(f.exit_code for f in findings)

@@ -91,6 +91,15 @@ def check_path(path: str, *, strict: bool = False, decode: bool = True, check_ca
     return CheckpointReport(path, os.path.basename(path), checked, strict, time.perf_counter() - t)
 
 
+def inspect_path(path: str, *, fs=DEFAULT_FS) -> tuple[list[CheckpointReport], bool]:
+    """Every step on a checkpoint file, or on every *.ckpt of a directory in name order (as verify reads
+    it): (reports, whether PATH is a directory)."""
+    if fs.stat(path).kind == "dir":
+        return [check_path(e.path, fs=fs) for e in sorted(fs.listdir(path), key=lambda e: e.name)
+                if e.name.endswith(SUFFIX) and e.kind == "file"], True
+    return [check_path(path, fs=fs)], False
+
+
 def is_checkpoint_file(path: str, fs=DEFAULT_FS) -> bool:
     return fs.read_head(path, 16) == ck.CHECKPOINT_MAGIC
 
@@ -138,6 +147,7 @@ def create(directory: str, state: dict, wal_sequence: int, *, level: int = ck.DE
            progress=None) -> Created:
     """Writes `state` as a new checkpoint reflecting every log entry up to `wal_sequence`, durably (the
     caller must have made the log durable up to there first)."""
+    fs = fs.beneath(directory)
     if not isinstance(state, dict):
         raise UsageError("a checkpoint's state is a map")
     if wal_sequence < 0:
@@ -218,6 +228,9 @@ def prune(directory: str, *, max_age_s: int = 86_400, keep: int = 2, apply: bool
     """Moves checkpoints whose header timestamp is older than max_age into the directory's `.quarantine/`,
     always keeping the newest `keep` (>= 1) valid ones in latest order. Invalid checkpoints are left alone
     (they are evidence). Nothing is deleted: freeing the space is the operator's `rm` of `.quarantine/`."""
+    from ..store.contain import refuse_links
+
+    fs = fs.beneath(directory)
     from ..store.lock import DirectoryLock, holder_text
 
     keep = max(1, keep)
@@ -229,6 +242,7 @@ def prune(directory: str, *, max_age_s: int = 86_400, keep: int = 2, apply: bool
     for c in valid[keep:]:
         (removals if now - c.header.timestamp > max_age_s else protected).append(c)
     entries = []
+    refuse_links(directory, [r.file for r in removals], fs, what="move")
     if apply and removals:
         with DirectoryLock(directory, holder_text("checkpoint prune"), fs):
             stamp = utc_now()

@@ -1,4 +1,4 @@
-"""compact: move closed chunks that a checkpoint already covers out of the WAL: into the directory's
+"""compact: move closed chunks (or ADR-003 segments, see plan_segments) that a checkpoint already covers out of the WAL: into the directory's
 `.quarantine/` (the default) or into an archive directory. walctl deletes no chunk: freeing the space is the
 operator's own `rm` of `.quarantine/` or of the archive, once nothing may need those records again.
 
@@ -18,10 +18,12 @@ from typing import NamedTuple
 from .. import __version__
 from ..errors import Refused, UnsupportedInput, UsageError
 from ..format.ckptmeta import decode_checkpoint_meta
+from ..format.names import parse_chunk_name
 from ..format.v2 import FILE_HEADER, FILE_MAGIC, FORMAT_VERSION, HEADER_CRC_SPAN, RECORD_HEADER, RECORD_MAGIC
 from ..store import durable, quarantine
 from ..store.chunkdir import list_chunks
 from ..store.fs import DEFAULT_FS
+from ..store.contain import refuse_links
 from ..store.lock import DirectoryLock, holder_text
 from .clock import utc_now
 
@@ -139,19 +141,55 @@ def plan(directory: str, hwm: int, fs=DEFAULT_FS) -> tuple[list[Removal], str | 
     return removals, None
 
 
+def plan_segments(directory: str, hwm: int, fs=DEFAULT_FS) -> tuple[list[Removal], str | None]:
+    """ADR-003 segments: whole segments at or below the HWM, from the front. A segment has no header,
+    so its sequences come from reading it (the same walk as verify). A segment goes only when it and the
+    segment after it are clean and the next one continues it exactly (its first sequence = this one's
+    last + 1): compaction never removes the last segment, a damaged one, or anything before a gap or a
+    repeat (removing it would hide that finding). Segments are never rewritten (the ADR's
+    compact_segment is not adopted)."""
+    from .segments import verify_segments
+
+    segs = verify_segments(directory, fs=fs).chunks
+    removals: list[Removal] = []
+    prev_last: int | None = None
+    for i, s in enumerate(segs):
+        if i == len(segs) - 1:
+            return removals, f"{s.file}: the last segment is never compacted"
+        if s.exit_code != 0:
+            return removals, f"{s.file}: {s.verdict} (verify it first)"
+        nxt = segs[i + 1]
+        if nxt.exit_code != 0:
+            return removals, f"{s.file}: the next segment {nxt.file} is {nxt.verdict}, so this one is kept"
+        last = s.last_sequence if s.records else prev_last
+        if last is None:  # empty, with nothing before it: it holds no sequence to cover
+            last = 0
+        if nxt.records and nxt.first_sequence != last + 1:
+            return removals, f"{s.file}: the next segment starts at {nxt.first_sequence}, not {last + 1}"
+        if last > hwm:
+            return removals, f"{s.file}: holds sequences up to {last}, above the HWM {hwm}"
+        removals.append(Removal(s.file, s.size, s.first_sequence if s.records else None, last))
+        prev_last = last
+    return removals, None
+
+
 def compact(directory: str, *, before: int | None = None, checkpoint_meta: str | None = None,
             checkpoints: str | None = None, archive_to: str | None = None, apply: bool = False,
             fs=DEFAULT_FS) -> CompactReport:
+    fs = fs.beneath(directory, *([archive_to] if archive_to else []))  # --archive-to is the operator's too
     if fs.stat(directory).kind != "dir":
-        raise UsageError("compact works on a chunk directory", directory)
+        raise UsageError("compact works on a chunk or segment directory", directory)
     hwm, source = read_hwm(before, checkpoint_meta, fs, checkpoints)
     if archive_to and os.path.abspath(archive_to) == os.path.abspath(directory):
         raise UsageError("--archive-to must be another directory", archive_to)
+    planner = plan_segments if _is_segment_dir(directory, fs) else plan
+    removals, stop = planner(directory, hwm, fs)
+    refuse_links(directory, [r.file for r in removals], fs, what="move")
     if not apply:
-        removals, stop = plan(directory, hwm, fs)
         return CompactReport(directory, hwm, source, False, archive_to, tuple(removals), stop, ())
     with DirectoryLock(directory, holder_text("compact"), fs):
-        removals, stop = plan(directory, hwm, fs)  # again, under the lock: the directory may have moved on
+        removals, stop = planner(directory, hwm, fs)  # again, under the lock: the directory may have moved on
+        refuse_links(directory, [r.file for r in removals], fs, what="move")
         evidence = []
         if archive_to and removals:
             durable.make_dir(archive_to, fs)
@@ -178,3 +216,13 @@ def compact(directory: str, *, before: int | None = None, checkpoint_meta: str |
                 durable.move_across(src, dst, fs)
             evidence.append(entry)
     return CompactReport(directory, hwm, source, True, archive_to, tuple(removals), stop, tuple(evidence))
+
+
+def _is_segment_dir(directory: str, fs) -> bool:
+    """ADR-003 segments and no V2 chunks (a directory holding both is judged as the chunk directory it
+    also is, as verify does)."""
+    from ..format.names import parse_segment_name
+
+    names = [e.name for e in fs.listdir(directory)]
+    return (any(parse_segment_name(n) is not None for n in names)
+            and not any(parse_chunk_name(n) is not None for n in names))

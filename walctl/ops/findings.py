@@ -22,6 +22,7 @@ ANOMALY = "anomaly"
 IN_PROGRESS = "in-progress"
 FOREIGN_FILE = "foreign-file"
 DUPLICATE_INDEX = "duplicate-chunk-index"
+LINKED_FILE = "linked-file"  # a symbolic link: read through, never modified
 NO_CHUNKS = "no-chunks"
 
 SEVERITY_BY_EXIT = {

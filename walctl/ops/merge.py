@@ -125,6 +125,7 @@ def state_document(states: dict, sources: list[str]) -> bytes:
 
 
 def write_state(out_dir: str, states: dict, sources: list[str], fs=DEFAULT_FS) -> str:
+    fs = fs.beneath(out_dir)
     durable.make_dir(out_dir, fs)
     path = os.path.join(out_dir, STATE_FILE)
     durable.create_file(path, state_document(states, sources), fs)

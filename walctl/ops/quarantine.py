@@ -8,9 +8,10 @@ from typing import NamedTuple
 from .. import __version__
 from ..errors import Refused, UsageError
 from ..format.hexdump import record_fields
-from ..format.names import parse_chunk_name
+from ..format.names import CHECKPOINT_SUFFIX, parse_chunk_name, parse_segment_name
 from ..store import durable, quarantine as q
 from ..store.fs import DEFAULT_FS
+from ..store.contain import refuse_links
 from ..store.lock import DirectoryLock, holder_text
 from .clock import utc_now
 from .verify import PathReport, verify_path
@@ -78,6 +79,15 @@ def show(directory: str, name: str, fs=DEFAULT_FS) -> Shown:
     head = fs.read_head(path, 4)
     if head == b"SPEC":
         return Shown(item, "chunk", verify_path(path, fs=fs), ())
+    whole = movable_kind(str((item.entry or {}).get("source", ""))) if (item.entry or {}).get("offset") == 0 else None
+    if whole == "checkpoint":
+        from .verify import verify_checkpoints
+
+        return Shown(item, "checkpoint", verify_checkpoints(path, fs=fs), ())
+    if whole == "segment":
+        from .segments import verify_segments
+
+        return Shown(item, "segment", verify_segments(path, fs=fs), ())
     data = fs.read_range(path, 0, item.size)
     return Shown(item, "cut", None, tuple(record_fields(data, 0, base=(item.entry or {}).get("offset", 0))))
 
@@ -94,13 +104,28 @@ class Action(NamedTuple):
         return dict(self._asdict())
 
 
+def movable_kind(name: str) -> str | None:
+    """What `quarantine move` may set aside, by name: a V2 chunk, an ADR-003 segment or a checkpoint
+    (a rotten one: recovery passes over it anyway, but it stays a candidate in every listing)."""
+    if parse_chunk_name(name) is not None:
+        return "chunk"
+    if parse_segment_name(name) is not None:
+        return "segment"
+    if name.endswith(CHECKPOINT_SUFFIX) and len(name) > len(CHECKPOINT_SUFFIX) and not name.startswith("."):
+        return "checkpoint"
+    return None
+
+
 def move(directory: str, chunk: str, *, reason: str, apply: bool = False, fs=DEFAULT_FS) -> Action:
+    fs = fs.beneath(directory)
     src = os.path.join(directory, chunk)
     if os.path.dirname(chunk) or not fs.exists(src) or fs.stat(src).kind != "file":
         raise UsageError(f"{chunk} is not a file in {directory}", directory)
-    if parse_chunk_name(chunk) is None:
-        raise UsageError(f"{chunk} is not a chunk file (wal-NNNNNN.bin)", directory)
+    if movable_kind(chunk) is None:
+        raise UsageError(f"{chunk} is not a chunk (wal-NNNNNN.bin), an ADR-003 segment (wal_NNNNNNNN.log) or a "
+                         "checkpoint (<uuid>.ckpt)", directory)
     target = f"{q.QUARANTINE_DIR}/{chunk} (or {chunk}.N when taken)"
+    refuse_links(directory, [chunk], fs, what="move")
     if not apply:
         return Action(directory, "move", False, chunk, target, None)
     with DirectoryLock(directory, holder_text("quarantine move"), fs):
@@ -109,12 +134,14 @@ def move(directory: str, chunk: str, *, reason: str, apply: bool = False, fs=DEF
 
 
 def restore(directory: str, name: str, *, apply: bool = False, fs=DEFAULT_FS) -> Action:
+    fs = fs.beneath(directory)
     listing = list_quarantine(directory, fs)
     item = next((i for i in listing.items if i.name == name), None)
     if item is None or item.entry is None:
         raise UsageError(f"{name} is not a recorded item of .quarantine/ (see `walctl quarantine list`)", directory)
     e = item.entry
     qpath = os.path.join(q.qdir(directory), name)
+    refuse_links(directory, [e["source"], f"{q.QUARANTINE_DIR}/{name}"], fs, what="restore")
     dest = os.path.join(directory, e["source"])
     if e["action"] in ("truncate",):
         # Bytes cut from a tail go back only onto the very same end of that chunk.
@@ -170,6 +197,7 @@ def purge(directory: str, *, older_than_s: float, apply: bool = False, now: floa
     import time as _time
 
     now = _time.time() if now is None else now
+    fs = fs.beneath(directory)
     if not fs.exists(q.qdir(directory)):
         return Purged(directory, False, older_than_s, (), (), ())
     if not apply:
@@ -198,6 +226,7 @@ def _purge(directory: str, older_than_s: float, now: float, apply: bool, fs) -> 
             else:
                 removals.append(item)
     written: list[dict] = []
+    refuse_links(directory, [f"{q.QUARANTINE_DIR}/{i.name}" for i in removals], fs, what="delete")
     if apply:
         stamp = utc_now()
         for item in removals:

@@ -13,7 +13,7 @@ from ..errors import WalctlError
 from ..format import scan as fscan
 from ..format.scan import Damage
 from ..format.v1 import V1Record, iter_v1_records
-from ..format.v2 import FLAG_COMPRESSED, type_name
+from ..format.v2 import FLAG_COMPRESSED, inflate_bounded, type_name
 from ..store.chunkread import ChunkOutcome, scan_chunk_file
 from ..store.fs import DEFAULT_FS
 from .verify import PathReport, assemble, resolve_chunks
@@ -34,6 +34,7 @@ class Record(NamedTuple):
     payload_crc: int | None = None
     header_crc: int | None = None
     raw: bytes | None = None  # the record's bytes on disk, when the walk keeps them (--hexdump)
+    decoded_len: int | None = None  # the decoded payload's length (set even when the walk keeps no payloads)
 
     @property
     def type(self) -> str | int:
@@ -85,9 +86,13 @@ class RecordWalk:
     """Iterate for Record and RawDamage items in directory order; `report` is set when done."""
 
     def __init__(self, path: str, flt: RecordFilter | None = None, fs=DEFAULT_FS, keep_raw: bool = False,
-                 progress: Callable[[int], None] | None = None):
+                 payloads: bool = True, progress: Callable[[int], None] | None = None):
+        """`payloads=False`: compressed records carry no payload (b""), only `decoded_len` (stats: memory
+        stays bounded by one inflate piece, whatever a payload inflates to). `progress` is called with each
+        chunk's size once it is read."""
         self.path = path
-        self.progress = progress  # called with each chunk's size once it is read
+        self.payloads = payloads
+        self.progress = progress
         self.keep_raw = keep_raw
         self.filter = flt or RecordFilter()
         self.fs = fs
@@ -105,7 +110,9 @@ class RecordWalk:
                 outcomes.append(ChunkOutcome(None, WalctlError("not a regular file", c.path)))
                 continue
             found: list = []
-            outcome = scan_chunk_file(c.path, self.fs, self._visitor(c.name, found))
+            # The scan only checks compressed payloads (in pieces); the walk inflates each one it keeps
+            # when it hands the record on, so at most one decoded payload is alive at a time.
+            outcome = scan_chunk_file(c.path, self.fs, self._visitor(c.name, found), materialize=False)
             outcomes.append(outcome)
             if self.progress is not None:
                 self.progress(c.size)
@@ -114,7 +121,11 @@ class RecordWalk:
             elif outcome.scan is not None:
                 found.extend(RawDamage(c.name, d) for d in outcome.scan.damage)
                 found.sort(key=lambda x: x.offset if isinstance(x, Record) else x.damage.offset)
-            yield from found
+            for i, item in enumerate(found):
+                found[i] = None
+                if self.payloads and isinstance(item, Record) and item.compressed:
+                    item = item._replace(payload=inflate_bounded(item.payload).payload)
+                yield item
         if not self.truncated:
             self.report = assemble(self.path, kind, chunks, outcomes, foreign, writer, False)
 
@@ -122,6 +133,7 @@ class RecordWalk:
         flt = self.filter
         mid = flt.memory_id
         keep_raw = self.keep_raw
+        want = self.payloads
 
         def visit(buf, off, h, p, q, nxt, payload):
             _, ver, flags, typ, idlen, _, seq, ts, plen, pcrc, _, hcrc = h
@@ -130,9 +142,14 @@ class RecordWalk:
             memory_id = bytes(buf[off + 40:p])
             if mid is not None and memory_id != mid:
                 return False
-            found.append(Record(name, off, nxt - off, ver, flags, typ, seq, ts, memory_id, plen,
-                                payload if payload is not None else bytes(buf[p:q]), pcrc, hcrc,
-                                bytes(buf[off:nxt]) if keep_raw else None))
+            # payload: None (stored as is) or the decoded length of a compressed payload, which keeps
+            # its stored bytes here until the walk inflates it (or b"" when no payloads are wanted).
+            if payload is None:
+                body, decoded = bytes(buf[p:q]), plen
+            else:
+                body, decoded = (bytes(buf[p:q]) if want else b""), payload
+            found.append(Record(name, off, nxt - off, ver, flags, typ, seq, ts, memory_id, plen, body, pcrc, hcrc,
+                                bytes(buf[off:nxt]) if keep_raw else None, decoded))
             return self._count()
 
         return visit
@@ -156,7 +173,8 @@ class RecordWalk:
                 if self.filter.memory_id is not None and item.memory_id != self.filter.memory_id:
                     continue
                 out.append(Record(name, item.offset, item.size, 1, 0, item.type_ordinal, item.sequence,
-                                  item.timestamp_ms, item.memory_id, len(item.payload), item.payload))
+                                  item.timestamp_ms, item.memory_id, len(item.payload), item.payload,
+                                  decoded_len=len(item.payload)))
                 if self._count():
                     break
         return out

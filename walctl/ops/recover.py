@@ -24,7 +24,7 @@ from .verify import KIND_CHUNK, KIND_DIR, KIND_SEGMENT, KIND_SEGMENTS, PathRepor
 OUTCOME_CHECKPOINT = "checkpoint+replay"
 OUTCOME_FROM_EMPTY = "replayed-from-empty"
 OUTCOME_FRESH = "fresh-start"
-OUTCOME_EMPTY_LOG_NOT_FROM_1 = "empty-state:no-checkpoint-and-log-not-from-1"
+OUTCOME_HISTORY_LOST = "history-lost"  # no valid checkpoint, and the log is not contiguous from 1
 OUTCOME_STOPPED_AT_CHECKPOINT = "checkpoint-only:gap-after-it-allowed"
 
 
@@ -140,6 +140,17 @@ def read_log(log: str, after: int, fs=DEFAULT_FS, progress=None) -> tuple[list[d
     raise UsageError(f"{log} is not a log (Spector V2 chunks or ADR-003 segments)")
 
 
+def is_empty_log_dir(log: str, fs=DEFAULT_FS) -> bool:
+    """An existing directory holding nothing but walctl's own bookkeeping (its lock file, .quarantine/,
+    leftover *.tmp files): "no log at all" (spec step 2), not an unknown artifact."""
+    from ..store.chunkdir import QUARANTINE_DIR, TMP_SUFFIX
+    from ..store.lock import LOCK_NAME
+
+    if fs.stat(log).kind != "dir":
+        return False
+    return all(e.name in (QUARANTINE_DIR, LOCK_NAME) or e.name.endswith(TMP_SUFFIX) for e in fs.listdir(log))
+
+
 def _position(f: Finding) -> int | None:
     """The first sequence a finding affects, when it can be told."""
     x = f.extra
@@ -180,7 +191,8 @@ class RecoverReport(NamedTuple):
 def recover(checkpoints: str | None, log: str | None, *, reducer: str = AUTO, allow_gap: bool = False,
             max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, fs=DEFAULT_FS, progress=None) -> RecoverReport:
     t0 = time.perf_counter()
-    reducer = pick_reducer(reducer, log, fs)
+    no_log = log is None or not fs.exists(log) or is_empty_log_dir(log, fs)
+    reducer = pick_reducer(reducer, None if no_log else log, fs)
     fold = load_reducer(reducer)
     found = latest(checkpoints, max_state_bytes=max_state_bytes, fs=fs) if checkpoints else None
     t1 = time.perf_counter()
@@ -200,20 +212,25 @@ def recover(checkpoints: str | None, log: str | None, *, reducer: str = AUTO, al
                 "timestamp": base.header.timestamp}
     else:
         state, w, used = empty_for(reducer), 0, None
-    if log is None or not fs.exists(log):
+    if no_log:
         outcome = OUTCOME_CHECKPOINT if base else OUTCOME_FRESH
         if base is None and (fallbacks or rejected):
             raise NotClean("no checkpoint verifies and there is no log to replay", checkpoints, code=EXIT_CORRUPT)
+        if log is not None and fs.exists(log):
+            warnings.append(f"log {log} holds no log files: treated as no log")
         return RecoverReport(state, outcome, EXIT_OK, used, fallbacks, rejected, 0, (), 0, 0, w, tuple(warnings),
                              _secs(t0, t1, time.perf_counter()))
     entries, report, dups, _ = read_log(log, w, fs, progress)
     t_read = time.perf_counter()
     torn = 0
+    history_gap = None  # no checkpoint: the first sequence finding that breaks "contiguous from 1"
     for f in report.findings:
         if f.exit_code == EXIT_TORN:
             torn += (f.end_offset or 0) - (f.offset or 0)
             continue
         if f.exit_code == EXIT_OK:
+            if f.cls != "foreign-file":  # duplicates and anomalies: said, as verify says them
+                warnings.append(f"{f.cls}: {f.one_line()}")
             continue
         if f.cls == "sequence-gap" and f.sequence_range and f.sequence_range[0] <= w + 1 <= f.sequence_range[1] + 1:
             continue  # the gap right after the checkpoint: the first-entry rule below decides (--allow-gap)
@@ -221,14 +238,23 @@ def recover(checkpoints: str | None, log: str | None, *, reducer: str = AUTO, al
         if pos is not None and pos <= w:
             warnings.append(f"at or below the checkpoint's sequence {w}: {f.cls}: {f.one_line()}")
             continue
+        if base is None and f.exit_code == EXIT_SEQUENCE:
+            history_gap = history_gap or f  # step 2: not contiguous from 1 (a separate outcome, below)
+            continue
         raise NotClean(f"the log is damaged after sequence {w}, nothing was recovered: {f.cls}: {f.one_line()}",
                        log, code=f.exit_code)
+    if dups:
+        warnings.append(f"{dups} duplicate entries (a sequence repeated with the same checksum) were skipped")
     if base is None:
-        if entries and entries[0]["sequence"] != 1:
+        if (entries and entries[0]["sequence"] != 1) or history_gap is not None:
+            # Spec step 2: the empty state, as its own outcome. Exit 4 (3 when checkpoints were there but
+            # none verifies: corruption comes first); the CLI writes that state only with --allow-gap.
             code = EXIT_CORRUPT if (fallbacks or rejected) else EXIT_SEQUENCE
-            warnings.append(f"no valid checkpoint, and the log starts at sequence {entries[0]['sequence']}, not 1: "
-                            "nothing can be replayed onto the empty state")
-            return RecoverReport(state, OUTCOME_EMPTY_LOG_NOT_FROM_1, code, None, fallbacks, rejected, 0, (), dups,
+            why = (f"the log starts at sequence {entries[0]['sequence']}, not 1" if entries and entries[0]["sequence"] != 1
+                   else f"the log is not contiguous from 1: {history_gap.cls}: {history_gap.one_line()}")
+            warnings.append(f"history lost: no valid checkpoint, and {why}: nothing can be replayed onto the empty "
+                            "state")
+            return RecoverReport(state, OUTCOME_HISTORY_LOST, code, None, fallbacks, rejected, 0, (), dups,
                                  torn, 0, tuple(warnings), _secs(t0, t1, time.perf_counter(), t_read))
         outcome = OUTCOME_FROM_EMPTY if entries else OUTCOME_FRESH
     else:
@@ -256,7 +282,8 @@ def recover(checkpoints: str | None, log: str | None, *, reducer: str = AUTO, al
     if skipped:
         warnings.append(f"{len(skipped)} entries were not applied by the reducer (see skipped)")
     t2 = time.perf_counter()
-    return RecoverReport(state, outcome, EXIT_OK, used, fallbacks, rejected, len(entries) - len(skipped),
+    # Spec step 5: entries replayed include those the reducer skipped (unknown operations), not duplicates.
+    return RecoverReport(state, outcome, EXIT_OK, used, fallbacks, rejected, len(entries),
                          tuple(skipped), dups, torn, final, tuple(warnings), _secs(t0, t1, t2, t_read))
 
 

@@ -20,6 +20,7 @@ from ..errors import EXIT_OK, EXIT_TORN, EnvironmentProblem, Refused, UsageError
 from ..store import quarantine
 from ..store import durable
 from ..store.fs import DEFAULT_FS
+from ..store.contain import refuse_links
 from ..store.lock import DirectoryLock, holder_text
 from . import findings as F
 from .clock import utc_now
@@ -101,6 +102,7 @@ def plan_cuts(report: PathReport) -> tuple[list[Cut], list[F.Finding]]:
 def repair(path: str, *, apply: bool = False, max_drop_bytes: int = DEFAULT_MAX_DROP_BYTES, fs=DEFAULT_FS,
            lock: DirectoryLock | None = None) -> RepairReport:
     """Dry run unless `apply`. `lock`: the caller already holds the directory's lock (a writer opening)."""
+    fs = fs.beneath(path)
     if fs.stat(path).kind != "dir":
         raise UsageError("repair works on a chunk directory (the chunks after a torn chunk decide what is torn)",
                          path)
@@ -111,6 +113,9 @@ def repair(path: str, *, apply: bool = False, max_drop_bytes: int = DEFAULT_MAX_
         if holder:
             raise EnvironmentProblem(f"locked by a live writer ({holder}); --apply would be refused", path)
         return _repair(path, False, max_drop_bytes, fs)
+    # The plan first, without the lock: a repair refused by a bound or a link leaves even the lock file
+    # as it found it.
+    _repair(path, False, max_drop_bytes, fs)
     with DirectoryLock(path, holder_text("repair"), fs):
         return _repair(path, True, max_drop_bytes, fs)
 
@@ -122,6 +127,7 @@ def _repair(path, apply, max_drop_bytes, fs) -> RepairReport:
     if total > max_drop_bytes:
         raise Refused(f"repair would remove {total} bytes, more than --max-drop-bytes {max_drop_bytes}; "
                       f"nothing was changed (inspect the tail with `walctl inspect --around`)", path)
+    refuse_links(path, [c.file for c in cuts], fs, what="repair")
     if not apply or not cuts:
         return RepairReport(path, False, tuple(cuts), tuple(left), (), before, None)
     evidence = []

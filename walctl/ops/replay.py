@@ -92,10 +92,14 @@ class _Encoder:
         encode = ev.encode_msgpack if form == ev.FORM_MSGPACK else ev.encode_sync
         add, mark = self.pieces.append, self.marks.append
 
+        large, streamed = ev.STREAM_HEX_BYTES, ev.streamed_binary
+
         def visit(buf, off, h, p, q, nxt, payload):
             seq = h[6]
             if after < seq <= to:
-                add(encode(ev.Event(seq, h[3], buf[off + 40:p], h[7], buf[p:q] if payload is None else payload)))
+                e = ev.Event(seq, h[3], buf[off + 40:p], h[7], buf[p:q] if payload is None else payload)
+                # A large payload is written as it is, after its head: never copied into the encoding.
+                add(encode(e) if len(e.payload) <= large or len(e.payload) >= 1 << 32 else streamed(form, e))
                 mark((off, seq))
             return False
 
@@ -136,6 +140,10 @@ def write_pieces_to_fd(fd: int) -> Callable[[list], None]:
     iov_max = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
 
     def write(pieces: list) -> None:
+        for batch in ev.expand_pieces(pieces):
+            _writev(batch)
+
+    def _writev(pieces: list) -> None:
         for i in range(0, len(pieces), iov_max):
             batch = pieces[i:i + iov_max]
             n = os.writev(fd, batch)
@@ -195,7 +203,7 @@ def _replay_v2(path: str, out, opts: ReplayOptions, fs, out_fd: int | None = Non
         return outcome, enc.pieces, enc.marks
 
     parallel = None
-    if opts.jobs > 1 and out_fd is not None and len(todo) > 1 and fs is DEFAULT_FS and hasattr(os, "fork"):
+    if opts.jobs > 1 and out_fd is not None and len(todo) > 1 and fs.real and hasattr(os, "fork"):
         from .replay_workers import ParallelChunks
 
         source = parallel = ParallelChunks(todo, opts.jobs, out_fd, encode_chunk)
@@ -213,7 +221,8 @@ class _Local:
         self.pieces, self.marks, self.out = pieces, marks, out
 
     def write(self, start: int, stop: int) -> None:
-        self.out(self.pieces[start:stop] if start or stop < len(self.pieces) else self.pieces)
+        for batch in ev.expand_pieces(self.pieces[start:stop] if start or stop < len(self.pieces) else self.pieces):
+            self.out(batch)
 
 
 class _Sequential:

@@ -54,6 +54,7 @@ class SalvageReport(NamedTuple):
 
 def salvage(source: str, out: str, *, fs=DEFAULT_FS, max_chunk_bytes: int = 8 << 20,
             progress: Callable[[int], None] | None = None) -> SalvageReport:
+    fs = fs.beneath(os.path.dirname(os.path.abspath(out)))  # OUT and OUT.tmp, side by side
     out = os.path.normpath(out)
     if fs.exists(out) and (fs.stat(out).kind != "dir" or fs.listdir(out)):
         raise Refused("the output exists and is not an empty directory; salvage never writes over anything",

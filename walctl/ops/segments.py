@@ -93,7 +93,7 @@ class SegmentWalk:
                     if fr.entry is None:
                         nxt = seg.resync(buf, off + 1, budget)
                         f = self._damage(s, fr, off, nxt if nxt is not None else end, nxt is not None, is_last,
-                                         writer, prev)
+                                         writer, prev, nxt is None and not any(view[off:end]))
                         findings.append(f)
                         codes.append(f.exit_code)
                         damaged += (nxt if nxt is not None else end) - off
@@ -155,11 +155,21 @@ class SegmentWalk:
         self.report = PathReport(self.path, kind, exit_code, writer, tuple(chunks), tuple(findings))
 
     def _damage(self, s: SegmentFile, fr: seg.Frame, off: int, end: int, resynced: bool, is_last: bool,
-                writer, prev) -> Finding:
+                writer, prev, zeros: bool = False) -> Finding:
         extra = {"field": fr.kind, "last_good_sequence": prev}
         if resynced:
             return Finding(F.MID_LOG_DAMAGE, EXIT_CORRUPT, f"{fr.problem}; intact frames resume at offset {end}",
                            s.name, off, end, extra=extra)
+        if zeros:
+            # Preallocated or never-written blocks after a crash (a length of 0 is no frame at all): no
+            # complete frame failed a check, so nothing here can have been acknowledged.
+            extra.update(tail_kind="zero-fill", torn=is_last)
+            if is_last:
+                return Finding(F.TAIL_DAMAGE, EXIT_TORN, f"zero-fill tail: {end - off} zero bytes to the end of the "
+                               "file", s.name, off, end, extra=extra)
+            return Finding(F.TAIL_DAMAGE, EXIT_CORRUPT, f"zero-fill tail: {end - off} zero bytes to the end of the "
+                           "file (not the last segment: entries that followed are missing)", s.name, off, end,
+                           extra=extra)
         tail_kind = "incomplete" if fr.kind == "incomplete" else "checksum"
         extra.update(tail_kind=tail_kind, torn=is_last)
         if is_last and writer and fr.kind == "incomplete":

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from ..errors import UsageError
 from ..format.canonical import packb
@@ -28,4 +29,5 @@ def encode_state(state: dict, fmt: str) -> bytes:
 
 
 def write_state(path: str, state: dict, fmt: str, fs=DEFAULT_FS) -> None:
+    fs = fs.beneath(os.path.dirname(os.path.abspath(path)))
     durable.create_file(path, encode_state(state, fmt), fs)  # refuses to overwrite (exit 7)

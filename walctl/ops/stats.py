@@ -54,18 +54,19 @@ class Stats:
         t = self.types.get(r.type_ordinal)
         if t is None:
             t = self.types[r.type_ordinal] = TypeStats(r.type, r.type_ordinal)
+        decoded = r.decoded_len if r.decoded_len is not None else len(r.payload)
         t.records += 1
         t.record_bytes += r.size
         t.stored_bytes += r.stored_len
-        t.payload_bytes += len(r.payload)
+        t.payload_bytes += decoded
         if r.compressed:
             t.compressed_records += 1
             self.compressed_stored_bytes += r.stored_len
-            self.compressed_payload_bytes += len(r.payload)
+            self.compressed_payload_bytes += decoded
         self.records += 1
         self.record_bytes += r.size
         self.stored_bytes += r.stored_len
-        self.payload_bytes += len(r.payload)
+        self.payload_bytes += decoded
         self.min_sequence = _min(self.min_sequence, r.sequence)
         self.max_sequence = _max(self.max_sequence, r.sequence)
         self.min_timestamp_ms = _min(self.min_timestamp_ms, r.timestamp_ms)
@@ -121,7 +122,7 @@ def _max(a, b):
 
 def collect_stats(path: str, fs=DEFAULT_FS, progress: Callable[[int], None] | None = None) -> Stats:
     stats = Stats(path)
-    walk = RecordWalk(path, fs=fs, progress=progress)
+    walk = RecordWalk(path, fs=fs, payloads=False, progress=progress)
     for item in walk:
         if isinstance(item, Record):
             stats.add(item)

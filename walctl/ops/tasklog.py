@@ -96,6 +96,7 @@ class Resumed(NamedTuple):
 
 
 def resume(path: str, *, apply: bool = False, force: bool = False, fs=DEFAULT_FS) -> Resumed:
+    fs = fs.beneath(os.path.dirname(os.path.abspath(path)))
     if not apply:
         return _resume(path, False, force, fs)
     # the plan is read under the lock too: what is cut is what was judged torn
@@ -113,6 +114,9 @@ def _resume(path: str, apply: bool, force: bool, fs) -> Resumed:
     if rep.read.torn and apply:
         off, n = rep.read.torn
         directory = os.path.dirname(path) or "."
+        from ..store.contain import refuse_links
+
+        refuse_links(directory, [os.path.basename(path)], fs, what="repair")
         data = fs.read_range(path, off, n)
         cut = quarantine.keep_bytes(directory, os.path.basename(path), off, data, action="truncate",
                                     reason="torn last line of a task log", now=utc_now(), version=__version__, fs=fs)
@@ -130,6 +134,7 @@ def _resume(path: str, apply: bool, force: bool, fs) -> Resumed:
 
 
 def append(path: str, entries: list[dict], *, force: bool = False, fs=DEFAULT_FS, now=None) -> list[dict]:
+    fs = fs.beneath(os.path.dirname(os.path.abspath(path)))
     """Validates each entry (v, ts and task_id filled in when absent) as a line would be read, checks that
     the log still follows the rules with it, then writes it with one write and one fsync."""
     tid = task_id_of(path)

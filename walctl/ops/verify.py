@@ -158,7 +158,9 @@ def detect_kind(path: str, fs=DEFAULT_FS) -> str:
     head = fs.read_head(path, 16)
     if head[:4] == FILE_MAGIC:
         return KIND_CHUNK
-    if head == CHECKPOINT_MAGIC:
+    if head == CHECKPOINT_MAGIC or path.endswith(CHECKPOINT_SUFFIX):
+        # By name too: a *.ckpt file shorter than its header (even empty) is a damaged checkpoint (step 1,
+        # corruption), on every path, as it is inside a checkpoint directory; never "unknown format".
         return KIND_CHECKPOINT
     if parse_segment_name(os.path.basename(path)) is not None:
         return KIND_SEGMENT
@@ -265,6 +267,9 @@ def resolve_chunks(path: str, fs=DEFAULT_FS):
             raise _unsupported_dir(path)
         seen: dict[int, str] = {}
         for c in listing.chunks:
+            if fs.is_symlink(c.path):
+                foreign.append(Finding(F.LINKED_FILE, EXIT_OK, "a symbolic link: read through it; repair, compact "
+                                       "and quarantine refuse to change it", file=c.name))
             if c.index in seen:
                 foreign.append(Finding(F.DUPLICATE_INDEX, EXIT_OK,
                                        f"chunk index {c.index} also claimed by {seen[c.index]}", file=c.name))
@@ -293,7 +298,7 @@ def scan_chunks(chunks: list[ChunkFile], *, jobs: int = 1, fs=DEFAULT_FS,
         return ChunkOutcome(None, UnsupportedInput("not a regular file", c.path))
 
     readable = [c for c in chunks if c.kind == "file"]
-    if jobs > 1 and len(readable) > 1 and fs is DEFAULT_FS and hasattr(os, "fork"):
+    if jobs > 1 and len(readable) > 1 and fs.real and hasattr(os, "fork"):
         from .parallel import parallel_scan
 
         outcomes = parallel_scan([c.path for c in readable], [c.size for c in readable], jobs, progress)

@@ -82,7 +82,7 @@ class DirectoryWorkflowStore:
     def __init__(self, root: str, fs=DEFAULT_FS):
         self.root = root
         self.dir = os.path.join(root, SUBDIR)
-        self.fs = fs
+        self.fs = fs.beneath(root)
         self.problems: list[Problem] = []  # unreadable documents met by list(), never silently skipped
 
     def _path(self, checkpoint_id: str) -> str:

@@ -52,7 +52,7 @@ class WalWriter:
         if format not in (FORMAT_V2, FORMAT_SEGMENTS):
             raise ValueError(f"format is {FORMAT_V2} or {FORMAT_SEGMENTS}")
         self.directory = directory
-        self.fs = fs
+        fs = self.fs = fs.beneath(directory)
         self.format = format
         self.encoding = encoding
         durable.make_dir(directory, fs)

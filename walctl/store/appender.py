@@ -81,7 +81,7 @@ class ChunkAppender:
         # process (store/synchelper.py), started with the first group; None until then, or for good once
         # it could not start or stopped answering (the commit thread then syncs, as on other file systems)
         self._helper = None
-        self._use_helper = self._batch and fs is DEFAULT_FS
+        self._use_helper = self._batch and fs.real
         self._last_written = next_sequence - 1  # helper mode: the last sequence handed to the kernel
         self._unsynced_closed: list[str] = []  # chunks rolled away under sync=none
         self._new_names = False  # a chunk was created under sync=none: its directory entry is unsynced

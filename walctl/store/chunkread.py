@@ -14,9 +14,9 @@ class ChunkOutcome(NamedTuple):
     error: WalctlError | None = None
 
 
-def scan_chunk_file(path: str, fs=DEFAULT_FS, visit=None) -> ChunkOutcome:
+def scan_chunk_file(path: str, fs=DEFAULT_FS, visit=None, *, materialize: bool = True) -> ChunkOutcome:
     try:
         with fs.map_read(path) as buf:
-            return ChunkOutcome(scan_chunk(buf, visit))
+            return ChunkOutcome(scan_chunk(buf, visit, materialize=materialize))
     except WalctlError as e:
         return ChunkOutcome(None, e)

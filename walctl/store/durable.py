@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import Refused
+from ..errors import Refused, WalctlError
 from .fs import DEFAULT_FS
 
 TMP_SUFFIX = ".tmp"
@@ -96,27 +96,41 @@ def create_file_streamed(path: str, header_size: int, chunks, make_header, fs=DE
         fs.unlink(tmp)
     fd = fs.open_new(tmp)
     try:
-        fs.write(fd, bytes(header_size), tmp)
-        written = flushed = header_size
-        for piece in chunks:
-            fs.write(fd, piece, tmp)
-            written += len(piece)
-            if progress is not None:
-                progress(len(piece))
-            if written - flushed >= WRITEBACK_BYTES:
-                # While the body is still being produced: the final fsync of a 400 MB checkpoint
-                # otherwise waits ~0.25 s here for writes that could have gone out meanwhile.
-                fs.start_writeback(fd, flushed, written - flushed)
-                flushed = written
-        header = make_header()
-        if len(header) != header_size:
-            raise ValueError(f"header of {len(header)} bytes, {header_size} reserved")
-        fs.pwrite(fd, header, 0, tmp)
-        fs.fsync(fd, tmp)
-    finally:
+        _write_streamed(fd, tmp, header_size, chunks, make_header, fs, progress)
+    except WalctlError:
+        # Disk full, an I/O error, a bad header: the process lives on to report it, so it does not leave
+        # a half-written .tmp behind (readers ignore one, but it holds the space that ran out). A crash
+        # cannot get here; its .tmp is removed by the next create.
         fs.close(fd)
+        fd = None
+        if fs.exists(tmp):
+            fs.unlink(tmp)
+        raise
+    finally:
+        if fd is not None:
+            fs.close(fd)
     fs.rename(tmp, path)
     fs.fsync_dir(os.path.dirname(path) or ".")
+
+
+def _write_streamed(fd: int, tmp: str, header_size: int, chunks, make_header, fs, progress=None) -> None:
+    fs.write(fd, bytes(header_size), tmp)
+    written = flushed = header_size
+    for piece in chunks:
+        fs.write(fd, piece, tmp)
+        written += len(piece)
+        if progress is not None:
+            progress(len(piece))
+        if written - flushed >= WRITEBACK_BYTES:
+            # While the body is still being produced: the final fsync of a 400 MB checkpoint
+            # otherwise waits ~0.25 s here for writes that could have gone out meanwhile.
+            fs.start_writeback(fd, flushed, written - flushed)
+            flushed = written
+    header = make_header()
+    if len(header) != header_size:
+        raise ValueError(f"header of {len(header)} bytes, {header_size} reserved")
+    fs.pwrite(fd, header, 0, tmp)
+    fs.fsync(fd, tmp)
 
 
 def append(path: str, data: bytes, fs=DEFAULT_FS) -> None:

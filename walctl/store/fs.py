@@ -7,6 +7,7 @@ Reads are mapped, never loaded whole: a chunk of any size costs address space, n
 """
 from __future__ import annotations
 
+import copy
 import errno
 import fcntl
 import mmap
@@ -15,7 +16,7 @@ import stat
 from contextlib import contextmanager
 from typing import Iterator, NamedTuple
 
-from ..errors import EnvironmentProblem, UnsupportedInput
+from ..errors import EnvironmentProblem, Refused, UnsupportedInput
 
 
 class Entry(NamedTuple):
@@ -111,21 +112,101 @@ class OsFileSystem:
         """True for a symbolic link (dangling or not): mutations refuse them (containment)."""
         return os.path.islink(path)
 
+    def link_count(self, path: str) -> int:
+        """How many names the file has (1 for a file of its own; 0 when it does not exist)."""
+        try:
+            return os.lstat(path).st_nlink
+        except OSError:
+            return 0
+
     # ---- write primitives (durable.py composes them) ----
+    #
+    # Containment: every primitive that changes the file system resolves its path beneath one of the
+    # roots this instance was confined to (`beneath`), one component at a time from a descriptor of
+    # the root, never following a symbolic link (openat + O_NOFOLLOW, the discipline of systemd's
+    # chase() and Go's os.Root). `..`, a path outside every root, a link at any step, and a file that
+    # is not a regular file or has other hard links (its bytes also live under another name) are
+    # refused before anything changes. An unconfined instance changes nothing at all.
+
+    roots: tuple[str, ...] = ()
+    real = True  # the operating system's file system (worker processes and the sync helper need it)
+
+    def beneath(self, *roots: str) -> "OsFileSystem":
+        """This file system, allowed to change things only beneath `roots` (directories the operator
+        named; a root itself may be reached through a link, since the operator chose it)."""
+        confined = copy.copy(self)  # a subclass (a test's faulty file system) stays itself
+        confined.roots = tuple(os.path.abspath(r) for r in roots)
+        return confined
+
+    @contextmanager
+    def _at(self, path: str, what: str):
+        """(directory descriptor, final name) for `path`, or (None, path) for a root itself."""
+        target = os.path.abspath(path)
+        for root in self.roots:
+            rel = os.path.relpath(target, root)
+            if rel == ".":
+                yield None, target
+                return
+            if rel == ".." or rel.startswith(".." + os.sep):
+                continue
+            parts = rel.split(os.sep)
+            fd = self._os(os.open, root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                for i, part in enumerate(parts[:-1]):
+                    try:
+                        nfd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                    except OSError as e:
+                        step = os.path.join(root, *parts[:i + 1])
+                        if e.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(step):
+                            raise Refused(f"{step} is a symbolic link; walctl never {what} through a link "
+                                          f"(nothing was changed there)", path) from None
+                        raise EnvironmentProblem(describe_os_error(e), step) from None
+                    os.close(fd)
+                    fd = nfd
+                yield fd, parts[-1]
+            finally:
+                os.close(fd)
+            return
+        where = " or ".join(self.roots) if self.roots else "no target directory"
+        raise Refused(f"outside {where}; walctl never {what} anything outside its target", path)
+
+    def _regular_only(self, fd: int, path: str, what: str) -> None:
+        """Refuses to change a file that is not a plain regular file of its own (a FIFO, a device, or a
+        file with other hard links, whose bytes live under a name outside the target too). Closes `fd`
+        when it refuses."""
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise Refused(f"not a regular file; walctl never {what} it", path)
+        if st.st_nlink > 1:
+            os.close(fd)
+            raise Refused(f"has {st.st_nlink} hard links; walctl never {what} a file that also lives under "
+                          f"another name", path)
+
+    def _open_at(self, path: str, flags: int, what: str, mode: int = 0o644) -> int:
+        with self._at(path, what) as (dfd, name):
+            try:
+                return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
+            except OSError as e:
+                if e.errno == errno.ELOOP:
+                    raise Refused(f"a symbolic link; walctl never {what} through a link", path) from None
+                raise EnvironmentProblem(describe_os_error(e), path) from None
 
     def open_append(self, path: str, create: bool = False, exclusive: bool = False, dsync: bool = False) -> int:
         """dsync: every write on this descriptor returns only once its data is on disk (O_DSYNC), one
         system call where write + fdatasync would be two."""
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | (os.O_DSYNC if dsync else 0)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | (os.O_DSYNC if dsync else 0)
         if create:
             flags |= os.O_CREAT
         if exclusive:
             flags |= os.O_EXCL
-        return self._os(os.open, path, flags, 0o644)
+        fd = self._open_at(path, flags, "writes")
+        self._regular_only(fd, path, "writes")
+        return fd
 
     def open_new(self, path: str) -> int:
         """A new file for writing at chosen offsets (no O_APPEND: on Linux pwrite would append)."""
-        return self._os(os.open, path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        return self._open_at(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, "creates")
 
     def pwrite(self, fd: int, data, offset: int, path: str = "") -> None:
         view = memoryview(data)
@@ -163,10 +244,16 @@ class OsFileSystem:
         return os.fstat(fd).st_size
 
     def truncate(self, path: str, size: int) -> None:
-        self._os(os.truncate, path, path, size, _pass_path=False)
+        fd = self._open_at(path, os.O_WRONLY | os.O_NONBLOCK, "truncates")
+        self._regular_only(fd, path, "truncates")  # (closes fd when it refuses)
+        try:
+            self._os(os.ftruncate, path, fd, size, _pass_path=False)
+        finally:
+            os.close(fd)
 
+    # Syncing changes no name and no byte, so it needs no containment (a new root's parent is synced).
     def fsync_path(self, path: str) -> None:
-        fd = self._os(os.open, path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = self._os(os.open, path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
             self._os(os.fsync, path, fd, _pass_path=False)
         finally:
@@ -180,21 +267,43 @@ class OsFileSystem:
             os.close(fd)
 
     def rename(self, src: str, dst: str) -> None:
-        self._os(os.rename, src, src, dst, _pass_path=False)
+        with self._at(src, "moves") as (sfd, sname), self._at(dst, "moves") as (dfd, dname):
+            if sfd is None or dfd is None:
+                raise Refused("walctl never moves the target directory itself", src)
+            self._no_link(sname, sfd, src, "moves")
+            self._os(os.rename, src, sname, dname, src_dir_fd=sfd, dst_dir_fd=dfd, _pass_path=False)
 
     def unlink(self, path: str) -> None:
-        self._os(os.unlink, path)
+        with self._at(path, "deletes") as (dfd, name):
+            if dfd is None:
+                raise Refused("walctl never deletes the target directory itself", path)
+            self._no_link(name, dfd, path, "deletes")
+            self._os(os.unlink, path, name, dir_fd=dfd, _pass_path=False)
 
     def mkdir(self, path: str) -> None:
-        self._os(os.mkdir, path, 0o755)
+        with self._at(path, "creates") as (dfd, name):
+            self._os(os.mkdir, path, name, 0o755, dir_fd=dfd, _pass_path=False)
 
     def rmdir(self, path: str) -> None:
-        self._os(os.rmdir, path)
+        with self._at(path, "deletes") as (dfd, name):
+            if dfd is None:
+                raise Refused("walctl never deletes the target directory itself", path)
+            self._no_link(name, dfd, path, "deletes")
+            self._os(os.rmdir, path, name, dir_fd=dfd, _pass_path=False)
+
+    def _no_link(self, name: str, dfd: int, path: str, what: str) -> None:
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except OSError as e:
+            raise EnvironmentProblem(describe_os_error(e), path) from None
+        if stat.S_ISLNK(st.st_mode):
+            raise Refused(f"a symbolic link; walctl never {what} a link", path)
 
     def lock(self, path: str, holder: str):
-        """An exclusive, non-blocking flock on `path` (created if missing), with the holder's description
-        written into it; None when another process holds it."""
-        fd = self._os(os.open, path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        """An exclusive, non-blocking flock on `path` (created if missing, never through a link), with
+        the holder's description written into it; None when another process holds it."""
+        fd = self._open_at(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, "locks")
+        self._regular_only(fd, path, "locks")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

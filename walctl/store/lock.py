@@ -38,7 +38,8 @@ class DirectoryLock:
     naming the holder."""
 
     def __init__(self, directory: str, holder: str, fs):
-        self.directory, self.holder, self.fs = directory, holder, fs
+        self.directory, self.holder = directory, holder
+        self.fs = fs.beneath(directory)  # the lock file is never reached through a link
         self.handle = None
 
     def __enter__(self) -> "DirectoryLock":

@@ -14,7 +14,9 @@ from typing import BinaryIO, Iterator, NamedTuple
 from urllib.parse import urlparse
 
 from ..errors import EnvironmentProblem, UsageError
+from ..format.names import is_plain_name
 from . import durable
+from .fs import DEFAULT_FS
 
 COPY_BLOCK = 1 << 20
 
@@ -51,26 +53,39 @@ class FileStore:
     def __init__(self, root: str):
         self.root = root
         self.url = "file://" + root
+        self.fs = DEFAULT_FS.beneath(root)  # a key never leads outside the root, nor through a link
 
     def _path(self, key: str) -> str:
         parts = key.split("/")
-        if any(p in ("", ".", "..") for p in parts):
+        if not all(is_plain_name(p) for p in parts):
             raise UsageError(f"bad object key {key!r}")
         return os.path.join(self.root, *parts)
+
+    def _make_parents(self, dst: str) -> None:
+        d, missing = os.path.dirname(dst), []
+        while not os.path.isdir(d) and d != self.root:
+            d, part = os.path.split(d)
+            missing.append(part)
+        for d in [self.root] + [os.path.join(d, *reversed(missing[i:])) for i in range(len(missing) - 1, -1, -1)]:
+            try:
+                durable.make_dir(d, self.fs)
+            except EnvironmentProblem:
+                if not os.path.isdir(d):  # else another upload thread created it first
+                    raise
 
     def available(self) -> bool:
         return os.path.isdir(self.root) and os.access(self.root, os.W_OK)
 
     def put_file(self, key: str, path: str, sha256: str, metadata: dict | None = None) -> ObjectInfo:
         dst = self._path(key)
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        durable.create_file(dst, durable.file_blocks(path, COPY_BLOCK), replace=True)
+        self._make_parents(dst)
+        durable.create_file(dst, durable.file_blocks(path, COPY_BLOCK), self.fs, replace=True)
         return self.head(key, want_sha=True)
 
     def put_bytes(self, key: str, data: bytes) -> None:
         dst = self._path(key)
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        durable.create_file(dst, data, replace=True)
+        self._make_parents(dst)
+        durable.create_file(dst, data, self.fs, replace=True)
 
     def head(self, key: str, want_sha: bool = False) -> ObjectInfo | None:
         p = self._path(key)
@@ -114,8 +129,8 @@ class FileStore:
 
     def delete(self, key: str) -> None:
         p = self._path(key)
-        if os.path.exists(p):
-            durable.remove(p)
+        if os.path.lexists(p):
+            durable.remove(p, self.fs)
 
 
 class S3Store:

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 
+from ..format.names import name_problem
 from . import durable
 from .fs import DEFAULT_FS
 
@@ -148,8 +149,48 @@ def read_manifest(directory: str, fs=DEFAULT_FS) -> tuple[list[dict], list[str]]
         if not line.strip():
             continue
         try:
-            entries.append(json.loads(line))
-        except ValueError:
+            e = json.loads(line)
+        except (ValueError, RecursionError):
             last = i == len(lines) or (i == len(lines) - 1 and lines[-1] == "")
             problems.append(f"{MANIFEST} line {i}: {'torn last line' if last else 'not JSON (a line torn by a crash)'}")
+            continue
+        why = entry_problem(e)
+        if why:
+            problems.append(f"{MANIFEST} line {i}: {why}; ignored (never acted on)")
+        else:
+            entries.append(e)
     return entries, problems
+
+
+# Actions whose evidence is outside .quarantine/ (an archive's copy): recorded, never used as a path.
+EVIDENCE_ELSEWHERE = ("compact-archive", "archive-delete")
+
+
+def entry_problem(e) -> str | None:
+    """Why a manifest line cannot be trusted, or None. The manifest is a file anyone who can write the
+    directory can edit: its names reach the file system only after these checks (a plain name for the
+    source, `.quarantine/NAME` for the evidence), so no line can lead outside the directory."""
+    if not isinstance(e, dict):
+        return "not a JSON object"
+    if not isinstance(e.get("action"), str):
+        return "no action"
+    why = name_problem(e.get("source"))
+    if why:
+        return f"source {why}"
+    for k in ("offset", "length"):
+        v = e.get(k)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            return f"{k} {v!r} is not a byte count"
+    sha = e.get("sha256")
+    if not (isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha)):
+        return "sha256 is not 64 hex digits"
+    ev = e.get("evidence")
+    if not isinstance(ev, str):
+        return "no evidence"
+    if ev.startswith(QUARANTINE_DIR + "/"):
+        why = name_problem(ev[len(QUARANTINE_DIR) + 1:])
+        if why:
+            return f"evidence {why}"
+    elif e["action"] not in EVIDENCE_ELSEWHERE:
+        return f"evidence {ev!r} is not in {QUARANTINE_DIR}/"
+    return None

@@ -4,6 +4,7 @@ left behind and exits 130."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -64,10 +65,16 @@ def _big_wal(tmp_path, chunks=6, records=400):
 @pytest.mark.parametrize("argv", [
     ["verify", "{wal}"], ["stats", "{wal}"], ["inspect", "{wal}", "--jsonl"], ["salvage", "{wal}", "--out", "{out}"],
     ["replay", "{wal}", "--out", "{out}.jsonl"], ["recover", "--log", "{wal}"],
+    ["stats", "{seg}"], ["inspect", "{seg}", "--jsonl"], ["replay", "{seg}", "--out", "{out}.jsonl"],
+    ["recover", "--log", "{seg}"],
 ])
 def test_every_long_command_reports_each_chunk_read_and_prints_nothing_itself(tmp_path, monkeypatch, capsys, argv):
     wal = _big_wal(tmp_path)
-    sizes = sorted(os.path.getsize(os.path.join(wal, n)) for n in os.listdir(wal))
+    seg = str(tmp_path / "segments")
+    shutil.copytree(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+                                 "segments"), seg)
+    src = seg if "{seg}" in argv else wal
+    sizes = sorted(os.path.getsize(os.path.join(src, n)) for n in os.listdir(src))
     calls = []
 
     class Spy(P.Bar):
@@ -79,7 +86,7 @@ def test_every_long_command_reports_each_chunk_read_and_prints_nothing_itself(tm
         m = __import__(f"walctl.cli.{mod}", fromlist=["x"])
         if hasattr(m, "Bar"):
             monkeypatch.setattr(m, "Bar", Spy)
-    args = [a.format(wal=wal, out=str(tmp_path / "out")) for a in argv] + ["--progress"]
+    args = [a.format(wal=wal, seg=seg, out=str(tmp_path / "out")) for a in argv] + ["--progress"]
     assert run(args) == 0
     assert sorted(c for c in calls if c) == sizes and sum(calls) == sum(sizes)
     err = capsys.readouterr().err

@@ -76,7 +76,8 @@ def inspect(
         return _render_around(path, around_offset, context)
     kind = detect_kind(path)
     if kind in (KIND_SEGMENTS, KIND_SEGMENT):
-        return _inspect_segments(path, jsonl, from_seq, to_seq, types, limit)
+        with Bar("inspect", path_bytes(path), progress) as bar:
+            return _inspect_segments(path, jsonl, from_seq, to_seq, types, limit, bar.callback)
     if kind in (KIND_CHECKPOINT, KIND_CHECKPOINTS):
         from .checkpoint_cmd import inspect as inspect_checkpoint
 
@@ -259,14 +260,14 @@ def _render_around(path: str, offset: int, context: int) -> int:
     return 0
 
 
-def _inspect_segments(path, jsonl, from_seq, to_seq, operations, limit) -> int:
+def _inspect_segments(path, jsonl, from_seq, to_seq, operations, limit, progress=None) -> int:
     """ADR-003 entries: one JSON object per entry with --jsonl, else a table; --type filters operations."""
     import json
 
     from ..ops.segments import SegmentWalk, entry_json
 
     ops = set(operations or ())
-    walk = SegmentWalk(path)
+    walk = SegmentWalk(path, progress=progress)
     shown = 0
     rows = []
     for name, e in walk:

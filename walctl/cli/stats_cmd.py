@@ -24,7 +24,7 @@ def stats(
 
     kind = detect_kind(path)
     if kind in (KIND_SEGMENTS, KIND_SEGMENT):
-        return _segment_stats(path, json_out)
+        return _segment_stats(path, json_out, progress)
     if kind not in ("spector-v2-dir", "spector-v2-chunk"):
         return _summary_stats(path, json_out)
     with Bar("stats", path_bytes(path), progress) as bar:
@@ -73,10 +73,11 @@ def _render(st) -> None:
     console.print(chunks)
 
 
-def _segment_stats(path: str, json_out: bool) -> int:
+def _segment_stats(path: str, json_out: bool, progress=None) -> int:
     from ..ops.stats import segment_stats
 
-    st = segment_stats(path)
+    with Bar("stats", path_bytes(path), progress) as bar:
+        st = segment_stats(path, progress=bar.callback)
     if json_out:
         emit(json_document("walctl.stats/1", st))
         raise typer.Exit(st["exit_code"])

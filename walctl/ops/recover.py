@@ -122,7 +122,7 @@ def read_log(log: str, after: int, fs=DEFAULT_FS, progress=None) -> tuple[list[d
     if kind in (KIND_SEGMENTS, KIND_SEGMENT):
         from .segments import SegmentWalk
 
-        walk = SegmentWalk(log, fs)
+        walk = SegmentWalk(log, fs, progress=progress)
         for _, e in walk:
             if e.sequence > after:
                 out.append(e.value)

@@ -160,10 +160,11 @@ def replay(path: str, out: Callable[[list], object], opts: ReplayOptions = Repla
            fs=DEFAULT_FS, out_fd: int | None = None, progress: Callable[[int], None] | None = None) -> ReplayReport:
     """Writes the stream through `out` (called with lists of byte strings, in order) and returns the
     report. With opts.jobs > 1 and `out_fd` (the descriptor `out` writes to), V2 chunks are encoded and
-    written by worker processes instead. `progress` is called with each V2 chunk's size once it is read."""
+    written by worker processes instead. `progress` is called with each chunk's or segment's size once it
+    is read."""
     kind = detect_kind(path, fs)
     if kind in (KIND_SEGMENTS, KIND_SEGMENT):
-        return _replay_segments(path, kind, out, opts, fs)
+        return _replay_segments(path, kind, out, opts, fs, progress)
     return _replay_v2(path, out, opts, fs, out_fd, progress)
 
 
@@ -328,7 +329,7 @@ def _chunk_block(name: str, outcome: ChunkOutcome) -> Blocked | None:
     return Blocked(name, 0, None, "unsupported", f"file header {s.header}", None)
 
 
-def _replay_segments(path: str, kind: str, out, opts: ReplayOptions, fs) -> ReplayReport:
+def _replay_segments(path: str, kind: str, out, opts: ReplayOptions, fs, progress=None) -> ReplayReport:
     """ADR-003 entries: jsonl is the `inspect --jsonl` entry object, msgpack the entry map itself
     (checksum included, so an importer can check it); there is no sync form for entries."""
     from ..format.canonical import packb
@@ -336,7 +337,7 @@ def _replay_segments(path: str, kind: str, out, opts: ReplayOptions, fs) -> Repl
 
     if opts.form == ev.FORM_SYNC:
         raise UsageError("the sync blob carries V2 events; replay ADR-003 segments as --jsonl or --msgpack")
-    walk = SegmentWalk(path, fs)
+    walk = SegmentWalk(path, fs, progress=progress)
     sink_events = 0
     first = last = None
     stopped = None

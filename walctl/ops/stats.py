@@ -130,11 +130,11 @@ def collect_stats(path: str, fs=DEFAULT_FS, progress: Callable[[int], None] | No
     return stats
 
 
-def segment_stats(path: str, fs=DEFAULT_FS) -> dict:
+def segment_stats(path: str, fs=DEFAULT_FS, progress: Callable[[int], None] | None = None) -> dict:
     """Counts of an ADR-003 segment directory: per operation, per segment, sequence and time ranges."""
     from .segments import SegmentWalk
 
-    walk = SegmentWalk(path, fs)
+    walk = SegmentWalk(path, fs, progress=progress)
     ops: dict = {}
     seqs, times = [], []
     for _, e in walk:

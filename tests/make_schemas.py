@@ -27,6 +27,8 @@ OUT = os.path.join(os.path.dirname(HERE), "walctl", "schemas")
 TITLES = {
     "walctl.verify/1": ("walctl verify --json (also checkpoint verify --json)",
                         "Per-path and per-chunk verdicts and every finding."),
+    "walctl.map/1": ("walctl map --json", "Where the damage is: per chunk, its byte regions marked by class, the "
+                     "gaps between chunks and the quarantined pieces."),
     "walctl.record/1": ("inspect --jsonl / replay --jsonl record (Spector V2)",
                         "One valid V2 record, in directory order (cli-contract.md, Output)."),
     "walctl.entry/1": ("inspect --jsonl / replay --jsonl record (ADR-003 segments)",

@@ -366,7 +366,7 @@ def test_quarantine_purge_deletes_only_old_recorded_files_and_records_each_first
     dry = Q.purge(d, older_than_s=30 * 86400, now=now)
     assert [i.name for i in dry.removals] == ["wal-000001.bin"] and dry.bytes == len(old_bytes)
     assert [(i.name, why) for i, why in dry.kept] == [
-        ("stray.bin", "unrecorded: see `walctl quarantine list`"), ("wal-000003.bin", "1.0 days old")]
+        ("stray.bin", f"unrecorded: see `walctl quarantine list {d}`"), ("wal-000003.bin", "1.0 days old")]
     assert tree_digest(qd) == before and not dry.applied  # a dry run changes nothing
     with _at("2026-11-21T00:00:00.000Z"):
         done = Q.purge(d, older_than_s=30 * 86400, apply=True, now=now)

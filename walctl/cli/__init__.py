@@ -31,6 +31,7 @@ ROOT_HELP = ("Verify, inspect and mend write-ahead logs, checkpoints and JSON-li
 COMMANDS = {
     "verify": ("verify_cmd", "verify", "command"),
     "inspect": ("inspect_cmd", "inspect", "command"),
+    "map": ("map_cmd", "map_", "command"),
     "stats": ("stats_cmd", "stats", "command"),
     "write": ("write_cmd", "write", "command"),
     "repair": ("repair_cmd", "repair", "command"),

@@ -9,6 +9,7 @@ import typer
 from ..errors import UsageError
 from .progress import PROGRESS, Bar, path_bytes
 from .render import emit, paint, rich_console, safe, warn_line
+from .shown import shown
 
 # Kept here, not imported: the command modules load their ops only when run (cold start of verify).
 PAYLOAD_MODES = ("auto", "text", "hex", "base64", "json", "msgpack")
@@ -19,8 +20,13 @@ Reads past damage: every valid record is shown, damaged ranges are listed where 
 combine (AND). Payloads are shown decoded (inflated when compressed): as JSON, text or msgpack when
 they are one, else hex. Exit code as for verify (0 when --limit stopped the walk early).
 
+From a finding to its bytes: --damaged dumps every damaged region of a directory (fields named, CRCs
+marked, what was lost and what resumes after it); --seq N and --around CHUNK:OFFSET go straight to the
+bytes. A piece in DIR/.quarantine/ is read at the offset it was cut from.
+
 Example: walctl inspect wal/ --from-seq 100 --type REMEMBER --jsonl | jq .payload_hex
-Example: walctl inspect wal/wal-000003.bin --around 2368 --context 64"""
+Example: walctl inspect wal/ --damaged
+Example: walctl inspect wal/ --around wal-000003.bin:2368 --context 64"""
 
 
 def _parse_time(text: str | None, name: str) -> int | None:
@@ -52,8 +58,13 @@ def inspect(
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Stop after N matching records."),
     payload: str = typer.Option("auto", "--payload", metavar="[" + "|".join((*PAYLOAD_MODES, "none")) + "]", help=f"Payload view: {', '.join(PAYLOAD_MODES)}, none."),
     hexdump: bool = typer.Option(False, "--hexdump", help="Annotated hex dump of each matching record."),
-    around_offset: Optional[int] = typer.Option(None, "--around", min=0,
-                                                help="Annotated bytes around this offset of a chunk file."),
+    around_offset: Optional[str] = typer.Option(None, "--around", metavar="[CHUNK:]OFFSET",
+                                                help="Annotated bytes around this offset of a chunk file "
+                                                     "(of a directory: CHUNK:OFFSET)."),
+    damaged: bool = typer.Option(False, "--damaged", help="Every damaged region of the path as an annotated "
+                                                          "dump, in order, with what was lost and what resumes."),
+    seq: Optional[int] = typer.Option(None, "--seq", min=0, help="The annotated bytes of the record carrying "
+                                                                 "sequence N (or the damage that lost it)."),
     context: int = typer.Option(64, "--context", min=0, max=1 << 20, help="Bytes each side of --around."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing records as a live writer appends "
                                                               "(filters --from-seq/--to-seq/--limit apply)."),
@@ -70,10 +81,17 @@ def inspect(
     since_ms, until_ms = _parse_time(since, "--since"), _parse_time(until, "--until")
     if follow:
         return _follow(path, jsonl, payload, from_seq, to_seq, limit, interval, timeout)
+    if sum(x is not None and x is not False for x in (around_offset, seq, damaged or None)) > 1:
+        raise UsageError("--around, --seq and --damaged each choose what to show: give one")
     if around_offset is not None:
-        if os.path.isdir(path):
-            raise UsageError("--around needs a chunk file, not a directory")
-        return _render_around(path, around_offset, context)
+        return _render_around(*_around_target(path, around_offset), context)
+    if seq is not None:
+        return _render_seq(path, seq)
+    if damaged:
+        return _render_damaged(path, context)
+    piece = _quarantined_piece(path)
+    if piece is not None:
+        return piece
     kind = detect_kind(path)
     if kind in (KIND_SEGMENTS, KIND_SEGMENT):
         with Bar("inspect", path_bytes(path), progress) as bar:
@@ -226,9 +244,14 @@ def _render_hexdump(walk) -> None:
     from ..format.hexdump import hex_lines, record_fields
     from ..ops.records import RawDamage
 
+    from ..ops.forensics import MAX_REGION_BYTES, window
+
     for item in walk:
         if isinstance(item, RawDamage):
             emit(paint(f"== {_damage_text(item)}", "red"))
+            d = item.damage
+            chunk = os.path.join(walk.path, item.file) if os.path.isdir(walk.path) else walk.path
+            _emit_view(window(chunk, d.offset, min(d.end, d.offset + MAX_REGION_BYTES), d.offset))
             continue
         emit(f"== {item.file} offset {item.offset} seq {item.sequence} ({item.size} bytes)")
         _emit_fields(record_fields(item.raw, 0, base=item.offset))
@@ -243,11 +266,35 @@ def _emit_fields(fields) -> None:
         emit(f"  {f.start:>10}..{f.end:<10} {f.name:<20} {f.value} {status}".rstrip())
 
 
+def _around_target(path: str, spec: str) -> tuple[str, int]:
+    from ..format.names import parse_chunk_name
+    from ..ops.forensics import parse_around
+
+    chunk, offset = parse_around(spec)
+    if os.path.isdir(path):
+        if chunk is None:
+            raise UsageError(f"--around on a directory needs CHUNK:OFFSET (e.g. wal-000000.bin:{offset})", path)
+        if parse_chunk_name(chunk) is None and not os.path.isfile(os.path.join(path, chunk)):
+            raise UsageError(f"--around: {shown(chunk)} is not a chunk of this directory", path)
+        target = os.path.join(path, chunk)
+        if not os.path.isfile(target):
+            raise UsageError(f"--around: no chunk {shown(chunk)} in this directory", path)
+        return target, offset
+    if chunk is not None and chunk != os.path.basename(path):
+        raise UsageError(f"--around {shown(spec)}: {shown(chunk)} is not this file", path)
+    return path, offset
+
+
 def _render_around(path: str, offset: int, context: int) -> int:
     from ..ops.forensics import around
 
     view = around(path, offset, context)
-    emit(f"== {path}: {view.size} bytes; offset {offset} +/- {context}: bytes {view.window_start}..{view.window_end}")
+    emit(f"== {shown(path)}: {view.size} bytes; offset {offset} +/- {context}: bytes {view.window_start}..{view.window_end}")
+    _emit_view(view)
+    return 0
+
+
+def _emit_view(view) -> None:
     if view.note:
         emit(f"  note: {view.note}")
     for rec in view.records:
@@ -257,7 +304,83 @@ def _render_around(path: str, offset: int, context: int) -> int:
         _emit_fields(rec.fields)
     for line in view.lines:
         emit(line)
+
+
+def _render_damaged(path: str, context: int) -> int:
+    from ..ops.advice import cmd
+    from ..ops.forensics import damaged_views
+
+    report, views = damaged_views(path, context=min(context, 256))
+    if not views:
+        emit(f"{shown(path)}: {report.verdict} (exit {report.exit_code}): no damaged region")
+        raise typer.Exit(report.exit_code)
+    emit(f"{shown(path)}: {report.verdict.upper()} (exit {report.exit_code}): {len(views)} damaged "
+         f"region{'s' if len(views) != 1 else ''}")
+    for n, v in enumerate(views, 1):
+        f = v.finding
+        emit("")
+        emit(paint(f"=== {n}/{len(views)} {shown(f.file or path)}: {f.cls} (exit {f.exit_code})", "red"))
+        emit(f"  verify: {shown(f.one_line())}")
+        emit(f"  lost:    {v.lost}")
+        emit(f"  resumes: {shown(v.resumes)}")
+        for i, view in enumerate(v.views):
+            if i:
+                emit(f"  ... {v.hidden_bytes} more damaged bytes not shown "
+                     f"({cmd('inspect', v.path, '--around', str(view.window_start - v.hidden_bytes // 2))})")
+            emit(f"-- bytes {view.window_start}..{view.window_end} of {view.size}")
+            _emit_view(view)
+    raise typer.Exit(report.exit_code)
+
+
+def _render_seq(path: str, sequence: int) -> int:
+    from ..ops.forensics import find_sequence
+
+    sv = find_sequence(path, sequence)
+    if sv.record is not None:
+        r = sv.record
+        emit(f"== sequence {sequence}: {shown(sv.path)} offset {r.offset} ({r.size} bytes, {r.type}, "
+             f"memoryId {shown(r.memory_id_text)!s})")
+        _emit_view(sv.view)
+        return 0
+    emit(paint(f"== sequence {sequence}: no valid record carries it; {shown(sv.where)}", "red"))
+    if sv.view is not None:
+        _emit_view(sv.view)
+    raise typer.Exit(3)
+
+
+def _quarantined_piece(path: str):
+    """A file in DIR/.quarantine/ that is not a chunk: decoded at the offset its manifest line gives."""
+    from ..ops.pieces import find_piece, quarantined_piece_target
+
+    target = quarantined_piece_target(path)
+    if target is None:
+        return None
+    directory, name = target
+    piece, problems = find_piece(directory, name)
+    render_piece(directory, name, piece)
+    for p in problems:
+        warn_line(shown(p))
     return 0
+
+
+def render_piece(directory: str, name: str, piece) -> None:
+    """A cut piece read at its original offset: every record in it decoded as far as its bytes go."""
+    from ..ops.pieces import view_cut, view_unrecorded
+
+    if piece is None:
+        emit(f"== {shown(name)}: not described by .quarantine/MANIFEST.jsonl; offsets below are the piece's own")
+        view = view_unrecorded(directory, name)
+    else:
+        emit(f"== {shown(name)}: {piece.length} bytes cut from {shown(piece.source)} at offset {piece.offset} "
+             f"({shown(piece.action)}, {shown(piece.time)}): {shown(piece.reason)}")
+        view = view_cut(directory, piece)
+    for start, fields in view.records:
+        emit(f"-- record at offset {start} of {shown(view.piece.source if view.piece else name)}")
+        _emit_fields(fields)
+    for line in view.lines:
+        emit(line)
+    if view.shown_bytes < view.size:
+        emit(f"  ... {view.size - view.shown_bytes} more bytes not shown")
 
 
 def _inspect_segments(path, jsonl, from_seq, to_seq, operations, limit, progress=None) -> int:

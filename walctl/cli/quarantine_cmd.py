@@ -23,21 +23,30 @@ def list_(directory: str = typer.Argument(..., help="The WAL directory."),
     if json_out:
         emit(json_document("walctl.quarantine/1", lst.to_json()))
         raise typer.Exit(0)
-    rows = [[i.name, i.size, (i.entry or {}).get("action", "UNRECORDED"), (i.entry or {}).get("source", ""),
+    from .shown import shown
+
+    rows = [[shown(i.name), i.size, (i.entry or {}).get("action", "UNRECORDED"), (i.entry or {}).get("source", ""),
              (i.entry or {}).get("offset", ""), (i.entry or {}).get("time", ""), (i.entry or {}).get("reason", "")]
             for i in lst.items]
+    rows = [[shown(c) if isinstance(c, str) else c for c in r] for r in rows]
     if rows:
         for line in plain_table(["file", "bytes", "action", "source", "offset", "time", "reason"], rows, indent=""):
             emit(line)
     else:
-        emit(f"{directory}: nothing in quarantine")
+        emit(f"{shown(directory)}: nothing in quarantine")
     for p in lst.problems:
-        emit(f"warning: {p}")
+        emit(f"warning: {shown(p)}")
+    if rows:
+        from ..ops.advice import cmd
+
+        emit(f"what a piece holds: {shown(cmd('quarantine', 'show', directory, lst.items[0].name))}")
     raise typer.Exit(0)
 
 
 @app.command("show", help="""What a quarantined file holds: a chunk is verified like `walctl verify`; cut tail
-bytes are shown as the record header they start with, each field named and each CRC marked.
+bytes are read at the offset they were cut from: every record in them decoded as far as the bytes go
+(a partial header still names its sequence, type and lengths; each CRC marked valid, invalid or not
+checkable), the payload bytes present shown, and the hex dump at the chunk's own offsets.
 
 Example: walctl quarantine show /var/lib/agent/wal wal-000003.bin""")
 def show(directory: str = typer.Argument(..., help="The WAL directory."),
@@ -49,19 +58,35 @@ def show(directory: str = typer.Argument(..., help="The WAL directory."),
     if json_out:
         body = {"item": s.item.to_json(), "kind": s.kind,
                 "verify": s.report.to_json() if s.report else None,
-                "fields": [f._asdict() for f in s.fields]}
+                "fields": [f._asdict() for f in s.fields], "source_offset": s.offset,
+                "records": [{"offset": off, "fields": [f._asdict() for f in fields]} for off, fields in s.records],
+                "problems": list(s.problems)}
         emit(json_document("walctl.quarantine-show/1", body))
         raise typer.Exit(0)
+    import os
+
+    from ..ops.advice import cmd
+    from .shown import shown
+
     e = s.item.entry or {}
-    emit(f"{name}: {s.item.size} bytes; {e.get('action', 'unrecorded')} from {e.get('source', '?')} at offset "
-         f"{e.get('offset', '?')} on {e.get('time', '?')}: {e.get('reason', '')}")
+    emit(shown(f"{name}: {s.item.size} bytes; {e.get('action', 'unrecorded')} from {e.get('source', '?')} at "
+               f"offset {e.get('offset', '?')} on {e.get('time', '?')}: {e.get('reason', '')}"))
     if s.report is not None:
-        emit(f"  as a {s.kind}: {s.report.verdict}, {s.report.records} valid records, findings:")
+        emit(f"  as a {s.kind}: {s.report.verdict}, {s.report.records} valid records, "
+             f"seq {s.report.first_sequence}..{s.report.last_sequence}, findings:")
         for f in s.report.findings:
-            emit(f"    {f.cls}: {f.one_line()}")
-        emit(f"  records: walctl inspect {directory}/.quarantine/{name}")
-    for f in s.fields:
-        emit(f"  {f.start:>10}..{f.end:<10} {f.name:<20} {f.value} {f.status or ''}".rstrip())
+            emit(f"    {f.cls}: {shown(f.one_line())}")
+        emit(f"  records: {shown(cmd('inspect', os.path.join(directory, '.quarantine', name)))}")
+    for off, fields in s.records:
+        emit(f"-- record at offset {off} of {shown(e.get('source', name))}")
+        for f in fields:
+            emit(f"  {f.start:>10}..{f.end:<10} {f.name:<20} {shown(f.value)} {f.status or ''}".rstrip())
+    for line in s.lines:
+        emit(line)
+    for p in s.problems:
+        emit(f"warning: {shown(p)}")
+    if e.get("source"):
+        emit(f"  put back: {shown(cmd('quarantine', 'restore', directory, name))} (dry run; add --apply)")
     raise typer.Exit(0)
 
 
@@ -78,8 +103,11 @@ def move(directory: str = typer.Argument(..., help="The WAL, segment or checkpoi
          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine-move/1).")):
     from ..ops.quarantine import move as run_move
 
+    from ..ops.advice import cmd
+
     act = run_move(directory, chunk, reason=reason, apply=apply)
-    _render_action(act, json_out, "walctl.quarantine-move/1")
+    _render_action(act, json_out, "walctl.quarantine-move/1",
+                   cmd("quarantine", "move", directory, chunk, "--reason", reason, "--apply"))
 
 
 @app.command("restore", help="""Put a quarantined file back: a chunk under its old name (refused if that name is
@@ -93,8 +121,10 @@ def restore(directory: str = typer.Argument(..., help="The WAL directory."),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine-restore/1).")):
     from ..ops.quarantine import restore as run_restore
 
+    from ..ops.advice import cmd
+
     act = run_restore(directory, name, apply=apply)
-    _render_action(act, json_out, "walctl.quarantine-restore/1")
+    _render_action(act, json_out, "walctl.quarantine-restore/1", cmd("quarantine", "restore", directory, name, "--apply"))
 
 
 @app.command("purge", help="""Delete quarantined files whose manifest line is older than --older-than: the only
@@ -124,15 +154,22 @@ def purge(directory: str = typer.Argument(..., help="The directory whose .quaran
     for i, why in rep.kept:
         emit(f"  kept: {i.name}: {why}")
     if not rep.applied and rep.removals:
-        emit("dry run: nothing was changed; run again with --apply")
+        from ..ops.advice import cmd
+        from .shown import shown
+
+        emit(f"dry run: nothing was changed; to do it: "
+             f"{shown(cmd('quarantine', 'purge', directory, '--older-than', older_than, '--apply'))}")
     raise typer.Exit(0)
 
 
-def _render_action(act, json_out: bool, schema: str):
+def _render_action(act, json_out: bool, schema: str, again: str | None = None):
+    from .shown import shown
+
     if json_out:
         emit(json_document(schema, act.to_json()))
     elif act.applied:
-        emit(f"{act.action}: {act.source} -> {act.target}")
+        emit(shown(f"{act.action}: {act.source} -> {act.target}"))
     else:
-        emit(f"would {act.action}: {act.source} -> {act.target}; dry run: nothing was changed; run again with --apply")
+        emit(shown(f"would {act.action}: {act.source} -> {act.target}; dry run: nothing was changed; "
+                   f"to do it: {again or 'run again with --apply'}"))
     raise typer.Exit(0)

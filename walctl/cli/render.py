@@ -67,6 +67,11 @@ def use_color(stream=None) -> bool:
 def paint(text: str, color: str | None, stream=None) -> str:
     if not color or not use_color(stream):
         return text
+    return colour(text, color)
+
+
+def colour(text: str, color: str) -> str:
+    """paint() without asking the stream: for a renderer that decided once whether to use colour."""
     return f"{_MARK}[{_COLORS[color]}m{text}{_MARK}[0m"
 
 

@@ -21,7 +21,9 @@ def repair(
                                        help="Refuse (exit 7) to remove more than this many bytes in all."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.repair/1) on stdout."),
 ) -> int:
+    from ..ops.advice import cmd
     from ..ops.repair import repair as run_repair
+    from .shown import shown
 
     rep = run_repair(path, apply=apply, max_drop_bytes=max_drop_bytes)
     if json_out:
@@ -35,11 +37,11 @@ def repair(
     for f in rep.left_alone:
         emit(f"left alone: {f.cls}: {f.one_line()}")
     for line in rep.advice():
-        emit(f"  {line}")
+        emit(f"  {shown(line)}")
     if not rep.cuts:
         emit(f"{path}: no torn tail to cut ({rep.before.verdict})")
     elif not rep.applied:
-        emit(f"dry run: nothing was changed; run again with --apply to cut {rep.drop_bytes} bytes")
+        emit(f"dry run: nothing was changed; to cut {rep.drop_bytes} bytes: {shown(cmd('repair', path, '--apply'))}")
     else:
         emit(f"{path}: now {rep.after.verdict} (exit {rep.exit_code})")
     raise typer.Exit(rep.exit_code)

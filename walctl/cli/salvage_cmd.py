@@ -41,4 +41,9 @@ def salvage(
     for s in rep.skipped:
         emit(f"  skipped: {s['file']}@{s['offset']}: {s['reason']}")
     emit(f"{out}: {rep.out_report.verdict} (exit {rep.exit_code})")
+    if rep.lost_sequences:
+        from ..ops.advice import cmd
+
+        emit(f"  the lost bytes, annotated: {cmd('inspect', path, '--damaged')}")
+        emit(f"  the copy, checked: {cmd('verify', out)}")
     raise typer.Exit(rep.exit_code)

@@ -33,16 +33,35 @@ def verify(
     jobs: int = typer.Option(1, "--jobs", "-j", min=0, help="Scan chunks in N processes (0: one per core)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="List every chunk, not only the damaged ones."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing; only the exit code speaks."),
+    show_map: bool = typer.Option(False, "--map", help="Also draw the damage map of each PATH (as `walctl map`; "
+                                                       "with --json: a \"map\" object per path)."),
     progress: Optional[bool] = PROGRESS,
 ) -> int:
     jobs = jobs or os.cpu_count() or 1
     with Bar("verify", path_bytes(*paths), progress) as bar:
         report = verify_paths(paths, strict=strict, jobs=jobs, progress=bar.callback)
+    maps = _maps(report) if show_map else None
     if json_out:
-        emit(json_document("walctl.verify/1", to_json(report)))
+        doc = to_json(report)
+        if maps is not None:
+            for p, m in zip(doc["paths"], maps):
+                p["map"] = m.to_json()
+        emit(json_document("walctl.verify/1", doc))
     elif not quiet:
         render_human(report, verbose)
+        if maps is not None:
+            from .map_cmd import render_text
+
+            for m in maps:
+                emit("")
+                render_text(m)
     raise typer.Exit(report.exit_code)
+
+
+def _maps(report: VerifyReport):
+    from ..ops.damagemap import map_from_report
+
+    return [map_from_report(p) for p in report.paths]
 
 
 def to_json(report: VerifyReport) -> dict:
@@ -77,3 +96,8 @@ def render_human(report: VerifyReport, verbose: bool) -> None:
             if extra.get("lost_sequence_range") and f.cls not in ("sequence-gap",):
                 a, b = extra["lost_sequence_range"]
                 emit(f"      sequences lost: {seq_range(a, b)}")
+        from ..ops.advice import next_steps
+        from .shown import shown
+
+        for i, line in enumerate(next_steps(p)):
+            emit(f"  {'next:' if i == 0 else '     '} {shown(line)}")

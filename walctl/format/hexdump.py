@@ -1,11 +1,10 @@
 """Annotated hex dumps of V2 records: every header field named, every CRC marked. Pure."""
 from __future__ import annotations
 
-import zlib
 from typing import NamedTuple
 
 from .v2 import (
-    FILE_HEADER, HEADER_CRC_SPAN, RECORD_HEADER, RECORD_MAGIC, RECORD_VERSION, padding_len, type_name,
+    FILE_HEADER, RECORD_HEADER, RECORD_MAGIC, RECORD_VERSION, padding_len, type_name,
 )
 
 BYTES_PER_LINE = 16
@@ -59,46 +58,77 @@ def record_fields(buf, off: int, base: int = 0) -> list[Field]:
     return [f._replace(start=f.start + base, end=f.end + base) for f in _record_fields(buf, off)]
 
 
+_FIELD_LABELS = {"magic": "record magic", "version": "record version", "flags": "flags", "type_ordinal": "type",
+                 "id_len": "idLen", "reserved8": "reserved", "sequence": "sequence", "timestamp_ms": "timestamp",
+                 "stored_len": "payloadLen", "payload_crc": "payload CRC", "reserved32": "reserved",
+                 "header_crc": "header CRC"}
+PAYLOAD_PREVIEW_BYTES = 32  # hex shown inline for a payload; the dump below shows every byte present
+
+
+def _field_value(name: str, v: int, rec) -> tuple[str, str | None]:
+    if name == "magic":
+        return f"0x{v:04x}", "valid" if v == RECORD_MAGIC else "invalid"
+    if name == "version":
+        return str(v), "valid" if v == RECORD_VERSION else "invalid"
+    if name == "flags":
+        return f"0x{v:02x}" + (" compressed" if v & 1 else ""), "valid" if v in (0, 1) else "invalid"
+    if name == "type_ordinal":
+        return f"{v} {type_name(v) or '(unknown)'}", "valid" if type_name(v) else "invalid"
+    if name == "reserved8":
+        return f"0x{v:02x}", "valid" if v == 0 else "invalid"
+    if name == "reserved32":
+        return f"0x{v:08x}", "valid" if v == 0 else "invalid"
+    if name == "timestamp_ms":
+        return f"{v} ({format_timestamp_ms(v)})", None
+    if name == "payload_crc":
+        if rec.payload_crc_ok is None:
+            return f"0x{v:08x} (payload not all present: cannot be checked)", "unknown"
+        return (f"0x{v:08x}" + ("" if rec.payload_crc_ok else f" (computed 0x{rec.computed_payload_crc:08x})"),
+                "valid" if rec.payload_crc_ok else "invalid")
+    if name == "header_crc":
+        return (f"0x{v:08x}" + ("" if rec.header_crc_ok else f" (computed 0x{rec.computed_header_crc:08x})"),
+                "valid" if rec.header_crc_ok else "invalid")
+    return str(v), None
+
+
 def _record_fields(buf, off: int) -> list[Field]:
+    """Decoded as far as the bytes go (format/partial.py): a partial header still names its sequence."""
+    from .partial import FIELD_SPANS, decode_partial
+
     end = len(buf)
-    if end - off < RECORD_HEADER.size:
-        return [Field("partial header", off, end, bytes(buf[off:end]).hex(), "invalid")]
-    (magic, ver, flags, typ, idlen, r8, seq, ts, plen, pcrc, r32, hcrc) = RECORD_HEADER.unpack_from(buf, off)
-    computed_h = zlib.crc32(memoryview(buf)[off:off + HEADER_CRC_SPAN])
+    rec = decode_partial(buf, off)
+    fields = []
+    for name, a, b, _ in FIELD_SPANS:
+        if name in rec.fields:
+            value, status = _field_value(name, rec.fields[name], rec)
+            fields.append(Field(_FIELD_LABELS[name], off + a, off + b, value, status))
+        elif off + a < end:  # the bytes stop inside this field
+            fields.append(Field(_FIELD_LABELS[name] + " (partial)", off + a, end, bytes(buf[off + a:end]).hex(),
+                                "unknown"))
+    if not rec.header_complete:
+        missing = RECORD_HEADER.size - rec.available
+        fields.append(Field("header ends early", end, end,
+                            f"{rec.available} of {RECORD_HEADER.size} header bytes present ({missing} missing): "
+                            f"header CRC cannot be checked", "unknown"))
+    idlen, plen = rec.fields.get("id_len"), rec.fields.get("stored_len")
+    if idlen is None or not rec.header_complete:
+        return fields
+    flags = rec.fields["flags"]
     p = off + RECORD_HEADER.size + idlen
     q = p + plen
-    pad = padding_len(idlen, plen)
-    fields = [
-        Field("record magic", off, off + 2, f"0x{magic:04x}", "valid" if magic == RECORD_MAGIC else "invalid"),
-        Field("record version", off + 2, off + 3, str(ver), "valid" if ver == RECORD_VERSION else "invalid"),
-        Field("flags", off + 3, off + 4, f"0x{flags:02x}" + (" compressed" if flags & 1 else ""),
-              "valid" if flags in (0, 1) else "invalid"),
-        Field("type", off + 4, off + 5, f"{typ} {type_name(typ) or '(unknown)'}",
-              "valid" if type_name(typ) else "invalid"),
-        Field("idLen", off + 5, off + 7, str(idlen), None),
-        Field("reserved", off + 7, off + 8, f"0x{r8:02x}", "valid" if r8 == 0 else "invalid"),
-        Field("sequence", off + 8, off + 16, str(seq), None),
-        Field("timestamp", off + 16, off + 24, f"{ts} ({format_timestamp_ms(ts)})", None),
-        Field("payloadLen", off + 24, off + 28, str(plen), None),
-    ]
-    if q <= end:
-        computed_p = zlib.crc32(memoryview(buf)[p:q])
-        status = "valid" if computed_p == pcrc else "invalid"
-        value = f"0x{pcrc:08x}" + ("" if status == "valid" else f" (computed 0x{computed_p:08x})")
-    else:
-        status, value = "unknown", f"0x{pcrc:08x} (payload runs past end of file)"
-    fields.append(Field("payload CRC", off + 28, off + 32, value, status))
-    fields.append(Field("reserved", off + 32, off + 36, f"0x{r32:08x}", "valid" if r32 == 0 else "invalid"))
-    fields.append(Field("header CRC", off + 36, off + 40,
-                        f"0x{hcrc:08x}" + ("" if computed_h == hcrc else f" (computed 0x{computed_h:08x})"),
-                        "valid" if computed_h == hcrc else "invalid"))
     id_end = min(p, end)
     fields.append(Field("memoryId", off + 40, id_end,
                         repr(bytes(buf[off + 40:id_end]).decode("utf-8", "replace")),
                         None if id_end == p else "unknown"))
-    if p < end:
+    if p < end or plen == 0:
+        present = rec.payload_present
+        preview = bytes(buf[p:p + min(present, PAYLOAD_PREVIEW_BYTES)]).hex()
+        more = "..." if present > PAYLOAD_PREVIEW_BYTES else ""
+        what = f"{plen} bytes" if present == plen else f"{present} of {plen} bytes present ({plen - present} missing)"
         fields.append(Field("payload" + (" (compressed)" if flags & 1 else ""), p, min(q, end),
-                            f"{plen} bytes", None if q <= end else "unknown"))
+                            f"{what}" + (f": {preview}{more}" if present else ""),
+                            None if q <= end else "unknown"))
+    pad = padding_len(idlen, plen)
     if pad and q + pad <= end:
         padding = bytes(buf[q:q + pad])
         fields.append(Field("padding", q, q + pad, padding.hex(), "valid" if not any(padding) else "invalid"))

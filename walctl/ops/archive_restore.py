@@ -13,6 +13,7 @@ from ..store.objstore import open_store, sha256_file
 from ..store.scratch import Scratch
 from .archive import CHECKPOINTS, WAL_KINDS, Entry, Manifest, _download, _order, gaps, namespaces, object_key, \
     read_manifest
+from .advice import cmd as _cmd
 
 
 class RestoreReport(NamedTuple):
@@ -90,7 +91,7 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
         last_path = os.path.join(staging, keep[-1].name)
         end = _end_of_event(last_path, keep[-1].kind, target)
         if end is None:
-            raise NotClean(f"{keep[-1].name} does not hold event {target}: run `walctl archive verify`", store.url,
+            raise NotClean(f"{keep[-1].name} does not hold event {target}: run `{_cmd('archive', 'verify', dest, '--namespace', namespace)}`", store.url,
                            code=EXIT_CORRUPT)
         # The archived bytes themselves, cut right after event `target`: a restore is byte for byte what
         # was pushed (Java reads it as it read the original), and copying is what makes it fast.

@@ -1,8 +1,11 @@
-"""Forensic views: the annotated bytes around an offset of a chunk. Read-only."""
+"""Forensic views: the annotated bytes around an offset of a chunk, every damaged region of a directory,
+the record holding a sequence. Read-only."""
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
+from ..errors import UsageError
 from ..format import scan as fscan
 from ..format.hexdump import Field, file_header_fields, hex_lines, record_fields
 from ..format.v2 import FILE_HEADER, RECORD_HEADER
@@ -28,13 +31,26 @@ class AroundView(NamedTuple):
 
 def around(path: str, offset: int, context: int, fs=DEFAULT_FS) -> AroundView:
     """Annotates every record (valid, or where one was expected and is damaged) whose header overlaps
-    [offset - context, offset + context], and dumps those bytes."""
+    [offset - context, offset + context], and dumps those bytes. An offset outside the file is a usage
+    error: there are no bytes to show."""
+    size = fs.stat(path).size
+    if offset >= size:
+        raise UsageError(f"--around {offset} is outside the file ({size} bytes: offsets 0..{size - 1})"
+                         if size else "--around: the file is empty", path)
+    return window(path, max(0, offset - context), offset + context + 1, offset, fs)
+
+
+def window(path: str, lo: int, hi: int, mark: int | None = None, fs=DEFAULT_FS, annotate: bool = True) -> AroundView:
+    """Annotates every record whose header overlaps file bytes [lo, hi) and dumps them; `mark` is
+    bracketed in the dump. `annotate=False`: bytes only (a file that is not a V2 chunk)."""
     with fs.map_read(path) as buf:
         size = len(buf)
-        lo, hi = max(0, offset - context), min(size, offset + context + 1)
+        lo, hi = max(0, min(lo, size)), max(0, min(hi, size))
+        offset = lo if mark is None else mark
         note = None
-        if offset >= size:
-            note = f"offset {offset} is past the end of the file ({size} bytes)"
+        if not annotate:
+            lines = tuple(hex_lines(buf, lo, hi, mark=mark if mark is not None and mark < size else None))
+            return AroundView(path, size, offset, lo, hi, (), lines, None)
         starts: list[tuple[int, bool]] = []
 
         def visit(_buf, off, h, p, q, nxt, payload):
@@ -54,5 +70,161 @@ def around(path: str, offset: int, context: int, fs=DEFAULT_FS) -> AroundView:
             anns.append(RecordAnnotation(0, scan.header != fscan.HEADER_OK, tuple(file_header_fields(buf))))
         for start, damaged in starts:
             anns.append(RecordAnnotation(start, damaged, tuple(record_fields(buf, start))))
-        lines = tuple(hex_lines(buf, lo, hi, mark=offset if offset < size else None))
+        lines = tuple(hex_lines(buf, lo, hi, mark=mark if mark is not None and mark < size else None))
     return AroundView(path, size, offset, lo, hi, tuple(anns), lines, note)
+
+
+MAX_REGION_BYTES = 512  # of a large damaged region (a zero-filled tail), the start and the end are shown
+
+
+class DamagedView(NamedTuple):
+    """One damaged region of a directory, as the investigator needs it: what verify said, what was lost,
+    what resumes after it, and the annotated bytes (the start, and for a long region also its end)."""
+    finding: object  # ops.findings.Finding
+    path: str  # the chunk file
+    lost: str
+    resumes: str
+    views: tuple[AroundView, ...]
+    hidden_bytes: int  # damaged bytes between the two views, not dumped
+
+
+def damaged_views(path: str, context: int = 32, fs=DEFAULT_FS) -> tuple[object, tuple[DamagedView, ...]]:
+    """(verify's report, one view per finding that is not clean, in verify's order). A finding without a
+    file offset (an unreadable chunk) gets no bytes, only its text."""
+    from .verify import verify_path
+
+    from .verify import KIND_CHUNK, KIND_DIR
+
+    report = verify_path(path, fs=fs)
+    is_dir = fs.stat(path).kind == "dir"
+    v2 = report.kind in (KIND_DIR, KIND_CHUNK)  # other formats: the bytes, without V2 record annotations
+    out = []
+    for f in report.findings:
+        if f.exit_code == 0:
+            continue
+        chunk = os.path.join(path, f.file) if is_dir and f.file else path
+        views: list[AroundView] = []
+        hidden = 0
+        if f.offset is not None and f.file and fs.exists(chunk) and fs.stat(chunk).kind == "file":
+            end = f.end_offset if f.end_offset is not None else f.offset
+            size = fs.stat(chunk).size
+            tail = RECORD_HEADER.size  # enough to show the header of what resumes
+            if end - f.offset <= MAX_REGION_BYTES:
+                views.append(window(chunk, f.offset - context, min(size, end + max(context, tail)), f.offset, fs, v2))
+            else:
+                views.append(window(chunk, f.offset - context, f.offset + MAX_REGION_BYTES // 2, f.offset, fs, v2))
+                views.append(window(chunk, end - MAX_REGION_BYTES // 4, min(size, end + max(context, tail)), None, fs,
+                                    v2))
+                hidden = max(0, (end - MAX_REGION_BYTES // 4) - (f.offset + MAX_REGION_BYTES // 2))
+        out.append(DamagedView(f, chunk, _lost_text(f), _resumes_text(f, report), tuple(views), hidden))
+    return report, tuple(out)
+
+
+def _rng(r) -> str:
+    a, b = r
+    return str(a) if a == b else f"{a}..{b}"
+
+
+def _seqs(r) -> str:
+    return f"sequence {r[0]}" if r[0] == r[1] else f"sequences {r[0]}..{r[1]}"
+
+
+def _lost_text(f) -> str:
+    x = f.extra
+    bits = []
+    if f.offset is not None and f.end_offset is not None and f.end_offset > f.offset:
+        bits.append(f"{f.end_offset - f.offset} bytes at offsets {f.offset}..{f.end_offset}")
+    if x.get("lost_sequence_range"):
+        bits.append(_seqs(x['lost_sequence_range']))
+    elif x.get("missing"):
+        bits.append(f"{_seqs(x['missing'])} (not in this directory)")
+    elif x.get("repeated"):
+        bits.append(f"nothing lost; sequences {_rng(x['repeated'])} appear twice")
+    elif x.get("claimed_sequence") is not None:
+        bits.append(f"the record claiming sequence {x['claimed_sequence']}")
+    if x.get("last_good_sequence") is not None:
+        bits.append(f"last good sequence before it {x['last_good_sequence']}")
+    return "; ".join(bits) or "-"
+
+
+def _resumes_text(f, report) -> str:
+    x = f.extra
+    if x.get("next_good_sequence") is not None:
+        n = x.get("salvageable_records")
+        rng = x.get("salvageable_sequence_range")
+        more = f" ({n} records, seq {_rng(rng)}, in this chunk)" if n and rng else ""
+        return f"intact record at offset {f.end_offset}, sequence {x['next_good_sequence']}{more}"
+    if x.get("previous_sequence") is not None:
+        return f"this record, after sequence {x['previous_sequence']}"
+    names = [c.file for c in report.chunks]
+    if f.file in names:
+        later = [c for c in report.chunks[names.index(f.file) + 1:] if c.first_sequence is not None]
+        if later:
+            return f"{later[0].file}, sequence {later[0].first_sequence}"
+    return "nothing after it in this directory"
+
+
+class SequenceView(NamedTuple):
+    sequence: int
+    path: str  # the chunk file
+    record: object | None  # ops.records.Record, when a valid record carries the sequence
+    view: AroundView | None
+    where: str  # when no valid record carries it: the damage or piece that does, or why not
+
+
+def find_sequence(path: str, sequence: int, fs=DEFAULT_FS) -> SequenceView:
+    """The bytes of the record carrying `sequence` in a directory (or chunk); when no valid record does,
+    the damaged region that lost it, or the quarantined piece that holds it."""
+    from .records import RecordFilter, RecordWalk
+
+    walk = RecordWalk(path, RecordFilter(from_seq=sequence, to_seq=sequence, limit=1), fs=fs)
+    rec = next((r for r in walk if not hasattr(r, "damage")), None)
+    is_dir = fs.stat(path).kind == "dir"
+    if rec is not None:
+        chunk = os.path.join(path, rec.file) if is_dir else path
+        return SequenceView(sequence, chunk, rec, window(chunk, rec.offset, rec.offset + rec.size, rec.offset, fs),
+                            f"{rec.file} offset {rec.offset}")
+    from .verify import verify_path
+
+    report = verify_path(path, fs=fs)
+
+    def covers(f) -> bool:
+        rng = f.extra.get("lost_sequence_range") or f.extra.get("missing")
+        return bool(rng and rng[0] <= sequence <= rng[1]) or f.extra.get("claimed_sequence") == sequence
+
+    # Damage that lost it first; then a piece set aside that holds it; a bare gap says least.
+    for f in report.findings:
+        if f.cls != "sequence-gap" and covers(f):
+            chunk = os.path.join(path, f.file) if is_dir and f.file else path
+            view = None
+            if f.offset is not None and fs.exists(chunk):
+                view = window(chunk, f.offset, min(f.end_offset or f.offset + 64, f.offset + MAX_REGION_BYTES),
+                              f.offset, fs)
+            return SequenceView(sequence, chunk, None, view, f"lost: {f.cls} in {f.file}: {f.one_line()}")
+    if is_dir:
+        from .pieces import read_pieces
+
+        for p in read_pieces(path, fs).pieces:
+            if p.first_sequence is not None and p.first_sequence <= sequence <= (p.last_sequence or p.first_sequence):
+                from .advice import cmd
+
+                look = cmd("inspect", os.path.join(path, p.evidence), *(("--seq", sequence) if p.kind == "chunk" else ()))
+                return SequenceView(sequence, path, None, None,
+                                    f"set aside: {p.evidence} ({p.action} of {p.source}, bytes {p.offset}..{p.end}); "
+                                    f"see: {look}")
+    for f in report.findings:
+        if covers(f):
+            return SequenceView(sequence, path, None, None, f"missing: {f.one_line()}")
+    first, last = report.first_sequence, report.last_sequence
+    raise UsageError(f"--seq {sequence}: no record, damage or quarantined piece carries it "
+                     f"(this WAL holds sequences {first}..{last})", path)
+
+
+def parse_around(spec: str) -> tuple[str | None, int]:
+    """`OFFSET` or `CHUNK:OFFSET` -> (chunk name or None, offset). Usage errors for anything else."""
+    chunk, sep, num = spec.rpartition(":")
+    if not num.isdigit() or len(num) > 19:
+        raise UsageError(f"--around {spec!r}: expected OFFSET or CHUNK:OFFSET with a byte offset >= 0")
+    if sep and (not chunk or "/" in chunk or chunk in (".", "..")):
+        raise UsageError(f"--around {spec!r}: CHUNK must be a file name in the directory")
+    return (chunk if sep else None), int(num)

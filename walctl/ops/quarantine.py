@@ -7,12 +7,12 @@ from typing import NamedTuple
 
 from .. import __version__
 from ..errors import Refused, UsageError
-from ..format.hexdump import record_fields
 from ..format.names import CHECKPOINT_SUFFIX, parse_chunk_name, parse_segment_name
 from ..store import durable, quarantine as q
 from ..store.fs import DEFAULT_FS
 from ..store.contain import refuse_links
 from ..store.lock import DirectoryLock, holder_text
+from .advice import cmd
 from .clock import utc_now
 from .verify import PathReport, verify_path
 
@@ -56,7 +56,8 @@ def list_quarantine(directory: str, fs=DEFAULT_FS) -> Listing:
             continue
         if last.get(f.name, {}).get("action") == "purge":
             problems.append(f"{f.name}: its purge is recorded but the file is still here (a crash mid-purge? "
-                            f"`walctl quarantine purge --apply` finishes it)")
+                            f"`{cmd('quarantine', 'purge', directory, '--older-than', '36500d', '--apply')}` "
+                            f"finishes it)")
         else:
             problems.append(f"{f.name}: in .quarantine/ but not in {q.MANIFEST} (a crash between the move and "
                             f"its manifest line?)")
@@ -67,14 +68,20 @@ class Shown(NamedTuple):
     item: Item
     kind: str  # "chunk" (a whole chunk file) or "cut" (bytes cut from a chunk's tail)
     report: PathReport | None  # a whole chunk: verified as a lone chunk
-    fields: tuple  # a cut: the record header it starts with, annotated
+    fields: tuple  # a cut: the first record it holds, annotated (decoded as far as its bytes go)
+    records: tuple = ()  # a cut: (offset in the source chunk, fields) for every record in it
+    lines: tuple = ()  # a cut: the hex dump at the source's offsets
+    offset: int = 0  # where the bytes were in their chunk (0 when no trustworthy manifest line says)
+    problems: tuple = ()  # manifest lines that could not be trusted
 
 
 def show(directory: str, name: str, fs=DEFAULT_FS) -> Shown:
+    from .pieces import find_piece, line_problem, view_cut, view_unrecorded
+
     listing = list_quarantine(directory, fs)
     item = next((i for i in listing.items if i.name == name), None)
     if item is None:
-        raise UsageError(f"no {name} in .quarantine/ (see `walctl quarantine list {directory}`)", directory)
+        raise UsageError(f"no {name} in .quarantine/ (see `{cmd('quarantine', 'list', directory)}`)", directory)
     path = os.path.join(q.qdir(directory), name)
     head = fs.read_head(path, 4)
     if head == b"SPEC":
@@ -88,8 +95,13 @@ def show(directory: str, name: str, fs=DEFAULT_FS) -> Shown:
         from .segments import verify_segments
 
         return Shown(item, "segment", verify_segments(path, fs=fs), ())
-    data = fs.read_range(path, 0, item.size)
-    return Shown(item, "cut", None, tuple(record_fields(data, 0, base=(item.entry or {}).get("offset", 0))))
+    piece, problems = find_piece(directory, name, fs)
+    if item.entry is not None and line_problem(item.entry):
+        problems = problems + (f"{name}: its manifest line is not trusted ({line_problem(item.entry)}): "
+                               f"offsets are the piece's own",)
+    view = view_cut(directory, piece, fs=fs) if piece is not None else view_unrecorded(directory, name, fs=fs)
+    first = view.records[0][1] if view.records else ()
+    return Shown(item, "cut", None, first, view.records, view.lines, piece.offset if piece else 0, problems)
 
 
 class Action(NamedTuple):
@@ -138,7 +150,8 @@ def restore(directory: str, name: str, *, apply: bool = False, fs=DEFAULT_FS) ->
     listing = list_quarantine(directory, fs)
     item = next((i for i in listing.items if i.name == name), None)
     if item is None or item.entry is None:
-        raise UsageError(f"{name} is not a recorded item of .quarantine/ (see `walctl quarantine list`)", directory)
+        raise UsageError(f"{name} is not a recorded item of .quarantine/ (see `{cmd('quarantine', 'list', directory)}`)",
+                         directory)
     e = item.entry
     qpath = os.path.join(q.qdir(directory), name)
     refuse_links(directory, [e["source"], f"{q.QUARANTINE_DIR}/{name}"], fs, what="restore")
@@ -214,7 +227,7 @@ def _purge(directory: str, older_than_s: float, now: float, apply: bool, fs) -> 
     for item in listing.items:
         line = item.entry or last.get(item.name)
         if line is None:
-            kept.append((item, "unrecorded: see `walctl quarantine list`"))
+            kept.append((item, f"unrecorded: see `{cmd('quarantine', 'list', directory)}`"))
         elif line.get("action") == "purge":
             removals.append(item)  # recorded as purged, then a crash: finish it
         else:

@@ -23,6 +23,7 @@ from ..store.fs import DEFAULT_FS
 from ..store.contain import refuse_links
 from ..store.lock import DirectoryLock, holder_text
 from . import findings as F
+from .advice import cmd as _cmd
 from .clock import utc_now
 from .verify import PathReport, verify_path
 
@@ -63,16 +64,35 @@ class RepairReport(NamedTuple):
         return (self.after or self.before).exit_code
 
     def advice(self) -> list[str]:
+        """What to do next, naming this directory, its damaged chunks and their ranges, shell-quoted."""
+        from .advice import cmd, salvage_out
+
         out = []
-        classes = {f.cls for f in self.left_alone}
-        if classes & {F.MID_LOG_DAMAGE, F.TAIL_DAMAGE, F.UNDECODABLE_PAYLOAD, F.SHORT_CHUNK}:
-            out.append("corruption is left alone: `walctl salvage DIR --out NEWDIR` copies every valid record "
-                       "into a clean directory; `walctl quarantine move DIR CHUNK` sets a chunk aside")
-        if classes & {F.SEQUENCE_GAP, F.SEQUENCE_REPEAT, F.SEQUENCE_REGRESSION}:
-            out.append("sequence gaps and repeats cannot be repaired in place: find the missing chunk, or "
-                       "salvage into a new directory")
-        if F.UNSUPPORTED in classes:
-            out.append("unsupported chunks are left alone: move them aside with `walctl quarantine move`")
+        d = self.path
+        damage = [f for f in self.left_alone
+                  if f.cls in (F.MID_LOG_DAMAGE, F.TAIL_DAMAGE, F.UNDECODABLE_PAYLOAD, F.SHORT_CHUNK)]
+        if damage:
+            out.append(f"look at the damaged bytes: {cmd('inspect', d, '--damaged')}")
+            out.append(f"corruption is left alone: {cmd('salvage', d, '--out', salvage_out(d))} copies every valid "
+                       f"record into a clean directory")
+            for f in damage:
+                rng = f"bytes {f.offset}..{f.end_offset}" if f.offset is not None and f.end_offset is not None else ""
+                lost = f.extra.get("lost_sequence_range") or (list(f.sequence_range) if f.sequence_range else None)
+                what = ", ".join(x for x in (rng, f"seq {lost[0]}..{lost[1]}" if lost else "") if x)
+                out.append(f"to set {f.file} aside ({f.cls}{': ' + what if what else ''}): "
+                           f"{cmd('quarantine', 'move', d, f.file, '--reason', f.cls + (' ' + rng if rng else ''))}")
+        gaps = [f for f in self.left_alone if f.cls in (F.SEQUENCE_GAP, F.SEQUENCE_REPEAT, F.SEQUENCE_REGRESSION)]
+        for f in gaps:
+            rng = f.extra.get("missing") or f.extra.get("repeated") or list(f.sequence_range or ())
+            what = f"seq {rng[0]}..{rng[1]}" if rng else "sequences"
+            verb = "missing" if f.cls == F.SEQUENCE_GAP else "seen twice"
+            out.append(f"{what} {verb} before {f.file} cannot be repaired in place: find the missing chunk "
+                       f"(is it in quarantine? {cmd('quarantine', 'list', d)}), or "
+                       f"{cmd('salvage', d, '--out', salvage_out(d))}")
+        for f in self.left_alone:
+            if f.cls == F.UNSUPPORTED and f.file:
+                out.append(f"{f.file} is not a V2 chunk and is left alone: "
+                           f"{cmd('quarantine', 'move', d, f.file, '--reason', 'unsupported chunk')}")
         return out
 
     def to_json(self) -> dict:
@@ -126,7 +146,7 @@ def _repair(path, apply, max_drop_bytes, fs) -> RepairReport:
     total = sum(c.length for c in cuts)
     if total > max_drop_bytes:
         raise Refused(f"repair would remove {total} bytes, more than --max-drop-bytes {max_drop_bytes}; "
-                      f"nothing was changed (inspect the tail with `walctl inspect --around`)", path)
+                      f"nothing was changed (look at the bytes first: `{_cmd('inspect', path, '--damaged')}`)", path)
     refuse_links(path, [c.file for c in cuts], fs, what="repair")
     if not apply or not cuts:
         return RepairReport(path, False, tuple(cuts), tuple(left), (), before, None)

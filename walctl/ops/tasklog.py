@@ -149,8 +149,10 @@ def _append(path: str, tid: str, entries: list[dict], force: bool, fs, now) -> l
         with fs.map_read(path) as buf:
             read, folder = tl.fold(buf, tid)
         if read.torn:
-            raise Refused("the log ends in a torn line: run `walctl tasklog resume --apply` first (an append "
-                          "would be glued to it)", path)
+            from .advice import cmd
+
+            raise Refused(f"the log ends in a torn line: run `{cmd('tasklog', 'resume', path, '--apply')}` first "
+                          f"(an append would be glued to it)", path)
         number, offset = read.lines, fs.stat(path).size
     else:
         folder, number, offset = tl.Folder(), 0, 0

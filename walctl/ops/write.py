@@ -18,6 +18,7 @@ from ..store.appender import SYNC_BATCH, ChunkAppender
 from ..store.chunkdir import list_chunks
 from ..store.fs import DEFAULT_FS
 from ..store.lock import DirectoryLock, holder_text
+from .advice import cmd
 from .repair import DEFAULT_MAX_DROP_BYTES, RepairReport, repair
 from .verify import verify_path
 
@@ -129,7 +130,7 @@ class WalWriter:
             if report.exit_code != EXIT_OK:
                 worst = next(f for f in report.findings if f.exit_code == report.exit_code)
                 raise NotClean(f"refusing to append to a {report.verdict} directory: {worst.one_line()} "
-                               f"(see `walctl verify {d}`)", d, code=report.exit_code)
+                               f"(see `{cmd('inspect', d, '--damaged')}`)", d, code=report.exit_code)
             last_seq = report.last_sequence or 0
             last = report.chunks[-1]
             index = last.index

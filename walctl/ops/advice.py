@@ -1,0 +1,39 @@
+""""What to do next" lines that name the real directory, chunk and range, shell-quoted so they
+copy-paste (`walctl salvage /srv/wal --out /srv/wal.salvaged`). Pure strings; the CLI prints them."""
+from __future__ import annotations
+
+import os
+import shlex
+
+
+def cmd(*words) -> str:
+    """`walctl WORD...` with every word shell-quoted."""
+    return " ".join(["walctl"] + [shlex.quote(str(w)) for w in words])
+
+
+def salvage_out(directory: str) -> str:
+    """Where advice suggests salvaging to: beside the directory, never inside it."""
+    return os.path.normpath(directory).rstrip(os.sep) + ".salvaged"
+
+
+def chunk_path(directory: str, chunk: str) -> str:
+    return os.path.join(directory, chunk)
+
+
+def next_steps(report) -> list[str]:
+    """After verify: the commands that take an operator from the alert to the bytes, for this path."""
+    from ..errors import EXIT_CORRUPT, EXIT_SEQUENCE, EXIT_TORN
+    from .verify import KIND_DIR
+
+    code, p = report.exit_code, report.path
+    if code == 0 or report.kind is None:
+        return []
+    out = [cmd("inspect", p, "--damaged"), cmd("map", p)]
+    if report.kind == KIND_DIR:
+        if code == EXIT_TORN:
+            out.append(cmd("repair", p) + "   (dry run: shows the cut; add --apply)")
+        elif code == EXIT_CORRUPT:
+            out.append(cmd("salvage", p, "--out", salvage_out(p)))
+        elif code == EXIT_SEQUENCE:
+            out.append(cmd("quarantine", "list", p))
+    return out

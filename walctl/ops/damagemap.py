@@ -1,0 +1,215 @@
+"""map: where the damage is, as data. One row per chunk (segment, checkpoint, task log) with its sequence
+range and its regions; the gaps between chunks; the pieces set aside in `.quarantine/` (and, once issue
+#14 lands, in the ledger) with the ranges they came from. Read-only.
+
+Nothing is judged here: the regions are verify's findings, one region per finding, in verify's order
+(`verify_path` is the one judge); this module only places them. Rendering (text, SVG) is the CLI's.
+"""
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+from ..errors import WalctlError
+from ..store.fs import DEFAULT_FS
+from . import findings as F
+from .findings import Finding
+from .pieces import Piece, read_pieces
+from .verify import PathReport, verify_path
+
+# What a region looks like on the map: a mark per kind of trouble (the legend, in this order).
+MARK_MID_LOG = "mid-log"
+MARK_TORN = "torn"
+MARK_ZERO_FILL = "zero-fill"
+MARK_CORRUPT_TAIL = "corrupt-tail"
+MARK_UNDECODABLE = "undecodable"
+MARK_SHORT = "short-chunk"
+MARK_UNSUPPORTED = "unsupported"
+MARK_IN_PROGRESS = "in-progress"
+MARK_GAP = "gap"
+MARK_REPEAT = "repeat"
+MARK_ANOMALY = "anomaly"
+MARK_NOTE = "note"  # foreign files, duplicate indices: nothing in a chunk's bytes
+MARK_DAMAGED = "damaged"  # other artifact kinds (segments, checkpoints, task logs): their own classes
+
+MARKS = (MARK_MID_LOG, MARK_TORN, MARK_ZERO_FILL, MARK_CORRUPT_TAIL, MARK_UNDECODABLE, MARK_SHORT,
+         MARK_UNSUPPORTED, MARK_IN_PROGRESS, MARK_GAP, MARK_REPEAT, MARK_ANOMALY, MARK_NOTE, MARK_DAMAGED)
+
+
+def mark_of(f: Finding) -> str:
+    """The map's mark for a finding: verify's class, refined by what kind of tail it is."""
+    if f.cls == F.MID_LOG_DAMAGE:
+        return MARK_MID_LOG
+    if f.cls == F.TAIL_DAMAGE:
+        if f.extra.get("tail_kind") == "zero-fill":
+            return MARK_ZERO_FILL
+        return MARK_TORN if f.extra.get("torn") else MARK_CORRUPT_TAIL
+    if f.cls == F.UNDECODABLE_PAYLOAD:
+        return MARK_UNDECODABLE
+    if f.cls == F.SHORT_CHUNK:
+        return MARK_SHORT
+    if f.cls == F.IN_PROGRESS:
+        return MARK_IN_PROGRESS
+    if f.cls == F.SEQUENCE_GAP:
+        return MARK_GAP
+    if f.cls in (F.SEQUENCE_REPEAT, F.SEQUENCE_REGRESSION):
+        return MARK_REPEAT
+    if f.cls == F.ANOMALY:
+        return MARK_ANOMALY
+    if f.cls in (F.UNSUPPORTED, F.UNREADABLE):
+        return MARK_UNSUPPORTED
+    if f.exit_code == 0:
+        return MARK_NOTE
+    # Other artifact kinds (segments, checkpoints, task logs) have their own classes: a torn end is
+    # still torn (exit 1); anything else is shown as damage of that format, its class in the detail.
+    return MARK_TORN if f.exit_code == 1 else MARK_DAMAGED
+
+
+class Region(NamedTuple):
+    """One verify finding, placed: `chunk` is the row it belongs to (None: the directory itself)."""
+    index: int  # position in verify's findings
+    chunk: int | None
+    mark: str
+    finding: Finding
+
+    def to_json(self) -> dict:
+        f = self.finding
+        d = {"mark": self.mark, "chunk": self.chunk, "class": f.cls, "severity": f.severity,
+             "exit_code": f.exit_code, "file": f.file, "offset": f.offset, "end_offset": f.end_offset,
+             "length": None if f.offset is None or f.end_offset is None else f.end_offset - f.offset,
+             "sequence_range": list(f.sequence_range) if f.sequence_range else None, "reason": f.reason}
+        for key in ("lost_sequence_range", "missing", "repeated", "tail_kind", "torn", "next_good_sequence",
+                    "last_good_sequence", "code"):
+            if key in f.extra:
+                d[key] = f.extra[key]
+        return d
+
+
+class Row(NamedTuple):
+    file: str
+    index: int
+    size: int
+    first_sequence: int | None
+    last_sequence: int | None
+    records: int
+    verdict: str
+    regions: tuple[int, ...]  # indices into DamageMap.regions
+
+
+class Gap(NamedTuple):
+    """Between two rows: sequences missing, chunk indices absent, and the pieces that hold them."""
+    after: int | None  # the row before it (None: before the first row)
+    missing: tuple[int, int] | None
+    absent_indices: tuple[int, int] | None
+    pieces: tuple[int, ...]  # indices into DamageMap.pieces whose range or source falls in the gap
+    region: int | None  # the sequence-gap region, when verify reported one
+
+    def to_json(self) -> dict:
+        return {"after_chunk": self.after, "missing": list(self.missing) if self.missing else None,
+                "absent_indices": list(self.absent_indices) if self.absent_indices else None,
+                "pieces": list(self.pieces), "region": self.region}
+
+
+class DamageMap(NamedTuple):
+    path: str
+    kind: str | None
+    exit_code: int
+    verdict: str
+    rows: tuple[Row, ...]
+    regions: tuple[Region, ...]
+    gaps: tuple[Gap, ...]
+    pieces: tuple[Piece, ...]
+    problems: tuple[str, ...]
+    report: PathReport
+
+    def to_json(self) -> dict:
+        return {
+            "path": self.path, "kind": self.kind, "exit_code": self.exit_code, "verdict": self.verdict,
+            "chunks": [dict(r._asdict(), regions=list(r.regions)) for r in self.rows],
+            "regions": [r.to_json() for r in self.regions],
+            "gaps": [g.to_json() for g in self.gaps],
+            "pieces": [p.to_json() for p in self.pieces],
+            "problems": list(self.problems),
+        }
+
+
+def damage_map(path: str, *, strict: bool = False, fs=DEFAULT_FS) -> DamageMap:
+    return map_from_report(verify_path(path, strict=strict, fs=fs), fs=fs)
+
+
+def map_from_report(report: PathReport, fs=DEFAULT_FS) -> DamageMap:
+    """Places an existing verify report (so `verify --map` scans once)."""
+    rows_by_file = {c.file: i for i, c in enumerate(report.chunks)}
+    regions = []
+    per_row: dict[int, list[int]] = {}
+    for i, f in enumerate(report.findings):
+        row = rows_by_file.get(f.file) if f.file is not None else None
+        regions.append(Region(i, row, mark_of(f), f))
+        if row is not None:
+            per_row.setdefault(row, []).append(i)
+    rows = tuple(Row(c.file, c.index, c.size, c.first_sequence, c.last_sequence, c.records, c.verdict,
+                     tuple(per_row.get(i, ()))) for i, c in enumerate(report.chunks))
+    directory = report.path if _is_dir(report.path, fs) else os.path.dirname(report.path) or "."
+    pieces: tuple[Piece, ...] = ()
+    problems: tuple[str, ...] = ()
+    if report.kind is not None:
+        try:
+            got = read_pieces(directory, fs)
+            pieces, problems = got.pieces, got.problems
+        except (OSError, WalctlError) as e:
+            problems = (f".quarantine: {getattr(e, 'strerror', None) or e}",)
+    gaps = _gaps(report, rows, regions, pieces)
+    return DamageMap(report.path, report.kind, report.exit_code, report.verdict, rows, tuple(regions), gaps,
+                     pieces, problems, report)
+
+
+def _is_dir(path: str, fs) -> bool:
+    try:
+        return fs.stat(path).kind == "dir"
+    except (OSError, WalctlError):
+        return False
+
+
+def _gaps(report: PathReport, rows, regions, pieces) -> tuple[Gap, ...]:
+    """A gap after row k when verify reported a sequence gap at row k+1, or chunk indices are absent
+    between k and k+1 (not a finding by itself: compaction moves chunks out). Pieces are attached to
+    the gap whose missing sequences or absent indices they cover."""
+    from ..format.names import parse_chunk_name
+
+    out = []
+    gap_region = {r.chunk: r.index for r in regions if r.mark == MARK_GAP and r.chunk is not None}
+    for k in range(-1, len(rows) - 1):
+        nxt = rows[k + 1]
+        region = gap_region.get(k + 1)
+        missing = None
+        if region is not None:
+            m = regions[region].finding.extra.get("missing")
+            missing = (m[0], m[1]) if m else None
+        absent = None
+        if report.kind == "spector-v2-dir":
+            lo = rows[k].index + 1 if k >= 0 else None
+            if lo is not None and nxt.index > lo:
+                absent = (lo, nxt.index - 1)
+        if missing is None and absent is None:
+            continue
+        attached = []
+        for i, p in enumerate(pieces):
+            idx = parse_chunk_name(p.source)
+            in_idx = absent is not None and idx is not None and absent[0] <= idx <= absent[1]
+            last = p.last_sequence if p.last_sequence is not None else p.first_sequence
+            in_seq = (missing is not None and p.first_sequence is not None
+                      and p.first_sequence <= missing[1] and last >= missing[0])
+            if in_idx or in_seq:
+                attached.append(i)
+        out.append(Gap(k if k >= 0 else None, missing, absent, tuple(attached), region))
+    return tuple(out)
+
+
+def save_picture(target: str, text: str, fs=DEFAULT_FS) -> str:
+    """Writes a rendered map (the SVG) by durable create, confined to the directory the operator named
+    for it: a crash leaves no half file, an existing file is refused (exit 7), never overwritten."""
+    from ..store import durable
+
+    target = os.path.abspath(target)
+    durable.create_file(target, text.encode("utf-8"), fs.beneath(os.path.dirname(target)))
+    return target

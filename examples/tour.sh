@@ -5,10 +5,17 @@
 WALCTL=${1:-walctl}
 here=$(dirname "$0")
 fail=0
+total=0
+good=0
 check() {  # check DIR EXPECTED_EXIT
     "$WALCTL" verify "$here/$1"
     got=$?
-    if [ "$got" -eq "$2" ]; then echo "  -> exit $got, as documented"; else echo "  -> exit $got, EXPECTED $2"; fail=1; fi
+    total=$((total + 1))
+    if [ "$got" -eq "$2" ]; then
+        good=$((good + 1)); echo "  -> exit $got, as documented"
+    else
+        echo "  -> exit $got, EXPECTED $2"; fail=1
+    fi
     echo
 }
 check wal-healthy 0
@@ -27,11 +34,14 @@ echo "== the crashed agent root: the tree recovery rebuilds"
 "$WALCTL" agents tree "$here/agents-crashed"
 echo
 echo "== recovery: the newest checkpoint is rotten, so the one at 20 plus entries 21..40:"
-"$WALCTL" recover --checkpoints "$here/checkpoints" --log "$here/segments" || fail=1
+total=$((total + 1))
+if "$WALCTL" recover --checkpoints "$here/checkpoints" --log "$here/segments"; then good=$((good + 1)); else fail=1; fi
 echo
 echo "== the records around the damage, readable past it:"
 "$WALCTL" inspect "$here/wal-midlog-corrupt" --from-seq 8 --to-seq 12 --payload none
 echo
 echo "== what the healthy WAL holds:"
 "$WALCTL" stats "$here/wal-healthy"
+echo
+echo "$good/$total examples gave their documented exit code"
 exit $fail

@@ -55,6 +55,9 @@ def test_tour_script_passes(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("as documented") == len(EXPECTED)
     assert "passed over: 0a6b3c1e-0000-4000-8000-000000000030.ckpt: step 8" in out.stdout
+    # the closing verdict counts every check: each verify plus the recovery
+    assert out.stdout.rstrip().endswith(f"\n{len(EXPECTED) + 1}/{len(EXPECTED) + 1} examples gave their documented "
+                                        "exit code")
 
 
 def test_cron_script_acts_on_exit_codes(tmp_path):

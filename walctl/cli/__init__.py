@@ -22,8 +22,9 @@ EXIT_TABLE = """Exit codes (several findings: the first present in the order 6, 
   6 environment: I/O error, permission, or locked by a live writer
   7 refused: a safety bound would be exceeded; nothing was changed"""
 
-ROOT_HELP = ("Verify, inspect and mend write-ahead logs, checkpoints and JSON-lines logs.\n\n"
-             + EXIT_TABLE.replace("\n", "\n\n") + "\n\nExample: walctl verify /var/lib/agent/wal --json")
+ROOT_HELP = ("Verify, inspect and mend write-ahead logs, checkpoints and JSON-lines logs.\n\n\b\n"
+             + EXIT_TABLE + "\n\nExample: walctl verify /var/lib/agent/wal --json\n"
+             "Example: walctl help verify")
 
 # name -> (module, attribute, kind). Only the command being run is imported and built: typer inspects
 # every registered function at start-up, and verify's cold start is part of the product.
@@ -47,6 +48,8 @@ COMMANDS = {
     "workflow": ("workflow_cmd", "app", "group"),
     "tasklog": ("tasklog_cmd", "app", "group"),
     "agents": ("agents_cmd", "app", "group"),
+    "help": ("help_cmd", "help_", "command"),
+    "schema": ("schema_cmd", "schema", "command"),
 }
 
 _debug = {"on": bool(os.environ.get("WALCTL_DEBUG"))}
@@ -60,7 +63,8 @@ def _version(value: bool):
 
 
 def dependency_line() -> str:
-    """Versions that matter for speed: crcmod without its C extension is ~40x slower."""
+    """The versions walctl runs with. crcmod computes CRC-32C of short ledger lines only (the bulk CRC-32 is
+    zlib's), so its pure-Python fallback is stated, not warned about."""
     from importlib import metadata
 
     def ver(name):
@@ -73,7 +77,7 @@ def dependency_line() -> str:
         import importlib
 
         # crcmod's package re-exports names; the flag lives on its crcmod.crcmod submodule
-        ext = "C extension" if importlib.import_module("crcmod.crcmod")._usingExtension else "pure Python: slow"
+        ext = "C extension" if importlib.import_module("crcmod.crcmod")._usingExtension else "pure Python"
     except ImportError:
         ext = "not importable"
     return (f"python {sys.version.split()[0]}; typer {ver('typer')}; rich {ver('rich')}; "
@@ -94,6 +98,8 @@ def build_app(only: str | None = None) -> typer.Typer:
     """The typer app with every command, or with just `only` (what running one command needs)."""
     import importlib
 
+    from .helpfmt import use_classes
+
     app = typer.Typer(name="walctl", help=ROOT_HELP, no_args_is_help=True, add_completion=True,
                       pretty_exceptions_enable=False, rich_markup_mode=None,
                       context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -105,7 +111,9 @@ def build_app(only: str | None = None) -> typer.Typer:
         if kind == "group":
             app.add_typer(getattr(mod, attr), name=name)
         else:
-            app.command(name, help=mod.HELP, no_args_is_help=True)(getattr(mod, attr))
+            # no no_args_is_help: `walctl verify` alone says which argument is missing (exit 2)
+            app.command(name, help=mod.HELP)(getattr(mod, attr))
+    use_classes(app)
     return app
 
 
@@ -129,6 +137,16 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     code = run(argv)
     sys.exit(code)
+
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
+
+
+def _interrupted() -> int:
+    from .progress import interrupted
+
+    sys.stderr.write(f"walctl: {interrupted()}\n")  # what Ctrl-C left behind, and that the next run cleans it
+    return EXIT_INTERRUPTED
 
 
 def _quiet_stdout() -> None:
@@ -156,26 +174,30 @@ def _run(argv: list[str] | None = None) -> int:
     if "--debug" in args:
         _debug["on"] = True
     command = typer.main.get_command(build_app(_command_in(args)))
+    from .fastparams import install
+
+    install(command)  # typer 0.28+: no pydantic at start-up for walctl's plain parameters
     try:
         rv = command.main(args=args, prog_name="walctl", standalone_mode=False)
+        if rv == EXIT_INTERRUPTED:  # typer 0.28+ turns Ctrl-C into a silent Exit(130); no command exits 130
+            return _interrupted()
         return rv if isinstance(rv, int) else 0
     except click_exceptions.UsageError as e:
         if type(e).__name__ == "NoArgsIsHelpError" and e.ctx is not None:
             sys.stdout.write(e.ctx.get_help() + "\n")  # `walctl` or `walctl verify` alone: the help
             return EXIT_USAGE
-        sub = f" {e.ctx.info_name}" if e.ctx is not None and e.ctx.info_name != "walctl" else ""
-        error_line(f"{e.format_message()} (see 'walctl{sub} --help')")
+        # the full path (`walctl quarantine purge --help`), not the last word
+        path = e.ctx.command_path if e.ctx is not None and e.ctx.command_path else "walctl"
+        error_line(f"{e.format_message()} (see '{path} --help')")
         return EXIT_USAGE
     except click_exceptions.ClickException as e:
         error_line(e.format_message())
         return e.exit_code
-    except typer.Abort:
-        return 130
+    except (typer.Abort, KeyboardInterrupt):
+        return _interrupted()
     except WalctlError as e:
         error_line(str(e))
         return e.exit_code
-    except KeyboardInterrupt:
-        return 130
     except OutputClosed:
         # The reader of our output went away (`| head`): end quietly, as SIGPIPE would.
         _quiet_stdout()

@@ -7,7 +7,8 @@ import typer
 
 from ..errors import UsageError
 from .ages import seconds
-from .render import Progress, emit, json_document, plain_table, warn_line
+from .progress import PROGRESS, Bar, on_interrupt, path_bytes
+from .render import emit, json_document, plain_table, warn_line
 
 app = typer.Typer(help="""Ship sealed WAL chunks, segments and checkpoints to object storage; list, verify,
 restore to a point in time, prune.
@@ -43,19 +44,16 @@ def push(wal_dir: str = typer.Argument(..., help="A V2 chunk or ADR-003 segment 
                                                        help="--delete-local: the HWM from Spector's checkpoint.meta."),
          apply: bool = typer.Option(False, "--apply", help="--delete-local: really remove."),
          endpoint_url: Optional[str] = ENDPOINT,
-         json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-push/1).")):
+         json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-push/1)."),
+         progress: Optional[bool] = PROGRESS):
     from ..ops.archive_push import push as run_push
 
     if (before is not None or checkpoint_meta) and not delete_local:
         raise UsageError("--before/--checkpoint-meta set the HWM for --delete-local")
-    size = sum(e.stat().st_size for e in os.scandir(wal_dir) if e.is_file()) if os.path.isdir(wal_dir) else 0
-    bar = Progress(size, "push")
-    try:
+    with Bar("push", path_bytes(wal_dir, checkpoints), progress) as bar:
         rep = run_push(wal_dir, dest, namespace=namespace, checkpoints=checkpoints, jobs=jobs,
                        delete_local=delete_local, hwm_before=before, checkpoint_meta=checkpoint_meta, apply=apply,
                        endpoint_url=endpoint_url, progress=bar.callback)
-    finally:
-        bar.close()
     for w in rep.warnings:
         warn_line(w)
     for f in rep.held_back:
@@ -114,11 +112,14 @@ Example: walctl archive verify s3://backups/agents --namespace agent-7""")
 def verify(dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix."),
            namespace: Optional[str] = typer.Option(None, "--namespace", help="Only this namespace."),
            jobs: int = JOBS, endpoint_url: Optional[str] = ENDPOINT,
-           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-verify/1).")):
+           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-verify/1)."),
+           progress: Optional[bool] = PROGRESS):
     from ..ops.archive_verify import verify_archive
     from ..ops.verify import VERDICTS
 
-    summaries, findings, code = verify_archive(dest, namespace=namespace, jobs=jobs, endpoint_url=endpoint_url)
+    with Bar("archive verify", None, progress) as bar:
+        summaries, findings, code = verify_archive(dest, namespace=namespace, jobs=jobs, endpoint_url=endpoint_url,
+                                                   progress=bar.callback)
     for s in summaries:
         for w in s["warnings"]:
             warn_line(w)
@@ -150,14 +151,20 @@ def restore(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pr
             to_time: Optional[str] = typer.Option(None, "--to-time", help="Restore events up to this time "
                                                                           "(epoch ms or ISO-8601)."),
             jobs: int = JOBS, endpoint_url: Optional[str] = ENDPOINT,
-            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-restore/1).")):
+            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-restore/1)."),
+            progress: Optional[bool] = PROGRESS):
     from ..ops.archive_restore import restore as run_restore
     from .inspect_cmd import _parse_time
 
     if to_seq is not None and to_time is not None:
         raise UsageError("give --to-seq or --to-time, not both")
-    rep = run_restore(dest, out, namespace=namespace, to_seq=to_seq, to_time_ms=_parse_time(to_time, "--to-time"),
-                      jobs=jobs, endpoint_url=endpoint_url)
+    on_interrupt(f"interrupted; {out} was not written (the downloads were staged beside it in a "
+                 f".walctl-restore-* directory, removed on the way out); run the same restore again")
+    with Bar("restore", None, progress) as bar:
+        rep = run_restore(dest, out, namespace=namespace, to_seq=to_seq,
+                          to_time_ms=_parse_time(to_time, "--to-time"), jobs=jobs, endpoint_url=endpoint_url,
+                          progress=bar.callback)
+    on_interrupt(None)
     for fb in rep.fallbacks:
         warn_line(f"checkpoint passed over: {fb}")
     if json_out:

@@ -7,6 +7,7 @@ import typer
 from ..errors import UsageError
 from .ages import seconds
 from .recover_cmd import REDUCER_HELP
+from .progress import PROGRESS, Bar, on_interrupt, path_bytes
 from .render import emit, json_document, plain_table
 
 app = typer.Typer(help="""O_CKPT_V2 checkpoints: create, verify, inspect, list, prune, restore.
@@ -44,9 +45,10 @@ def create(directory: str = typer.Argument(..., help="The checkpoint directory (
            state: Optional[str] = typer.Option(None, "--state", help="A JSON or msgpack state file."),
            wal_seq: Optional[int] = typer.Option(None, "--wal-seq", min=0, help="The last log sequence the state holds."),
            log: Optional[str] = typer.Option(None, "--log", help="Fold this log from empty instead of --state."),
-           reducer: str = typer.Option("auto", "--reducer", help=REDUCER_HELP + " With --log."),
+           reducer: str = typer.Option("auto", "--reducer", metavar="[auto|adr003|spector|MODULE:FUNCTION]", help=REDUCER_HELP + " With --log."),
            level: int = typer.Option(9, "--level", min=1, max=22, help="zstd level."),
-           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-create/1).")):
+           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-create/1)."),
+           progress: Optional[bool] = PROGRESS):
     from ..ops.checkpoint import create as run_create
 
     if (state is None) == (log is None):
@@ -58,9 +60,14 @@ def create(directory: str = typer.Argument(..., help="The checkpoint directory (
     else:
         from ..ops.recover import fold_log
 
-        rep = fold_log(log, reducer=reducer)
+        with Bar("read log", path_bytes(log), progress) as bar:
+            rep = fold_log(log, reducer=reducer, progress=bar.callback)
         st, seq = rep.state, rep.final_sequence
-    made = run_create(directory, st, seq, level=level)
+    on_interrupt(f"interrupted; no checkpoint was written; a partial *.ckpt.tmp may be left in {directory} "
+                 "(every reader ignores it; delete it)")
+    with Bar("checkpoint", None, progress) as bar:  # compressed bytes written; the total is known only at the end
+        made = run_create(directory, st, seq, level=level, progress=bar.callback)
+    on_interrupt(None)
     if json_out:
         emit(json_document("walctl.checkpoint-create/1", made.to_json()))
     else:
@@ -186,7 +193,7 @@ new file as JSON or msgpack. Never overwrites.
 Example: walctl checkpoint restore ckpts/ --out state.json""")
 def restore(path: str = typer.Argument(..., help="A checkpoint file or directory."),
             out: str = typer.Option(..., "--out", help="The state file to create."),
-            fmt: str = typer.Option("json", "--format", help="json or msgpack.")):
+            fmt: str = typer.Option("json", "--format", metavar="[json|msgpack]", help="json or msgpack.")):
     from ..ops.checkpoint import resolve
     from ..ops.state_io import write_state
 

@@ -6,6 +6,7 @@ from typing import Optional
 import typer
 
 from ..errors import UsageError
+from .progress import PROGRESS, Bar, on_interrupt, path_bytes
 from .render import emit, json_document
 from .writer_options import BATCH_MS, BATCH_RECORDS, COMPRESS_THRESHOLD, MAX_CHUNK_BYTES, SYNC, check_sync
 
@@ -26,7 +27,7 @@ Example: walctl import restored/wal --from outbox/wal-000000005000.bin --sync al
 def import_(
     directory: str = typer.Argument(..., help="The WAL (or ADR-003 segment) directory to apply to."),
     from_: Optional[str] = typer.Option(None, "--from", help="Read the stream from FILE instead of stdin."),
-    form: Optional[str] = typer.Option(None, "--form", help="jsonl, msgpack or sync (default: detected)."),
+    form: Optional[str] = typer.Option(None, "--form", metavar="[jsonl|msgpack|sync]", help="jsonl, msgpack or sync (default: detected)."),
     sync: str = SYNC,
     batch_records: int = BATCH_RECORDS,
     batch_ms: int = BATCH_MS,
@@ -39,6 +40,7 @@ def import_(
                                                 "(after restoring a checkpoint)."),
     show_hwm: bool = typer.Option(False, "--show-hwm", help="Print the directory's HWM (0 if none) and exit."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.import/1) on stdout."),
+    progress: Optional[bool] = PROGRESS,
 ) -> int:
     from ..format import events as ev
     from ..ops.importer import import_stream, local_hwm, read_stream
@@ -52,11 +54,15 @@ def import_(
     if from_ is None and sys.stdin.isatty():
         raise UsageError("the stream comes on standard input (a pipe from walctl replay) or from --from FILE")
     f = open(from_, "rb") if from_ is not None else sys.stdin.buffer
+    on_interrupt(f"interrupted; {directory} holds the events applied before it (--show-hwm says how far); "
+                 "the same import run again skips those and goes on")
     try:
-        got_form, items = read_stream(f, form, max_payload)
-        report = import_stream(directory, items, got_form, sync=sync, batch_records=batch_records,
-                               batch_ms=batch_ms, max_chunk_bytes=max_chunk_bytes,
-                               compress_threshold=compress_threshold, allow_initial_gap=allow_initial_gap)
+        with Bar("import", path_bytes(from_) if from_ else None, progress) as bar:
+            got_form, items = read_stream(f, form, max_payload, progress=bar.callback)
+            report = import_stream(directory, items, got_form, sync=sync, batch_records=batch_records,
+                                   batch_ms=batch_ms, max_chunk_bytes=max_chunk_bytes,
+                                   compress_threshold=compress_threshold, allow_initial_gap=allow_initial_gap)
+        on_interrupt(None)
     finally:
         if from_ is not None:
             f.close()

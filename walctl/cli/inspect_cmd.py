@@ -7,6 +7,7 @@ from typing import List, Optional
 import typer
 
 from ..errors import UsageError
+from .progress import PROGRESS, Bar, path_bytes
 from .render import emit, paint, rich_console, safe, warn_line
 from .shown import shown
 
@@ -55,7 +56,7 @@ def inspect(
     since: Optional[str] = typer.Option(None, "--since", help="Only timestamps >= T (epoch ms or ISO-8601)."),
     until: Optional[str] = typer.Option(None, "--until", help="Only timestamps <= T (epoch ms or ISO-8601)."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Stop after N matching records."),
-    payload: str = typer.Option("auto", "--payload", help=f"Payload view: {', '.join(PAYLOAD_MODES)}, none."),
+    payload: str = typer.Option("auto", "--payload", metavar="[" + "|".join((*PAYLOAD_MODES, "none")) + "]", help=f"Payload view: {', '.join(PAYLOAD_MODES)}, none."),
     hexdump: bool = typer.Option(False, "--hexdump", help="Annotated hex dump of each matching record."),
     around_offset: Optional[str] = typer.Option(None, "--around", metavar="[CHUNK:]OFFSET",
                                                 help="Annotated bytes around this offset of a chunk file "
@@ -69,6 +70,7 @@ def inspect(
                                                               "(filters --from-seq/--to-seq/--limit apply)."),
     interval: float = typer.Option(0.2, "--interval", min=0.01, max=60, help="--follow: poll every S seconds."),
     timeout: Optional[float] = typer.Option(None, "--timeout", min=0, help="--follow: stop after S seconds."),
+    progress: Optional[bool] = PROGRESS,
 ) -> int:
     from ..format.v2 import parse_type
     from ..ops.records import RecordFilter, RecordWalk
@@ -92,7 +94,8 @@ def inspect(
         return piece
     kind = detect_kind(path)
     if kind in (KIND_SEGMENTS, KIND_SEGMENT):
-        return _inspect_segments(path, jsonl, from_seq, to_seq, types, limit)
+        with Bar("inspect", path_bytes(path), progress) as bar:
+            return _inspect_segments(path, jsonl, from_seq, to_seq, types, limit, bar.callback)
     if kind in (KIND_CHECKPOINT, KIND_CHECKPOINTS):
         from .checkpoint_cmd import inspect as inspect_checkpoint
 
@@ -115,13 +118,14 @@ def inspect(
         raise UsageError(f"--type: {e}") from None
     flt = RecordFilter(from_seq, to_seq, type_set, memory_id.encode("utf-8") if memory_id is not None else None,
                        since_ms, until_ms, limit)
-    walk = RecordWalk(path, flt, keep_raw=hexdump)
-    if jsonl:
-        _render_jsonl(walk, payload)
-    elif hexdump:
-        _render_hexdump(walk)
-    else:
-        _render_table(walk, payload)
+    with Bar("inspect", path_bytes(path), progress) as bar:
+        walk = RecordWalk(path, flt, keep_raw=hexdump, progress=bar.callback)
+        if jsonl:
+            _render_jsonl(walk, payload)
+        elif hexdump:
+            _render_hexdump(walk)
+        else:
+            _render_table(walk, payload)
     if walk.report is None:
         return 0
     _summarise(walk)
@@ -379,14 +383,14 @@ def render_piece(directory: str, name: str, piece) -> None:
         emit(f"  ... {view.size - view.shown_bytes} more bytes not shown")
 
 
-def _inspect_segments(path, jsonl, from_seq, to_seq, operations, limit) -> int:
+def _inspect_segments(path, jsonl, from_seq, to_seq, operations, limit, progress=None) -> int:
     """ADR-003 entries: one JSON object per entry with --jsonl, else a table; --type filters operations."""
     import json
 
     from ..ops.segments import SegmentWalk, entry_json
 
     ops = set(operations or ())
-    walk = SegmentWalk(path)
+    walk = SegmentWalk(path, progress=progress)
     shown = 0
     rows = []
     for name, e in walk:

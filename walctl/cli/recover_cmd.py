@@ -4,6 +4,7 @@ from typing import Optional
 
 import typer
 
+from .progress import PROGRESS, Bar, on_interrupt, path_bytes
 from .render import emit, json_document
 
 HELP = """Recover state: the newest checkpoint that fully verifies, plus replay of the log after its wal_sequence.
@@ -21,13 +22,15 @@ REDUCER_HELP = "auto (spector for a Spector V2 log, else adr003), adr003, specto
 def recover(
     checkpoints: Optional[str] = typer.Option(None, "--checkpoints", help="The checkpoint directory."),
     log: Optional[str] = typer.Option(None, "--log", help="The log: ADR-003 segments or V2 chunks."),
-    reducer: str = typer.Option("auto", "--reducer", help=REDUCER_HELP),
+    reducer: str = typer.Option("auto", "--reducer", metavar="[auto|adr003|spector|MODULE:FUNCTION]",
+                                 help=REDUCER_HELP),
     allow_gap: bool = typer.Option(False, "--allow-gap", help="Stop at the checkpoint when the log has a gap after it; "
                                    "with no valid checkpoint and a log not contiguous from 1 (history-lost), "
                                    "still write the empty state with --out."),
     out: Optional[str] = typer.Option(None, "--out", help="Write the recovered state to this new file."),
-    fmt: str = typer.Option("json", "--format", help="--out as json or msgpack."),
+    fmt: str = typer.Option("json", "--format", metavar="[json|msgpack]", help="--out as json or msgpack."),
     json_out: bool = typer.Option(False, "--json", help="The report as one JSON document (schema walctl.recover/1)."),
+    progress: Optional[bool] = PROGRESS,
 ) -> int:
     from ..errors import UsageError
     from ..ops.recover import recover as run_recover
@@ -37,7 +40,9 @@ def recover(
         raise UsageError("give --checkpoints DIR and/or --log DIR")
     from ..ops.recover import OUTCOME_HISTORY_LOST
 
-    rep = run_recover(checkpoints, log, reducer=reducer, allow_gap=allow_gap)
+    on_interrupt("interrupted; recover changes nothing it reads" + (f", and {out} was not written" if out else ""))
+    with Bar("recover", path_bytes(log), progress) as bar:
+        rep = run_recover(checkpoints, log, reducer=reducer, allow_gap=allow_gap, progress=bar.callback)
     # history-lost: the empty state stands for a log that has entries; it is written only when asked.
     written = out is not None and (rep.outcome != OUTCOME_HISTORY_LOST or allow_gap)
     if written:

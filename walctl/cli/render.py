@@ -121,34 +121,3 @@ def seq_range(a, b) -> str:
     if a is None:
         return "-"
     return f"{a}..{b}" if a != b else str(a)
-
-
-class Progress:
-    """A rich progress bar on stderr, only on a TTY and only for work big enough to take a second."""
-
-    MIN_BYTES = 512 * 1024 * 1024  # about a second of verify on one core
-
-    def __init__(self, total_bytes: int, label: str):
-        self.bar = None
-        if total_bytes < self.MIN_BYTES or not sys.stderr.isatty():
-            return
-        from rich.progress import BarColumn, DownloadColumn, Progress as RichProgress, TimeRemainingColumn
-
-        self.bar = RichProgress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                                TimeRemainingColumn(), console=rich_console(stderr=True), transient=True,
-                                auto_refresh=False)  # no refresh thread: --jobs forks workers
-        self.task = self.bar.add_task(label, total=total_bytes)
-        self.bar.start()
-
-    def advance(self, n: int) -> None:
-        if self.bar is not None:
-            self.bar.advance(self.task, n)
-            self.bar.refresh()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-    @property
-    def callback(self):
-        return self.advance if self.bar is not None else None

@@ -7,6 +7,7 @@ from typing import Optional
 import typer
 
 from ..errors import UsageError
+from .progress import PROGRESS, Bar, on_interrupt, path_bytes
 from .render import error_line, json_document, warn_line
 
 HELP = """Stream every event after a high-water mark, in order, for a follower or another tool. Read-only.
@@ -41,6 +42,7 @@ def replay(
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep streaming new events as they are appended."),
     interval: float = typer.Option(0.2, "--interval", min=0.01, max=60, help="--follow: poll every S seconds."),
     timeout: Optional[float] = typer.Option(None, "--timeout", min=0, help="--follow: stop after S seconds."),
+    progress: Optional[bool] = PROGRESS,
 ) -> int:
     from ..format import events as ev
 
@@ -63,7 +65,11 @@ def replay(
         write, fd = _stdout_writer()
         report = run_replay(path, write, opts, out_fd=fd)
     else:
-        report = _replay_to_file(path, out, opts)
+        on_interrupt(f"interrupted; {out} was not written (its partial .tmp is removed on the way out, or by "
+                     "the next run); run the same replay again")
+        with Bar("replay", path_bytes(path), progress) as bar:
+            report = _replay_to_file(path, out, opts, bar.callback)
+        on_interrupt(None)
     _summarise(report, report_path, quiet)
     return report.exit_code
 
@@ -83,7 +89,7 @@ def _stdout_writer():
         return (lambda pieces: buf.write(b"".join(pieces))), None
 
 
-def _replay_to_file(path: str, out: str, opts):
+def _replay_to_file(path: str, out: str, opts, progress=None):
     """Durable create: the stream gathers in OUT.tmp and is renamed into place (for the sync blob, under
     the name its last sequence gives) only when the replay has finished."""
     from ..format import events as ev
@@ -101,7 +107,8 @@ def _replay_to_file(path: str, out: str, opts):
             raise UsageError(f"--out {out} is a directory; give a file name")
         staged = durable.Staged(out, DEFAULT_FS.beneath(os.path.dirname(os.path.abspath(out))))
     with staged:
-        report = run_replay(path, lambda pieces: staged.write(b"".join(pieces)), opts, out_fd=staged.fd)
+        report = run_replay(path, lambda pieces: staged.write(b"".join(pieces)), opts, out_fd=staged.fd,
+                            progress=progress)
         if opts.form == ev.FORM_SYNC and report.events == 0:
             warn_line("no events to export: no blob written")
             return report

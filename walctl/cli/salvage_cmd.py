@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
+from .progress import PROGRESS, Bar, on_interrupt, path_bytes
 from .render import emit, json_document, seq_range
 
 HELP = """Copy every valid record of a damaged WAL into a new directory; the original is untouched.
@@ -17,10 +20,15 @@ def salvage(
     path: str = typer.Argument(..., help="The damaged WAL directory (or one chunk file)."),
     out: str = typer.Option(..., "--out", help="The new directory to create."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.salvage/1) on stdout."),
+    progress: Optional[bool] = PROGRESS,
 ) -> int:
     from ..ops.salvage import salvage as run_salvage
 
-    rep = run_salvage(path, out)
+    on_interrupt(f"interrupted; {path} is untouched; a partial copy may be left in {out.rstrip('/')}.tmp, which "
+                 f"the next 'walctl salvage {path} --out {out}' removes first")
+    with Bar("salvage", path_bytes(path), progress) as bar:
+        rep = run_salvage(path, out, progress=bar.callback)
+    on_interrupt(None)
     if json_out:
         emit(json_document("walctl.salvage/1", rep.to_json()))
         raise typer.Exit(rep.exit_code)

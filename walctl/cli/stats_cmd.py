@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
+from .progress import PROGRESS, Bar, path_bytes
 from .render import emit, json_document, rich_console, safe, seq_range
 
 HELP = """Counts and bytes per event type, compression ratio, sequence and time ranges, per chunk. Read-only.
@@ -14,16 +17,18 @@ Example: walctl stats /var/lib/agent/wal --json | jq '.types[] | {type, records}
 def stats(
     path: str = typer.Argument(..., help="A chunk directory or one chunk file."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.stats/1) on stdout."),
+    progress: Optional[bool] = PROGRESS,
 ) -> int:
     from ..ops.stats import collect_stats
     from ..ops.verify import KIND_SEGMENT, KIND_SEGMENTS, detect_kind
 
     kind = detect_kind(path)
     if kind in (KIND_SEGMENTS, KIND_SEGMENT):
-        return _segment_stats(path, json_out)
+        return _segment_stats(path, json_out, progress)
     if kind not in ("spector-v2-dir", "spector-v2-chunk"):
         return _summary_stats(path, json_out)
-    st = collect_stats(path)
+    with Bar("stats", path_bytes(path), progress) as bar:
+        st = collect_stats(path, progress=bar.callback)
     if json_out:
         emit(json_document("walctl.stats/1", st.to_json()))
     else:
@@ -68,10 +73,11 @@ def _render(st) -> None:
     console.print(chunks)
 
 
-def _segment_stats(path: str, json_out: bool) -> int:
+def _segment_stats(path: str, json_out: bool, progress=None) -> int:
     from ..ops.stats import segment_stats
 
-    st = segment_stats(path)
+    with Bar("stats", path_bytes(path), progress) as bar:
+        st = segment_stats(path, progress=bar.callback)
     if json_out:
         emit(json_document("walctl.stats/1", st))
         raise typer.Exit(st["exit_code"])

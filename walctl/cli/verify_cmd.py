@@ -6,7 +6,8 @@ from typing import List, Optional
 import typer
 
 from ..ops.verify import VerifyReport, verify_paths
-from .render import Progress, emit, json_document, paint, plain_table, seq_range
+from .progress import PROGRESS, Bar, path_bytes
+from .render import emit, json_document, paint, plain_table, seq_range
 
 HELP = """Check WAL chunk files or directories and say exactly what is damaged. Read-only.
 
@@ -37,15 +38,12 @@ def verify(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing; only the exit code speaks."),
     show_map: bool = typer.Option(False, "--map", help="Also draw the damage map of each PATH (as `walctl map`; "
                                                        "with --json: a \"map\" object per path)."),
+    progress: Optional[bool] = PROGRESS,
 ) -> int:
     if jobs == 0:
         jobs = os.cpu_count() or 1
-    total = sum(_size(p) for p in paths)
-    progress = Progress(total, "verify")
-    try:
-        report = verify_paths(paths, strict=strict, jobs=jobs, progress=progress.callback, quick=quick)
-    finally:
-        progress.close()
+    with Bar("verify", path_bytes(*paths), progress) as bar:
+        report = verify_paths(paths, strict=strict, jobs=jobs, progress=bar.callback, quick=quick)
     maps = _maps(report) if show_map else None
     if json_out:
         doc = to_json(report)
@@ -73,15 +71,6 @@ def _maps(report: VerifyReport):
 def to_json(report: VerifyReport) -> dict:
     return {"exit_code": report.exit_code, "verdict": report.verdict, "strict": report.strict,
             "paths": [p.to_json() for p in report.paths]}
-
-
-def _size(path: str) -> int:
-    try:
-        if os.path.isdir(path):
-            return sum(e.stat().st_size for e in os.scandir(path) if e.is_file())
-        return os.path.getsize(path)
-    except OSError:
-        return 0
 
 
 def render_human(report: VerifyReport, verbose: bool) -> None:

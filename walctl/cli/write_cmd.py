@@ -34,12 +34,12 @@ def write(
                                        help="Refuse (exit 7) to cut a torn tail larger than this on open."),
     type_: Optional[str] = typer.Option(None, "--type", help="One event: its type (name or ordinal)."),
     memory_id: str = typer.Option("", "--id", help="One event: its memoryId."),
-    payload: Optional[str] = typer.Option(None, "--payload", help="One event: payload as text."),
+    payload: Optional[str] = typer.Option(None, "--payload", metavar="TEXT", help="One event: payload as text."),
     payload_hex: Optional[str] = typer.Option(None, "--payload-hex", help="One event: payload as hex."),
     payload_b64: Optional[str] = typer.Option(None, "--payload-b64", help="One event: payload as base64."),
     timestamp_ms: Optional[int] = typer.Option(None, "--timestamp-ms", help="One event: its time (default now)."),
-    fmt: str = typer.Option("v2", "--format", help="v2 (Spector chunks) or segments (ADR-003 entries)."),
-    encoding: str = typer.Option("msgpack", "--encoding", help="segments: msgpack (default) or json bodies."),
+    fmt: str = typer.Option("v2", "--format", metavar="[v2|segments]", help="v2 (Spector chunks) or segments (ADR-003 entries)."),
+    encoding: str = typer.Option("msgpack", "--encoding", metavar="[msgpack|json]", help="segments: msgpack (default) or json bodies."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.write/1) on stdout."),
 ) -> int:
     import json

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import typer
 
-SYNC = typer.Option("batch", "--sync", help="always (fdatasync per record), batch, or none.")
+SYNC = typer.Option("batch", "--sync", metavar="[always|batch|none]", help="always (fdatasync per record), batch, or none.")
 BATCH_RECORDS = typer.Option(100, "--batch-records", min=1, help="batch: sync every N records.")
 BATCH_MS = typer.Option(1000, "--batch-ms", min=1, help="batch: and at least every T milliseconds.")
 MAX_CHUNK_BYTES = typer.Option(8 << 20, "--max-chunk-bytes", min=64, help="Roll to a new chunk at this size.")

@@ -35,7 +35,8 @@ class RestoreReport(NamedTuple):
 
 
 def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: int | None = None,
-            to_time_ms: int | None = None, jobs: int = 4, endpoint_url: str | None = None) -> RestoreReport:
+            to_time_ms: int | None = None, jobs: int = 4, endpoint_url: str | None = None,
+            progress=None) -> RestoreReport:
     """Writes OUT/wal (the events up to the point, exactly) and OUT/checkpoints (the newest archived
     checkpoint at or below it that verifies), then verifies OUT/wal."""
     from .verify import verify_path
@@ -71,8 +72,12 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
         def fetch(e: Entry):
             return e, _download(store, object_key(namespace, e.kind, e.name), scratch, hashed=True)
 
+        if progress:
+            progress(0, total=sum(e.size for e in needed))
         with ThreadPoolExecutor(max(1, jobs)) as pool:
             for e, sha in pool.map(fetch, needed):
+                if progress:
+                    progress(e.size)
                 if sha != e.sha256:
                     ok_to = e.first_sequence - 1
                     raise NotClean(f"{namespace}/{e.kind}/{e.name} is corrupt in the archive (sha256 {sha}, pushed as "

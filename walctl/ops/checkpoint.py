@@ -143,10 +143,11 @@ class Created(NamedTuple):
 
 
 def create(directory: str, state: dict, wal_sequence: int, *, level: int = ck.DEFAULT_LEVEL, threads: int = -1,
-           timestamp: int | None = None, checkpoint_id: str | None = None, fs=DEFAULT_FS) -> Created:
-    fs = fs.beneath(directory)
+           timestamp: int | None = None, checkpoint_id: str | None = None, fs=DEFAULT_FS,
+           progress=None) -> Created:
     """Writes `state` as a new checkpoint reflecting every log entry up to `wal_sequence`, durably (the
     caller must have made the log durable up to there first)."""
+    fs = fs.beneath(directory)
     if not isinstance(state, dict):
         raise UsageError("a checkpoint's state is a map")
     if wal_sequence < 0:
@@ -167,7 +168,7 @@ def create(directory: str, state: dict, wal_sequence: int, *, level: int = ck.DE
 
     durable.make_dir(directory, fs)
     path = os.path.join(directory, f"{cid}{SUFFIX}")
-    durable.create_file_streamed(path, ck.CHECKPOINT_HEADER.size, body, header, fs)
+    durable.create_file_streamed(path, ck.CHECKPOINT_HEADER.size, body, header, fs, progress)
     return Created(path, str(cid), wal_sequence, body.uncompressed_size, body.compressed_size,
                    time.perf_counter() - t)
 

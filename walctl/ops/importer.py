@@ -13,7 +13,7 @@ the chosen sync policy; the writer's open repairs a torn tail (evidence kept) as
 from __future__ import annotations
 
 import json
-from typing import BinaryIO, Iterator, NamedTuple
+from typing import BinaryIO, Callable, Iterator, NamedTuple
 
 from ..errors import EXIT_CORRUPT, EXIT_SEQUENCE, NotClean, UnsupportedInput, UsageError
 from ..format import events as ev
@@ -43,9 +43,35 @@ class ImportReport(NamedTuple):
 
 # ---- reading a stream --------------------------------------------------------------------------------
 
-def read_stream(f: BinaryIO, form: str | None = None,
-                max_payload: int = ev.DEFAULT_MAX_PAYLOAD) -> tuple[str, Iterator]:
-    """(form, items): items are format.events.Event (V2 events) or dict (ADR-003 entries)."""
+class _Counted:
+    """A binary stream that reports the bytes read from it (for a progress bar)."""
+
+    def __init__(self, f, progress):
+        self._f, self._progress = f, progress
+
+    def peek(self, n: int = 1) -> bytes:
+        return self._f.peek(n)
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._f.read(n)
+        self._progress(len(data))
+        return data
+
+    def readline(self, limit: int = -1) -> bytes:
+        data = self._f.readline(limit)
+        self._progress(len(data))
+        return data
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+
+def read_stream(f: BinaryIO, form: str | None = None, max_payload: int = ev.DEFAULT_MAX_PAYLOAD,
+                progress: Callable[[int], None] | None = None) -> tuple[str, Iterator]:
+    """(form, items): items are format.events.Event (V2 events) or dict (ADR-003 entries). `progress` is
+    called with the bytes read from `f` as they are read."""
+    if progress is not None:
+        f = _Counted(f, progress) if hasattr(f, "peek") else f
     head = f.peek(1)[:1] if hasattr(f, "peek") else b""
     form = form or ev.sniff(head)
     if form == ev.FORM_JSONL:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 from ..errors import WalctlError
 from ..format import scan as fscan
@@ -87,11 +87,13 @@ class RecordWalk:
     """Iterate for Record and RawDamage items in directory order; `report` is set when done."""
 
     def __init__(self, path: str, flt: RecordFilter | None = None, fs=DEFAULT_FS, keep_raw: bool = False,
-                 payloads: bool = True):
+                 payloads: bool = True, progress: Callable[[int], None] | None = None):
         """`payloads=False`: compressed records carry no payload (b""), only `decoded_len` (stats: memory
-        stays bounded by one inflate piece, whatever a payload inflates to)."""
+        stays bounded by one inflate piece, whatever a payload inflates to). `progress` is called with each
+        chunk's size once it is read."""
         self.path = path
         self.payloads = payloads
+        self.progress = progress
         self.keep_raw = keep_raw
         self.filter = flt or RecordFilter()
         self.fs = fs
@@ -113,6 +115,8 @@ class RecordWalk:
             # when it hands the record on, so at most one decoded payload is alive at a time.
             outcome = scan_chunk_file(c.path, self.fs, self._visitor(c.name, found), materialize=False)
             outcomes.append(outcome)
+            if self.progress is not None:
+                self.progress(c.size)
             if outcome.scan is not None and outcome.scan.header == fscan.HEADER_LEGACY:
                 found = self._legacy(c.path, c.name)
             elif outcome.scan is not None:

@@ -114,14 +114,15 @@ def empty_for(reducer: str) -> dict:
 
 # ---- the log ------------------------------------------------------------------------------------
 
-def read_log(log: str, after: int, fs=DEFAULT_FS) -> tuple[list[dict], PathReport, int, str]:
-    """(entries with sequence > after, in order; the log's report; duplicates skipped; kind)."""
+def read_log(log: str, after: int, fs=DEFAULT_FS, progress=None) -> tuple[list[dict], PathReport, int, str]:
+    """(entries with sequence > after, in order; the log's report; duplicates skipped; kind). `progress`
+    is called with each V2 chunk's size once it is read."""
     kind = detect_kind(log, fs)
     out: list[dict] = []
     if kind in (KIND_SEGMENTS, KIND_SEGMENT):
         from .segments import SegmentWalk
 
-        walk = SegmentWalk(log, fs)
+        walk = SegmentWalk(log, fs, progress=progress)
         for _, e in walk:
             if e.sequence > after:
                 out.append(e.value)
@@ -129,7 +130,7 @@ def read_log(log: str, after: int, fs=DEFAULT_FS) -> tuple[list[dict], PathRepor
     if kind in (KIND_DIR, KIND_CHUNK):
         from .records import Record, RecordWalk
 
-        rwalk = RecordWalk(log, fs=fs)
+        rwalk = RecordWalk(log, fs=fs, progress=progress)
         for r in rwalk:
             if isinstance(r, Record) and r.sequence > after:
                 out.append({"sequence": r.sequence, "type": type_name(r.type_ordinal) or r.type_ordinal,
@@ -188,7 +189,7 @@ class RecoverReport(NamedTuple):
 
 
 def recover(checkpoints: str | None, log: str | None, *, reducer: str = AUTO, allow_gap: bool = False,
-            max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, fs=DEFAULT_FS) -> RecoverReport:
+            max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, fs=DEFAULT_FS, progress=None) -> RecoverReport:
     t0 = time.perf_counter()
     no_log = log is None or not fs.exists(log) or is_empty_log_dir(log, fs)
     reducer = pick_reducer(reducer, None if no_log else log, fs)
@@ -219,7 +220,7 @@ def recover(checkpoints: str | None, log: str | None, *, reducer: str = AUTO, al
             warnings.append(f"log {log} holds no log files: treated as no log")
         return RecoverReport(state, outcome, EXIT_OK, used, fallbacks, rejected, 0, (), 0, 0, w, tuple(warnings),
                              _secs(t0, t1, time.perf_counter()))
-    entries, report, dups, _ = read_log(log, w, fs)
+    entries, report, dups, _ = read_log(log, w, fs, progress)
     t_read = time.perf_counter()
     torn = 0
     history_gap = None  # no checkpoint: the first sequence finding that breaks "contiguous from 1"
@@ -294,7 +295,7 @@ def _secs(t0, t1, t2, t_read=None) -> dict:
             "total": round(t2 - t0, 6)}
 
 
-def fold_log(log: str, *, reducer: str = AUTO, fs=DEFAULT_FS) -> RecoverReport:
+def fold_log(log: str, *, reducer: str = AUTO, fs=DEFAULT_FS, progress=None) -> RecoverReport:
     """The state from replaying a whole log onto the empty state (checkpoint create --log)."""
-    return recover(None, log, reducer=reducer, fs=fs)
+    return recover(None, log, reducer=reducer, fs=fs, progress=progress)
 

@@ -160,14 +160,15 @@ def write_pieces_to_fd(fd: int) -> Callable[[list], None]:
 
 
 def replay(path: str, out: Callable[[list], object], opts: ReplayOptions = ReplayOptions(),
-           fs=DEFAULT_FS, out_fd: int | None = None) -> ReplayReport:
+           fs=DEFAULT_FS, out_fd: int | None = None, progress: Callable[[int], None] | None = None) -> ReplayReport:
     """Writes the stream through `out` (called with lists of byte strings, in order) and returns the
     report. With opts.jobs > 1 and `out_fd` (the descriptor `out` writes to), V2 chunks are encoded and
-    written by worker processes instead."""
+    written by worker processes instead. `progress` is called with each chunk's or segment's size once it
+    is read."""
     kind = detect_kind(path, fs)
     if kind in (KIND_SEGMENTS, KIND_SEGMENT):
-        return _replay_segments(path, kind, out, opts, fs)
-    return _replay_v2(path, out, opts, fs, out_fd)
+        return _replay_segments(path, kind, out, opts, fs, progress)
+    return _replay_v2(path, out, opts, fs, out_fd, progress)
 
 
 def first_record_seq(path: str, fs=DEFAULT_FS) -> int | None:
@@ -191,7 +192,7 @@ def covered_prefix(paths: list[str], after: int, first_seq_of) -> int:
     return start
 
 
-def _replay_v2(path: str, out, opts: ReplayOptions, fs, out_fd: int | None = None) -> ReplayReport:
+def _replay_v2(path: str, out, opts: ReplayOptions, fs, out_fd: int | None = None, progress=None) -> ReplayReport:
     import os
 
     chunks, foreign, kind, writer = resolve_chunks(path, fs)
@@ -213,7 +214,7 @@ def _replay_v2(path: str, out, opts: ReplayOptions, fs, out_fd: int | None = Non
     else:
         source = _Sequential(todo, encode_chunk, out)
     try:
-        return _emit_v2(path, kind, foreign, writer, opts, start, source)
+        return _emit_v2(path, kind, foreign, writer, opts, start, source, progress)
     finally:
         if parallel is not None:
             parallel.close()
@@ -253,7 +254,7 @@ def _accepted_losses(path: str):
     return lambda a, b: exp is not None and exp.accepted_cover(a, b) is not None
 
 
-def _emit_v2(path, kind, foreign, writer, opts: ReplayOptions, start: int, source) -> ReplayReport:
+def _emit_v2(path, kind, foreign, writer, opts: ReplayOptions, start: int, source, progress=None) -> ReplayReport:
     sink = _Sink(opts.limit)
     read_chunks, outcomes = [], []
     skipped: list[Blocked] = []
@@ -266,6 +267,8 @@ def _emit_v2(path, kind, foreign, writer, opts: ReplayOptions, start: int, sourc
     for c, outcome, enc in source:
         read_chunks.append(c)
         outcomes.append(outcome)
+        if progress is not None:
+            progress(c.size)
         if stopped is not None:
             continue
         block = _chunk_block(c.name, outcome)
@@ -342,7 +345,7 @@ def _chunk_block(name: str, outcome: ChunkOutcome) -> Blocked | None:
     return Blocked(name, 0, None, "unsupported", f"file header {s.header}", None)
 
 
-def _replay_segments(path: str, kind: str, out, opts: ReplayOptions, fs) -> ReplayReport:
+def _replay_segments(path: str, kind: str, out, opts: ReplayOptions, fs, progress=None) -> ReplayReport:
     """ADR-003 entries: jsonl is the `inspect --jsonl` entry object, msgpack the entry map itself
     (checksum included, so an importer can check it); there is no sync form for entries."""
     from ..format.canonical import packb
@@ -350,7 +353,7 @@ def _replay_segments(path: str, kind: str, out, opts: ReplayOptions, fs) -> Repl
 
     if opts.form == ev.FORM_SYNC:
         raise UsageError("the sync blob carries V2 events; replay ADR-003 segments as --jsonl or --msgpack")
-    walk = SegmentWalk(path, fs)
+    walk = SegmentWalk(path, fs, progress=progress)
     sink_events = 0
     first = last = None
     stopped = None

@@ -8,7 +8,7 @@ does not exist or is whole.
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from ..errors import EXIT_OK, Refused
 from ..store import durable
@@ -52,7 +52,8 @@ class SalvageReport(NamedTuple):
         }
 
 
-def salvage(source: str, out: str, *, fs=DEFAULT_FS, max_chunk_bytes: int = 8 << 20) -> SalvageReport:
+def salvage(source: str, out: str, *, fs=DEFAULT_FS, max_chunk_bytes: int = 8 << 20,
+            progress: Callable[[int], None] | None = None) -> SalvageReport:
     fs = fs.beneath(os.path.dirname(os.path.abspath(out)))  # OUT and OUT.tmp, side by side
     out = os.path.normpath(out)
     if fs.exists(out) and (fs.stat(out).kind != "dir" or fs.listdir(out)):
@@ -64,7 +65,7 @@ def salvage(source: str, out: str, *, fs=DEFAULT_FS, max_chunk_bytes: int = 8 <<
     durable.create_file(os.path.join(tmp, OWNER_MARK), b"walctl salvage in progress\n", fs)
     appender = ChunkAppender(tmp, next_sequence=1, chunk_index=0, chunk_exists=False, fs=fs, sync=SYNC_NONE,
                              max_chunk_bytes=max_chunk_bytes)
-    walk = RecordWalk(source, fs=fs, keep_raw=True)
+    walk = RecordWalk(source, fs=fs, keep_raw=True, progress=progress)
     copied, first, last, skipped = 0, None, None, []
     try:
         for item in walk:

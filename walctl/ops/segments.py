@@ -53,8 +53,10 @@ class SegmentWalk:
     """Iterate for (segment name, Entry) of every valid, non-duplicate entry in order; `report` is the
     PathReport once the walk is done."""
 
-    def __init__(self, path: str, fs=DEFAULT_FS, strict: bool = False, lock_held_by_us: bool = False):
+    def __init__(self, path: str, fs=DEFAULT_FS, strict: bool = False, lock_held_by_us: bool = False,
+                 progress=None):
         self.path, self.fs, self.strict = path, fs, strict
+        self.progress = progress  # called with each segment's size once it is read
         self.lock_held_by_us = lock_held_by_us
         self.report: PathReport | None = None
         self.duplicates = 0
@@ -151,6 +153,8 @@ class SegmentWalk:
             code = combine_exit_codes(codes)
             chunks.append(ChunkReport(s.name, s.number, s.size, "ok", None, VERDICTS[code], code, records, first, last,
                                       valid_bytes, damaged, {}))
+            if self.progress is not None:
+                self.progress(s.size)
         exit_code = combine_exit_codes(f.exit_code for f in findings)
         self.report = PathReport(self.path, kind, exit_code, writer, tuple(chunks), tuple(findings))
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..store.fs import DEFAULT_FS
 from .records import Record, RecordWalk
@@ -119,9 +120,9 @@ def _max(a, b):
     return b if a is None or b > a else a
 
 
-def collect_stats(path: str, fs=DEFAULT_FS) -> Stats:
+def collect_stats(path: str, fs=DEFAULT_FS, progress: Callable[[int], None] | None = None) -> Stats:
     stats = Stats(path)
-    walk = RecordWalk(path, fs=fs, payloads=False)
+    walk = RecordWalk(path, fs=fs, payloads=False, progress=progress)
     for item in walk:
         if isinstance(item, Record):
             stats.add(item)
@@ -129,11 +130,11 @@ def collect_stats(path: str, fs=DEFAULT_FS) -> Stats:
     return stats
 
 
-def segment_stats(path: str, fs=DEFAULT_FS) -> dict:
+def segment_stats(path: str, fs=DEFAULT_FS, progress: Callable[[int], None] | None = None) -> dict:
     """Counts of an ADR-003 segment directory: per operation, per segment, sequence and time ranges."""
     from .segments import SegmentWalk
 
-    walk = SegmentWalk(path, fs)
+    walk = SegmentWalk(path, fs, progress=progress)
     ops: dict = {}
     seqs, times = [], []
     for _, e in walk:

@@ -85,10 +85,11 @@ def file_blocks(path: str, block: int = 1 << 20):
 WRITEBACK_BYTES = 8 << 20
 
 
-def create_file_streamed(path: str, header_size: int, chunks, make_header, fs=DEFAULT_FS) -> None:
+def create_file_streamed(path: str, header_size: int, chunks, make_header, fs=DEFAULT_FS, progress=None) -> None:
     """Durable create of a file whose header depends on its body (sizes, digests): the body is written
     while it is produced (`chunks` is an iterator), then the header in the space left at the start. The
-    same crash guarantees as create_file: nothing is visible under `path` until the whole file is synced."""
+    same crash guarantees as create_file: nothing is visible under `path` until the whole file is synced.
+    `progress`, if given, is called with each piece's size as it is written."""
     if fs.exists(path):
         raise Refused(f"{os.path.basename(path)} already exists; walctl never overwrites it", path)
     tmp = path + TMP_SUFFIX
@@ -96,7 +97,7 @@ def create_file_streamed(path: str, header_size: int, chunks, make_header, fs=DE
         fs.unlink(tmp)
     fd = fs.open_new(tmp)
     try:
-        _write_streamed(fd, tmp, header_size, chunks, make_header, fs)
+        _write_streamed(fd, tmp, header_size, chunks, make_header, fs, progress)
     except WalctlError:
         # Disk full, an I/O error, a bad header: the process lives on to report it, so it does not leave
         # a half-written .tmp behind (readers ignore one, but it holds the space that ran out). A crash
@@ -113,12 +114,14 @@ def create_file_streamed(path: str, header_size: int, chunks, make_header, fs=DE
     fs.fsync_dir(os.path.dirname(path) or ".")
 
 
-def _write_streamed(fd: int, tmp: str, header_size: int, chunks, make_header, fs) -> None:
+def _write_streamed(fd: int, tmp: str, header_size: int, chunks, make_header, fs, progress=None) -> None:
     fs.write(fd, bytes(header_size), tmp)
     written = flushed = header_size
     for piece in chunks:
         fs.write(fd, piece, tmp)
         written += len(piece)
+        if progress is not None:
+            progress(len(piece))
         if written - flushed >= WRITEBACK_BYTES:
             # While the body is still being produced: the final fsync of a 400 MB checkpoint
             # otherwise waits ~0.25 s here for writes that could have gone out meanwhile.

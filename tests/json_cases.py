@@ -1,0 +1,142 @@
+"""Every command that prints --json or --jsonl, run on real inputs (copies of examples/), for
+tests/test_schemas.py and tests/make_schemas.py. Each case: (label, argv, what, schema) where `what` is
+"doc" (one document on stdout that names its schema), "jsonl" (records on stdout), ("jsonl-file", path)
+(records the command wrote to a file), or a path (a document the command wrote: `replay --report`, an
+archive's MANIFEST.json, merge's state.json). argv None: the document was written by an earlier case.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(ROOT, "examples")
+
+
+def workspace(ws: str) -> None:
+    for name in os.listdir(EXAMPLES):
+        src = os.path.join(EXAMPLES, name)
+        if os.path.isdir(src):
+            shutil.copytree(src, os.path.join(ws, name), symlinks=True)
+    with open(os.path.join(ws, "state.json"), "w", encoding="utf-8") as f:
+        json.dump({"memories": {"m1": {"text": "hi"}}}, f)
+    from datetime import datetime, timedelta, timezone
+
+    from walctl.format.workflow import CheckpointState, PauseMetadata
+    from walctl.ops.workflow import DirectoryWorkflowStore
+
+    store = DirectoryWorkflowStore(os.path.join(ws, "flows"))
+    old = datetime.now(timezone.utc) - timedelta(days=3)
+    for cid, at in (("stale", old), ("fresh", datetime.now(timezone.utc))):
+        store.save(CheckpointState(cid, "deploy", {"env": "prod"}, [[{"id": "a"}], [{"id": "b"}]], 1,
+                                   {"blocks": {"a": {"outputs": {"ok": True}}}}, at, PauseMetadata("ask", "Go?", None)))
+
+
+def cases(ws: str):
+    w = lambda *p: os.path.join(ws, *p)  # noqa: E731
+    ckpt = sorted(os.listdir(w("checkpoints")))[-1]
+    task = sorted(os.listdir(w("tasks")))[0]
+    arch = "file://" + w("archive")
+    return [
+        ("verify clean", ["verify", w("wal-healthy"), "--json"], "doc", "walctl.verify/1"),
+        ("verify corrupt", ["verify", w("wal-midlog-corrupt"), w("wal-sequence-gap"), w("wal-torn-tail"), "--json"],
+         "doc", "walctl.verify/1"),
+        ("verify kinds", ["verify", w("segments"), w("checkpoints"), w("tasks"), w("agents-crashed"), w("flows"),
+                          w("wal-legacy-v1"), "--json"], "doc", "walctl.verify/1"),
+        ("verify map", ["verify", w("wal-midlog-corrupt"), w("wal-sequence-gap"), "--map", "--json"], "doc",
+         "walctl.verify/1"),
+        ("map", ["map", w("wal-midlog-corrupt"), "--json"], "doc", "walctl.map/1"),
+        ("map segments", ["map", w("segments"), "--json"], "doc", "walctl.map/1"),
+        ("inspect v2", ["inspect", w("wal-midlog-corrupt"), "--jsonl"], "jsonl", "walctl.record/1"),
+        ("inspect segments", ["inspect", w("segments"), "--jsonl"], "jsonl", "walctl.entry/1"),
+        ("stats v2", ["stats", w("wal-healthy"), "--json"], "doc", "walctl.stats/1"),
+        ("stats segments", ["stats", w("segments"), "--json"], "doc", "walctl.stats/1"),
+        ("stats other", ["stats", w("checkpoints"), "--json"], "doc", "walctl.stats/1"),
+        ("write", ["write", w("newwal"), "--type", "REMEMBER", "--id", "m1", "--payload", "hi", "--json"],
+         "doc", "walctl.write/1"),
+        ("repair plan", ["repair", w("wal-torn-tail"), "--json"], "doc", "walctl.repair/1"),
+        ("repair apply", ["repair", w("wal-torn-tail"), "--apply", "--json"], "doc", "walctl.repair/1"),
+        ("seal", ["seal", w("wal-healthy"), "--json"], "doc", "walctl.seal/1"),
+        ("accept loss", ["repair", w("wal-sequence-gap"), "--accept-loss", "41..80", "--reason", "gone", "--json"],
+         "doc", "walctl.repair/1"),
+        ("salvage", ["salvage", w("wal-midlog-corrupt"), "--out", w("salvaged"), "--json"], "doc", "walctl.salvage/1"),
+        ("compact", ["compact", w("wal-healthy"), "--before", "60", "--json"], "doc", "walctl.compact/1"),
+        ("quarantine list", ["quarantine", "list", w("wal-torn-tail"), "--json"], "doc", "walctl.quarantine/1"),
+        ("quarantine show", ["quarantine", "show", w("wal-torn-tail"), "@first", "--json"], "doc",
+         "walctl.quarantine-show/1"),
+        ("quarantine move", ["quarantine", "move", w("wal-healthy"), "wal-000000.bin", "--reason", "t", "--json"],
+         "doc", "walctl.quarantine-move/1"),
+        ("quarantine restore", ["quarantine", "restore", w("wal-torn-tail"), "@first", "--json"], "doc",
+         "walctl.quarantine-restore/1"),
+        ("quarantine purge", ["quarantine", "purge", w("wal-torn-tail"), "--older-than", "0", "--json"], "doc",
+         "walctl.quarantine-purge/1"),
+        ("checkpoint create", ["checkpoint", "create", w("ck2"), "--state", w("state.json"), "--wal-seq", "5",
+                               "--json"], "doc", "walctl.checkpoint-create/1"),
+        ("checkpoint verify", ["checkpoint", "verify", w("checkpoints"), "--json"], "doc", "walctl.verify/1"),
+        ("checkpoint inspect", ["checkpoint", "inspect", w("checkpoints", ckpt), "--json"], "doc",
+         "walctl.checkpoint-inspect/1"),
+        ("checkpoint list", ["checkpoint", "list", w("checkpoints"), "--json"], "doc", "walctl.checkpoint-list/1"),
+        ("checkpoint prune", ["checkpoint", "prune", w("checkpoints"), "--max-age", "0", "--keep", "1", "--json"],
+         "doc", "walctl.checkpoint-prune/1"),
+        ("recover", ["recover", "--checkpoints", w("checkpoints"), "--log", w("segments"), "--json"], "doc",
+         "walctl.recover/1"),
+        ("replay v2", ["replay", w("wal-healthy"), "--after", "10", "--out", w("v2.jsonl")],
+         ("jsonl-file", w("v2.jsonl")), "walctl.record/1"),
+        ("replay segments", ["replay", w("segments"), "--out", w("seg.jsonl")], ("jsonl-file", w("seg.jsonl")),
+         "walctl.entry/1"),
+        ("replay report", ["replay", w("wal-healthy"), "--out", w("stream.jsonl"), "--report", w("report.json")],
+         w("report.json"), "walctl.replay/1"),
+        ("import", ["import", w("follower"), "--from", w("stream.jsonl"), "--json"], "doc", "walctl.import/1"),
+        ("merge", ["merge", w("wal-healthy"), w("wal-sequence-gap"), "--out", w("merged"), "--json"], "doc",
+         "walctl.merge/1"),
+        ("merge state", None, w("merged", "state.json"), "walctl.memory-state/1"),
+        ("archive push", ["archive", "push", w("wal-sequence-gap"), arch, "--checkpoints", w("checkpoints"),
+                          "--json"], "doc", "walctl.archive-push/1"),
+        ("archive manifest", None, w("archive", "wal-sequence-gap", "MANIFEST.json"), "walctl.archive-manifest/1"),
+        ("archive list", ["archive", "list", arch, "--json"], "doc", "walctl.archive-list/1"),
+        ("archive verify", ["archive", "verify", arch, "--json"], "doc", "walctl.archive-verify/1"),
+        ("archive restore", ["archive", "restore", arch, w("restored"), "--json"], "doc", "walctl.archive-restore/1"),
+        ("archive prune", ["archive", "prune", arch, "--namespace", "wal-sequence-gap", "--keep", "1", "--max-age",
+                           "0s", "--json"], "doc", "walctl.archive-prune/1"),
+        ("workflow list", ["workflow", "list", w("flows"), "--json"], "doc", "walctl.workflow-list/1"),
+        ("workflow cleanup", ["workflow", "cleanup", w("flows"), "--max-age", "1d", "--json"], "doc",
+         "walctl.workflow-cleanup/1"),
+        ("tasklog verify", ["tasklog", "verify", w("tasks"), "--json"], "doc", "walctl.tasklog-verify/1"),
+        ("tasklog inspect", ["tasklog", "inspect", w("tasks", task), "--json"], "doc", "walctl.tasklog-inspect/1"),
+        ("agents verify", ["agents", "verify", w("agents-crashed"), "--json"], "doc", "walctl.agents-verify/1"),
+        ("agents tree", ["agents", "tree", w("agents-crashed"), "--json"], "doc", "walctl.agents-tree/1"),
+        ("agents pending", ["agents", "pending", w("agents-crashed"), "--json"], "doc", "walctl.agents-pending/1"),
+        ("agents recover", ["agents", "recover", w("agents-crashed"), "--json"], "doc", "walctl.agents-recover/1"),
+    ]
+
+
+def first_quarantined(ws: str, directory: str) -> str:
+    names = sorted(n for n in os.listdir(os.path.join(ws, directory, ".quarantine")) if n != "MANIFEST.jsonl")
+    return names[0]
+
+
+def run_case(run, ws: str, argv) -> str:
+    """Run one case in-process; its stdout."""
+    import contextlib
+    import io
+
+    if argv is None:
+        return ""
+    argv = [first_quarantined(ws, "wal-torn-tail") if a == "@first" else a for a in argv]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        run(argv)
+    return out.getvalue()
+
+
+def documents(what, text: str) -> list:
+    if what == "doc":
+        return [json.loads(text)]
+    if what == "jsonl":
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    if isinstance(what, tuple):
+        with open(what[1], encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+    with open(what, encoding="utf-8") as f:
+        return [json.load(f)]

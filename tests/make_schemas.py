@@ -1,0 +1,216 @@
+"""Regenerate walctl/schemas/*.json on request: `python tests/make_schemas.py`.
+
+Runs every case of tests/json_cases.py (real commands on copies of examples/), merges the shapes seen
+per schema, and writes a JSON Schema (draft 2020-12) with the titles, field descriptions and enums below.
+The rules that make the schemas safe to publish under the versioning rule of cli-contract.md:
+- objects never forbid additional properties (adding a field is not a breaking change);
+- only a document's top-level keys seen in every sample are required, plus a finding's core keys;
+- an object whose keys are data (ids, file names, sequence numbers) is a map, not a list of properties.
+Review the diff: a removed or retyped field means the schema's number must go up.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+import json_cases  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(HERE), "walctl", "schemas")
+
+TITLES = {
+    "walctl.verify/1": ("walctl verify --json (also checkpoint verify --json)",
+                        "Per-path and per-chunk verdicts and every finding."),
+    "walctl.map/1": ("walctl map --json", "Where the damage is: per chunk, its byte regions marked by class, the "
+                     "gaps between chunks and the quarantined pieces."),
+    "walctl.record/1": ("inspect --jsonl / replay --jsonl record (Spector V2)",
+                        "One valid V2 record, in directory order (cli-contract.md, Output)."),
+    "walctl.entry/1": ("inspect --jsonl / replay --jsonl record (ADR-003 segments)",
+                       "One valid ADR-003 entry, in directory order."),
+    "walctl.stats/1": ("walctl stats --json", "Counts and bytes per event type or operation, per chunk or "
+                       "segment; for other kinds, the verify summary."),
+    "walctl.write/1": ("walctl write --json", "What was appended and the durable high-water mark."),
+    "walctl.repair/1": ("walctl repair --json", "The plan (dry run) or what was cut, with the evidence kept."),
+    "walctl.seal/1": ("walctl seal --json", "Closed chunks sealed in the directory ledger (or the plan)."),
+    "walctl.salvage/1": ("walctl salvage --json", "Records copied, sequences and byte ranges lost."),
+    "walctl.compact/1": ("walctl compact --json", "Chunks at or below the HWM moved aside (or the plan)."),
+    "walctl.quarantine/1": ("walctl quarantine list --json", "Quarantined files with their manifest lines."),
+    "walctl.quarantine-show/1": ("walctl quarantine show --json", "What one quarantined file holds."),
+    "walctl.quarantine-move/1": ("walctl quarantine move --json", "A chunk moved into .quarantine/ (or the plan)."),
+    "walctl.quarantine-restore/1": ("walctl quarantine restore --json", "A quarantined file put back (or the plan)."),
+    "walctl.quarantine-purge/1": ("walctl quarantine purge --json", "Old evidence deleted (or the plan)."),
+    "walctl.checkpoint-create/1": ("walctl checkpoint create --json", "The checkpoint written."),
+    "walctl.checkpoint-inspect/1": ("walctl checkpoint inspect --json", "Header fields, sizes, the state's keys."),
+    "walctl.checkpoint-list/1": ("walctl checkpoint list --json", "Checkpoints newest first, each valid or why not."),
+    "walctl.checkpoint-prune/1": ("walctl checkpoint prune --json", "Checkpoints moved aside (or the plan)."),
+    "walctl.recover/1": ("walctl recover --json", "The checkpoint used, the replay after it, the outcome."),
+    "walctl.replay/1": ("walctl replay --report FILE", "How the stream ended, what was skipped, the verdict."),
+    "walctl.import/1": ("walctl import --json", "Events received, applied and skipped; the HWM before and after."),
+    "walctl.merge/1": ("walctl merge --json", "The sources, the merged state's summary."),
+    "walctl.memory-state/1": ("OUT/state.json written by walctl merge", "Spector memory state."),
+    "walctl.archive-push/1": ("walctl archive push --json", "Objects uploaded, already archived, held back."),
+    "walctl.archive-manifest/1": ("<namespace>/MANIFEST.json in an archive", "Every archived object."),
+    "walctl.archive-list/1": ("walctl archive list --json", "Namespaces, objects, sequence ranges, gaps."),
+    "walctl.archive-verify/1": ("walctl archive verify --json", "Every archived object checked."),
+    "walctl.archive-restore/1": ("walctl archive restore --json", "What was restored, to which point."),
+    "walctl.archive-prune/1": ("walctl archive prune --json", "Objects deleted (or the plan)."),
+    "walctl.workflow-list/1": ("walctl workflow list --json", "Workflow checkpoints, sorted by (created_at, id)."),
+    "walctl.workflow-cleanup/1": ("walctl workflow cleanup --json", "Expired checkpoints set aside (or the plan)."),
+    "walctl.tasklog-verify/1": ("walctl tasklog verify --json", "Each task log's rules and verdict."),
+    "walctl.tasklog-inspect/1": ("walctl tasklog inspect --json", "Each task's state from its log."),
+    "walctl.agents-verify/1": ("walctl agents verify --json", "Session files, event lines and the agent tree."),
+    "walctl.agents-tree/1": ("walctl agents tree --json", "The agent tree with pending-message counts."),
+    "walctl.agents-pending/1": ("walctl agents pending --json", "Undelivered messages per agent."),
+    "walctl.agents-recover/1": ("walctl agents recover --json", "The recovery plan or what was done."),
+}
+
+FIELDS = {
+    "schema": "The schema of this document; a change that breaks consumers bumps the number.",
+    "walctl_version": "The walctl that wrote the document.",
+    "exit_code": "The documented exit code (0 clean, 1 torn tail, 2 usage, 3 corruption, 4 sequence, "
+                 "5 unsupported, 6 environment, 7 refused).",
+    "verdict": "clean, torn, corrupt, discontinuous, unsupported or environment (a chunk may be header-only; "
+               "other commands use their own words, listed in their man page).",
+    "path": "The path as given.", "file": "A file name inside the path.",
+    "offset": "A byte offset in `file`.", "end_offset": "The byte offset where the range ends (exclusive).",
+    "length": "Bytes.", "sequence": "A log sequence number.", "sequence_range": "[first, last] sequences.",
+    "first_sequence": "The first valid sequence.", "last_sequence": "The last valid sequence.",
+    "reason": "What is wrong, in words.", "class": "The finding's class (docs/format.md, Damage classes).",
+    "severity": "error, torn, warning or note.", "stored": "The value stored in the file (CRC, magic...).",
+    "computed": "The value walctl computed.", "findings": "Every finding, each with file, offset, sequences, "
+                                                        "class, reason, stored and computed values.",
+    "kind": "What the path holds (docs/format.md, 3).", "damaged_bytes": "Bytes in damaged ranges.",
+    "sha256": "SHA-256 of the bytes, hex.", "evidence": "Where the removed bytes were kept (.quarantine/).",
+    "warnings": "Anomalies that do not change the exit code.", "applied": "Whether --apply was given.",
+    "timestamp_ms": "Milliseconds since the epoch.", "type": "The event type name (the ordinal when unknown).",
+    "type_ordinal": "The event type's ordinal.", "memory_id": "The memoryId (invalid UTF-8 replaced by U+FFFD).",
+    "memory_id_hex": "The memoryId's bytes, hex.", "compressed": "Whether the stored payload is zlib-compressed.",
+    "payload_hex": "The decoded (inflated) payload, hex.", "stored_len": "The payload's stored length.",
+    "wal_sequence": "The last log sequence a checkpoint reflects.",
+    "hwm": "The high-water mark: the last durable sequence.",
+}
+
+ENUMS_VERIFY = {
+    "kind": ["spector-v2-dir", "spector-v2-chunk", "adr003-segments", "adr003-segment", "checkpoint-dir",
+             "checkpoint", "tasklog-dir", "tasklog", "substrat-root", "workflow-store", None],
+    "severity": ["error", "torn", "warning", "note"],
+}
+
+# Fields whose type the samples cannot show: the record's `type` is the ordinal when the name is unknown.
+TYPES = {"type": ["integer", "string"], "live_writer": ["null", "string"]}
+_INT_KEY = re.compile(r"offset|sequence|size|bytes|exit_code|records|count|length|index|_ms$|entries|events|"
+                      r"version|hwm|step|chunks|objects|lines|findings|ordinal|applied|received|skipped|level|"
+                      r"duplicates|uploaded|removed|kept|rank|total|start|end|stored|computed|time")
+_DATA_KEY = re.compile(r"^\d|\d{4,}|[.\-]|^[0-9a-f]{16,}$")
+
+
+def _type_of(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+def infer(values: list, key: str | None = None) -> dict:
+    types = sorted({_type_of(v) for v in values})
+    if "integer" in types and ("number" in types or not (key and _INT_KEY.search(key))):
+        types = sorted(set(types) - {"integer"} | {"number"})  # a count is an integer; a measure may not be
+    if key in TYPES:
+        types = TYPES[key]
+    out: dict = {}
+    if key in FIELDS:
+        out["description"] = FIELDS[key]
+    if types != ["null"]:  # seen only as null: not constrained by one sample
+        out["type"] = types[0] if len(types) == 1 else types
+    objs = [v for v in values if isinstance(v, dict)]
+    if objs:
+        keys = {k for o in objs for k in o}
+        if keys and all(_DATA_KEY.search(k) for k in keys):
+            out["additionalProperties"] = infer([x for o in objs for x in o.values()])
+        elif keys:
+            out["properties"] = {k: infer([o[k] for o in objs if k in o], k) for k in sorted(keys)}
+    arrays = [v for v in values if isinstance(v, list)]
+    if arrays:
+        items = [x for a in arrays for x in a]
+        if items:
+            out["items"] = infer(items)
+    return out
+
+
+def _finding_core(schema: dict) -> None:
+    """Walk the schema: every `findings` array's items need the core keys."""
+    if not isinstance(schema, dict):
+        return
+    for k, sub in (schema.get("properties") or {}).items():
+        if k == "findings" and isinstance(sub.get("items"), dict) and "properties" in sub["items"]:
+            props = sub["items"]["properties"]
+            sub["items"]["required"] = [c for c in ("class", "exit_code", "reason") if c in props]
+            if "severity" in props:
+                props["severity"]["enum"] = ENUMS_VERIFY["severity"]
+        _finding_core(sub)
+    _finding_core(schema.get("items"))
+    _finding_core(schema.get("additionalProperties"))
+
+
+def build(name: str, docs: list, what: str) -> dict:
+    title, desc = TITLES.get(name, (name, ""))
+    body = infer(docs)
+    body.pop("description", None)
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema",
+              "$id": f"https://walctl.invalid/schemas/{name.replace('/', '-')}.json",
+              "title": title, "description": desc + (" One JSON object per line." if what == "jsonl" else "")}
+    schema.update(body)
+    props = schema.get("properties", {})
+    if "schema" in props:
+        props["schema"]["const"] = name
+    schema["required"] = sorted(k for k in props if all(k in d for d in docs))
+    _finding_core(schema)
+    if name == "walctl.verify/1":
+        paths = props["paths"]["items"]["properties"]
+        paths["kind"]["enum"] = ENUMS_VERIFY["kind"]
+        paths["kind"]["type"] = ["string", "null"]
+    return schema
+
+
+def samples() -> dict:
+    from walctl.cli import run
+
+    got: dict = {}
+    kinds: dict = {}
+    with tempfile.TemporaryDirectory() as ws:
+        json_cases.workspace(ws)
+        for label, argv, what, name in json_cases.cases(ws):
+            text = json_cases.run_case(run, ws, argv)
+            docs = json_cases.documents(what, text)
+            got.setdefault(name, []).extend(docs)
+            kinds[name] = "jsonl" if what in ("jsonl",) or (isinstance(what, tuple) and what[0] == "jsonl-file") \
+                else "doc"
+    return got, kinds
+
+
+def main() -> None:
+    got, kinds = samples()
+    for name, docs in sorted(got.items()):
+        schema = build(name, docs, kinds[name])
+        with open(os.path.join(OUT, name.replace("/", "-") + ".json"), "w", encoding="utf-8") as f:
+            f.write(json.dumps(schema, indent=2, ensure_ascii=False) + "\n")
+        print(f"{name}: {len(docs)} samples")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""The one progress rule: a bar on stderr only after ~1 s, on a terminal or with --progress, never with
+--no-progress or on a pipe; ops report bytes through a callback and never print; Ctrl-C says what was
+left behind and exits 130."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import make_chunk, write_dir
+from walctl.cli import progress as P
+from walctl.cli import run
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_the_bar_waits_a_second_then_counts_every_byte(capsys):
+    clock = Clock()
+    with P.Bar("verify", 1000, True, clock=clock) as bar:
+        bar.callback(100)
+        assert bar.bar is None  # quick work: nothing drawn
+        clock.t = 1.2
+        bar.callback(300)
+        assert bar.bar is not None and bar.done == 400
+        task = bar.bar.tasks[0]
+        assert (task.completed, task.total) == (400, 1000)
+        bar.callback(0, total=2000)  # an op that learns its total as it runs
+        assert bar.bar.tasks[0].total == 2000
+    assert bar.bar is None  # closed, and transient: erased
+    err = capsys.readouterr().err
+    assert "verify" in err and capsys.readouterr().out == ""
+
+
+def test_flags_force_it_and_a_pipe_gets_none(monkeypatch):
+    class Tty:
+        def isatty(self):
+            return True
+
+    class Pipe:
+        def isatty(self):
+            return False
+
+    assert P.wanted(True, Pipe()) and not P.wanted(False, Tty())
+    assert P.wanted(None, Tty()) and not P.wanted(None, Pipe())
+    assert P.Bar("x", 10, False).callback is None  # --no-progress: the ops get no callback at all
+
+
+def _big_wal(tmp_path, chunks=6, records=400):
+    return write_dir(tmp_path / "wal", {i: make_chunk(range(i * records + 1, (i + 1) * records + 1),
+                                                      payload_for=lambda s: os.urandom(64))
+                                        for i in range(chunks)})
+
+
+@pytest.mark.parametrize("argv", [
+    ["verify", "{wal}"], ["stats", "{wal}"], ["inspect", "{wal}", "--jsonl"], ["salvage", "{wal}", "--out", "{out}"],
+    ["replay", "{wal}", "--out", "{out}.jsonl"], ["recover", "--log", "{wal}"],
+    ["stats", "{seg}"], ["inspect", "{seg}", "--jsonl"], ["replay", "{seg}", "--out", "{out}.jsonl"],
+    ["recover", "--log", "{seg}"],
+])
+def test_every_long_command_reports_each_chunk_read_and_prints_nothing_itself(tmp_path, monkeypatch, capsys, argv):
+    wal = _big_wal(tmp_path)
+    seg = str(tmp_path / "segments")
+    shutil.copytree(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+                                 "segments"), seg)
+    src = seg if "{seg}" in argv else wal
+    sizes = sorted(os.path.getsize(os.path.join(src, n)) for n in os.listdir(src))
+    calls = []
+
+    class Spy(P.Bar):
+        def advance(self, n, total=None):
+            calls.append(n)
+
+    monkeypatch.setattr(P, "Bar", Spy)
+    for mod in ("verify_cmd", "stats_cmd", "inspect_cmd", "salvage_cmd", "replay_cmd", "recover_cmd"):
+        m = __import__(f"walctl.cli.{mod}", fromlist=["x"])
+        if hasattr(m, "Bar"):
+            monkeypatch.setattr(m, "Bar", Spy)
+    args = [a.format(wal=wal, seg=seg, out=str(tmp_path / "out")) for a in argv] + ["--progress"]
+    assert run(args) == 0
+    assert sorted(c for c in calls if c) == sizes and sum(calls) == sum(sizes)
+    err = capsys.readouterr().err
+    assert "\r" not in err and "\x1b" not in err  # the spy drew nothing, and nothing else did
+
+
+def test_no_progress_means_no_callback(tmp_path, monkeypatch):
+    wal = _big_wal(tmp_path, chunks=2, records=10)
+    seen = []
+    import walctl.cli.verify_cmd as vc
+
+    real = vc.verify_paths
+    monkeypatch.setattr(vc, "verify_paths", lambda paths, **kw: seen.append(kw["progress"]) or real(paths, **kw))
+    assert run(["verify", wal, "--no-progress"]) == 0
+    assert run(["verify", wal, "--progress"]) == 0
+    assert seen[0] is None and callable(seen[1])
+
+
+def test_piped_long_work_prints_no_progress_and_forced_progress_draws_a_bar(tmp_path):
+    wal = _big_wal(tmp_path)
+    slow = ("import time, walctl.cli.progress as p, sys; p.SHOW_AFTER_S = 0.0; "
+            "from walctl.cli import main; main(sys.argv[1:])")
+    piped = subprocess.run([sys.executable, "-c", slow, "stats", wal], capture_output=True, text=True)
+    assert piped.returncode == 0 and piped.stderr == ""
+    forced = subprocess.run([sys.executable, "-c", slow, "stats", wal, "--progress"], capture_output=True, text=True)
+    assert forced.returncode == 0 and "stats" in forced.stderr
+    assert "\r" in forced.stderr or "\x1b" in forced.stderr  # drawn in place, as on a terminal
+    assert forced.stdout == piped.stdout  # the bar never touches stdout
+
+
+def test_ctrl_c_says_what_was_left_and_exits_130(tmp_path):
+    wal = _big_wal(tmp_path, chunks=8, records=2000)
+    out = tmp_path / "salvaged"
+    # slow every chunk down so the interrupt lands mid-copy
+    code = ("import sys, time, walctl.ops.records as r; real = r.scan_chunk_file\n"
+            "def slow(*a, **k):\n    time.sleep(0.4); return real(*a, **k)\n"
+            "r.scan_chunk_file = slow\nfrom walctl.cli import main; main(sys.argv[1:])")
+    p = subprocess.Popen([sys.executable, "-c", code, "salvage", wal, "--out", str(out)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 20
+    while not os.path.exists(str(out) + ".tmp") and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=30)
+    assert p.returncode == 130, stderr
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in stderr
+    assert lines[0].startswith("walctl: interrupted;") and f"{out}.tmp" in lines[0] and "removes" in lines[0]
+    assert os.path.isdir(str(out) + ".tmp") and not out.exists()
+    # and the next run does clean it and finishes the job
+    assert run(["salvage", wal, "--out", str(out)]) == 0
+    assert not os.path.exists(str(out) + ".tmp") and len(os.listdir(out)) >= 1

@@ -1,0 +1,121 @@
+"""The one progress rule for long work (verify, stats, inspect, salvage, replay --out, import, recover,
+checkpoint create/restore, archive push/verify/restore).
+
+- Ops never print: they take a `progress(n_bytes)` callback and call it as they read or write (one that
+  learns the total only as it runs first calls `progress(0, total=N)`).
+- A bar (rich, on stderr) appears only once the work has run for SHOW_AFTER_S seconds, so quick runs
+  print nothing; it shows bytes done of the total, the rate and the time left, and is erased when done.
+- Shown on a terminal (stderr is a TTY), never on a pipe or a file. `--progress` forces it on (e.g.
+  under `script` or a CI log that renders carriage returns); `--no-progress` forces it off.
+- Ctrl-C: `interrupted()` gives the one line main() prints before exit 130, saying what the command may
+  have left behind and that the next run cleans it (commands set it with `on_interrupt`).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Callable, Optional
+
+import typer
+
+SHOW_AFTER_S = 1.0
+
+PROGRESS = typer.Option(None, "--progress/--no-progress",
+                        help="Force the progress bar on or off (default: on a terminal, after about 1 s).")
+
+_interrupt_note: dict = {"text": None}
+
+
+def on_interrupt(text: Optional[str]) -> None:
+    """What Ctrl-C leaves behind, for the line main() prints (None: nothing is left; nothing changed)."""
+    _interrupt_note["text"] = text
+
+
+def interrupted() -> str:
+    return _interrupt_note["text"] or "interrupted; nothing was left behind"
+
+
+def wanted(flag: Optional[bool], stream=None) -> bool:
+    """--progress/--no-progress win; otherwise a terminal gets a bar and a pipe does not."""
+    if flag is not None:
+        return flag
+    stream = stream or sys.stderr
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def path_bytes(*paths: Optional[str]) -> int:
+    """The bytes a command will read: a file's size, or the files directly in a directory."""
+    total = 0
+    for path in paths:
+        if not path:
+            continue
+        try:
+            if os.path.isdir(path):
+                total += sum(e.stat().st_size for e in os.scandir(path) if e.is_file(follow_symlinks=False))
+            else:
+                total += os.path.getsize(path)
+        except OSError:
+            pass
+    return total
+
+
+class Bar:
+    """Use as a context manager; pass `.callback` (None when no bar can ever show) to the ops function."""
+
+    def __init__(self, label: str, total_bytes: Optional[int], flag: Optional[bool], *,
+                 clock: Callable[[], float] = time.monotonic):
+        self.label = label
+        self.total = total_bytes or None
+        self.enabled = wanted(flag)
+        self.clock = clock
+        self.started = clock()
+        self.done = 0
+        self.bar = None
+        self.task = None
+
+    def __enter__(self) -> "Bar":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def callback(self) -> Optional[Callable[[int], None]]:
+        return self.advance if self.enabled else None
+
+    def advance(self, n: int, total: Optional[int] = None) -> None:
+        """`n` more bytes done; an ops function that learns the total only as it runs passes `total`."""
+        if total is not None:
+            self.total = total or None
+        self.done += n
+        if self.bar is None:
+            if self.clock() - self.started < SHOW_AFTER_S:
+                return
+            self._start()
+        self.bar.update(self.task, completed=self.done, total=self.total)
+        self.bar.refresh()
+
+    def _start(self) -> None:
+        from rich.console import Console
+        from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
+                                   TransferSpeedColumn)
+
+        from .render import raw_stream
+
+        # rich writes its own escape sequences, so it gets the raw stream (run() wraps stderr in the
+        # terminal-safety filter); the label is ours, never text from a file, and never read as markup.
+        console = Console(file=raw_stream(sys.stderr), force_terminal=True if self.enabled else None,
+                          no_color=bool(os.environ.get("NO_COLOR")), highlight=False, markup=False, emoji=False)
+        # no refresh thread: --jobs forks workers, and a thread would outlive a Ctrl-C. No redirection:
+        # rich would otherwise route our stdout (records, JSON) through the stderr console.
+        self.bar = Progress(TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
+                            TransferSpeedColumn(), TimeRemainingColumn(), console=console, transient=True,
+                            auto_refresh=False, redirect_stdout=False, redirect_stderr=False)
+        self.task = self.bar.add_task(self.label, total=self.total)
+        self.bar.start()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None

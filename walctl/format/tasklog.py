@@ -6,16 +6,41 @@ walctl Finding type.
 """
 from __future__ import annotations
 
+import calendar
 import io
 import json
 import re
 from typing import NamedTuple
 
+from .jsonload import JSON_WHITESPACE, NotText, TooDeep, check_depth, check_text
+
 TYPES = ("InstructionStart", "LLMPlan", "StepStart", "ToolResult", "PatchPreview", "Commit", "TaskComplete",
          "ShutdownMarker")
 STEP_TYPES = ("StepStart", "ToolResult", "PatchPreview", "Commit")
-_TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z")
+# RFC 3339 UTC date-time, ASCII digits only (a `\d` would take any Unicode digit); day-of-month against
+# the month's length is checked once per date (_DATES caches it)
+_TS = re.compile(r"([0-9]{4})-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:"
+                 r"([0-5][0-9]|60)(?:\.([0-9]+))?Z")
 _SHA = re.compile(r"[0-9a-fA-F]{40}|[0-9a-fA-F]{64}")
+_DATES: dict = {}
+
+
+def _date_ok(match) -> bool:
+    key = match.group(1, 2, 3)
+    ok = _DATES.get(key)
+    if ok is None:
+        year, month, day = int(key[0]), int(key[1]), int(key[2])
+        ok = day <= calendar.monthrange(year, month)[1]
+        if len(_DATES) < 4096:
+            _DATES[key] = ok
+    return ok
+
+
+def ts_instant(ts: str) -> tuple[str, str]:
+    """A valid `ts` as a key that orders by instant: the fixed-width seconds, then the fraction's digits
+    without trailing zeros (`00Z` == `00.000Z` < `00.5Z`; a string comparison would put `.` before `Z`)."""
+    frac = ts[20:-1] if ts[19] == "." else ""
+    return ts[:19], frac.rstrip("0")
 CORRUPT, SEQUENCE, UNSUPPORTED, ANOMALY = 3, 4, 5, 0
 KEY_ORDER = ("v", "ts", "type", "task_id")
 
@@ -38,14 +63,19 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def _decode(text: str):
-    """json.loads semantics (surrounding whitespace allowed, nothing else after the value), without its
-    two whitespace scans on the common line that has none."""
+    """json.loads semantics (surrounding JSON whitespace allowed, nothing else after the value), without
+    its two whitespace scans on the common line that has none; nesting bounded as every walctl JSON reader
+    bounds it (format/jsonload.py); a lone surrogate escape is not text (spec: strict UTF-8)."""
+    check_depth(text)
     try:
         value, end = _DECODER.raw_decode(text)
     except ValueError:
-        return _DECODER.decode(text)  # leading whitespace, or the error message json.loads would give
-    if end != len(text) and not text[end:].isspace():
-        return _DECODER.decode(text)
+        value = _DECODER.decode(text)  # leading whitespace, or the error message json.loads would give
+    else:
+        if end != len(text) and text[end:].strip(JSON_WHITESPACE):  # not str.isspace: no U+00A0, no \f
+            value = _DECODER.decode(text)
+    if "\\u" in text:
+        check_text(value)
     return value
 
 
@@ -60,6 +90,8 @@ def parse_line(raw: bytes, task_id: str) -> tuple[dict | None, int, str | None]:
     try:
         e = _decode(text)
     except ValueError as err:
+        if isinstance(err, (TooDeep, NotText)):
+            return None, CORRUPT, str(err)
         return None, CORRUPT, "blank line" if not text.strip() else f"not JSON: {err}"
     if not isinstance(e, dict):
         return None, CORRUPT, f"a JSON {type(e).__name__}, not an object"
@@ -75,8 +107,9 @@ def parse_line(raw: bytes, task_id: str) -> tuple[dict | None, int, str | None]:
 def _check_fields(e: dict, task_id: str) -> str | None:
     get = e.get
     ts = get("ts")
-    if ts.__class__ is not str or not _TS.fullmatch(ts):
-        return "ts is not YYYY-MM-DDTHH:MM:SS[.fraction]Z"
+    m = _TS.fullmatch(ts) if ts.__class__ is str else None
+    if m is None or not _date_ok(m):
+        return "ts is not an RFC 3339 date-time YYYY-MM-DDTHH:MM:SS[.fraction]Z"
     kind = get("type")
     check = _CHECKS.get(kind) if kind.__class__ is str else None
     if check is None:
@@ -261,13 +294,14 @@ class Folder:
         if seq is not None:
             prev = self.prev_seq_entry
             expected = 0 if prev is None else prev + 1
-            if (prev is None and self.count == 1 and seq != 0) or (prev is not None and seq != expected):
+            if seq != expected:  # the first entry that has a seq starts at 0, wherever it is
                 self._rule(loc, f"seq {seq}, expected {expected}", SEQUENCE, "sequence")
             self.prev_seq_entry = seq
         ts = e["ts"]
-        if self.prev_ts is not None and ts < self.prev_ts:  # one format: string order is time order
-            self._rule(loc, f"ts {ts} is before the previous entry's {self.prev_ts}", ANOMALY, "ts-backwards")
-        self.prev_ts = ts
+        instant = ts_instant(ts)
+        if self.prev_ts is not None and instant < self.prev_ts[1]:  # compared as instants, not strings
+            self._rule(loc, f"ts {ts} is before the previous entry's {self.prev_ts[0]}", ANOMALY, "ts-backwards")
+        self.prev_ts = (ts, instant)
         _HANDLERS[kind](self, loc, e)
         self.last_type = kind
 

@@ -42,8 +42,7 @@ def write(
     encoding: str = typer.Option("msgpack", "--encoding", help="segments: msgpack (default) or json bodies."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.write/1) on stdout."),
 ) -> int:
-    import json
-
+    from ..format.jsonload import loads
     from ..ops.write import WalWriter, parse_entry_line, parse_event
 
     check_sync(sync)
@@ -73,7 +72,7 @@ def write(
     with WalWriter(directory, sync=sync, batch_records=batch_records, batch_ms=batch_ms,
                    max_chunk_bytes=max_chunk_bytes, compress_threshold=compress_threshold,
                    max_drop_bytes=max_drop_bytes, format=fmt, encoding=encoding) as w:
-        source = events if events is not None else _stdin_events(parse_line, json)
+        source = events if events is not None else _stdin_events(parse_line, loads)
         put = w.append_entry if fmt == "segments" else w.append
         for line_no, item in source:
             if isinstance(item, str):
@@ -104,12 +103,12 @@ def write(
     raise typer.Exit(code)
 
 
-def _stdin_events(parse_event, json):
+def _stdin_events(parse_event, loads):
     for n, line in enumerate(sys.stdin, 1):
         if not line.strip():
             continue
         try:
-            yield n, parse_event(json.loads(line))
+            yield n, parse_event(loads(line))
         except ValueError as e:  # json.JSONDecodeError is a ValueError
             yield n, str(e)
             return

@@ -11,8 +11,8 @@ three, a task log's plan three); 256 stays far below Python's recursion limit of
 spending three frames per level (json.dumps when re-rendering, the canonical encoder) called from a deep
 stack, so a value that passes the bound can be handled by every later step as well.
 
-Cost: the fast path is two `str.count` calls (C speed): a text holding at most MAX_DEPTH brackets cannot
-nest deeper than that. Only texts with more brackets get the exact scan (strings removed, then the running
+Cost: the fast path is a length test and two `str.count` calls (C speed): a text no longer than MAX_DEPTH,
+or holding at most MAX_DEPTH brackets, cannot nest deeper than that. Only texts with more brackets get the exact scan (strings removed, then the running
 depth), which is linear.
 """
 from __future__ import annotations
@@ -38,6 +38,7 @@ class NotText(ValueError):
 
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]").search
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
@@ -50,8 +51,8 @@ def nesting_depth(text: str) -> int:
 
 
 def _too_deep(text: str, bound: int) -> bool:
-    if text.count("[") + text.count("{") <= bound:  # the fast path: cannot nest deeper than its brackets
-        return False
+    if len(text) <= bound or text.count("[") + text.count("{") <= bound:  # the fast path: cannot nest
+        return False                                                       # deeper than its brackets
     return nesting_depth(text) > bound
 
 
@@ -81,7 +82,7 @@ def loads(data, *, allow_nan: bool = False, allow_lone_surrogates: bool = True):
         value = (_LENIENT if allow_nan else _STRICT).decode(text)
     except RecursionError:  # cannot happen under the bound; never let it escape as an internal error
         raise TooDeep(f"JSON nested deeper than {MAX_DEPTH} levels") from None
-    if not allow_lone_surrogates and "\\u" in text:
+    if not allow_lone_surrogates and _SURROGATE_ESCAPE(text) is not None:
         check_text(value)
     return value
 

@@ -12,35 +12,35 @@ import json
 import re
 from typing import NamedTuple
 
-from .jsonload import JSON_WHITESPACE, NotText, TooDeep, check_depth, check_text
+from .jsonload import JSON_WHITESPACE, MAX_DEPTH, NotText, TooDeep, check_depth, check_text
 
 TYPES = ("InstructionStart", "LLMPlan", "StepStart", "ToolResult", "PatchPreview", "Commit", "TaskComplete",
          "ShutdownMarker")
 STEP_TYPES = ("StepStart", "ToolResult", "PatchPreview", "Commit")
 # RFC 3339 UTC date-time, ASCII digits only (a `\d` would take any Unicode digit); day-of-month against
 # the month's length is checked once per date (_DATES caches it)
-_TS = re.compile(r"([0-9]{4})-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:"
-                 r"([0-5][0-9]|60)(?:\.([0-9]+))?Z")
+_TS = re.compile(r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])T(?:[01][0-9]|2[0-3]):[0-5][0-9]:"
+                 r"(?:[0-5][0-9]|60)(?:\.[0-9]+)?Z")
 _SHA = re.compile(r"[0-9a-fA-F]{40}|[0-9a-fA-F]{64}")
-_DATES: dict = {}
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]").search  # a regex search beats `"\\u" in text` here
+_GOOD_DATES: set = set()  # dates already found real: the common line costs one set lookup
 
 
-def _date_ok(match) -> bool:
-    key = match.group(1, 2, 3)
-    ok = _DATES.get(key)
-    if ok is None:
-        year, month, day = int(key[0]), int(key[1]), int(key[2])
-        ok = day <= calendar.monthrange(year, month)[1]
-        if len(_DATES) < 4096:
-            _DATES[key] = ok
+def _date_ok(ts: str) -> bool:
+    """The day exists in its month (the regex has checked the shapes)."""
+    key = ts[:10]
+    year, month, day = int(key[:4]), int(key[5:7]), int(key[8:10])
+    ok = day <= calendar.monthrange(year, month)[1]
+    if ok and len(_GOOD_DATES) < 4096:
+        _GOOD_DATES.add(key)
     return ok
 
 
-def ts_instant(ts: str) -> tuple[str, str]:
-    """A valid `ts` as a key that orders by instant: the fixed-width seconds, then the fraction's digits
-    without trailing zeros (`00Z` == `00.000Z` < `00.5Z`; a string comparison would put `.` before `Z`)."""
-    frac = ts[20:-1] if ts[19] == "." else ""
-    return ts[:19], frac.rstrip("0")
+def ts_instant(ts: str) -> str:
+    """A valid `ts` as a key that orders by instant: the fixed-width seconds followed by the fraction's
+    digits without trailing zeros (`00Z` == `00.000Z` < `00.5Z`; comparing the ts strings themselves would
+    put `.` before `Z`). The seconds part is fixed width, so comparing keys compares (seconds, fraction)."""
+    return ts[:19] if ts[19] == "Z" else ts[:19] + ts[20:-1].rstrip("0")
 CORRUPT, SEQUENCE, UNSUPPORTED, ANOMALY = 3, 4, 5, 0
 KEY_ORDER = ("v", "ts", "type", "task_id")
 
@@ -66,7 +66,9 @@ def _decode(text: str):
     """json.loads semantics (surrounding JSON whitespace allowed, nothing else after the value), without
     its two whitespace scans on the common line that has none; nesting bounded as every walctl JSON reader
     bounds it (format/jsonload.py); a lone surrogate escape is not text (spec: strict UTF-8)."""
-    check_depth(text)
+    # check_depth's pre-check, inline: a line cannot nest deeper than its length, nor than its brackets
+    if len(text) > MAX_DEPTH and text.count("[") + text.count("{") > MAX_DEPTH:
+        check_depth(text)
     try:
         value, end = _DECODER.raw_decode(text)
     except ValueError:
@@ -74,7 +76,7 @@ def _decode(text: str):
     else:
         if end != len(text) and text[end:].strip(JSON_WHITESPACE):  # not str.isspace: no U+00A0, no \f
             value = _DECODER.decode(text)
-    if "\\u" in text:
+    if _SURROGATE_ESCAPE(text) is not None:  # rare: only then walk the value for an unpaired one
         check_text(value)
     return value
 
@@ -107,8 +109,7 @@ def parse_line(raw: bytes, task_id: str) -> tuple[dict | None, int, str | None]:
 def _check_fields(e: dict, task_id: str) -> str | None:
     get = e.get
     ts = get("ts")
-    m = _TS.fullmatch(ts) if ts.__class__ is str else None
-    if m is None or not _date_ok(m):
+    if ts.__class__ is not str or not _TS.fullmatch(ts) or (ts[:10] not in _GOOD_DATES and not _date_ok(ts)):
         return "ts is not an RFC 3339 date-time YYYY-MM-DDTHH:MM:SS[.fraction]Z"
     kind = get("type")
     check = _CHECKS.get(kind) if kind.__class__ is str else None
@@ -298,7 +299,7 @@ class Folder:
                 self._rule(loc, f"seq {seq}, expected {expected}", SEQUENCE, "sequence")
             self.prev_seq_entry = seq
         ts = e["ts"]
-        instant = ts_instant(ts)
+        instant = ts[:19] if ts[19] == "Z" else ts_instant(ts)
         if self.prev_ts is not None and instant < self.prev_ts[1]:  # compared as instants, not strings
             self._rule(loc, f"ts {ts} is before the previous entry's {self.prev_ts[0]}", ANOMALY, "ts-backwards")
         self.prev_ts = (ts, instant)

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from .. import __version__
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_TORN, combine_exit_codes
+from ..format.jsonload import loads
 from ..store import durable, quarantine
 from ..store.fs import DEFAULT_FS
 from ..store.lock import DirectoryLock, holder_text
@@ -65,7 +66,7 @@ def _read_json(fs, path):
     with fs.map_read(path) as buf:
         data = bytes(buf)
     try:
-        return json.loads(data.decode("utf-8")), None
+        return loads(data, allow_nan=True), None
     except (UnicodeDecodeError, ValueError) as e:
         return None, f"not JSON: {e}"
 
@@ -129,7 +130,7 @@ def _check_meta(meta, sid) -> str | None:
 
 def _parse_event_line(n, start, end, raw: bytes, sid) -> Line:
     try:
-        e = json.loads(raw.decode("utf-8"))
+        e = loads(raw, allow_nan=True)
     except (UnicodeDecodeError, ValueError) as err:
         held = raw[:60].decode("utf-8", "replace")
         return Line(n, start, end, None, f"not a JSON line ({err}); it held {held!r}")

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from .. import __version__
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, NotClean, Refused, UsageError
+from ..format.jsonload import loads
 from ..format.names import parse_chunk_name, parse_segment_name
 from ..store.objstore import ObjectInfo, open_store
 from .clock import utc_now
@@ -195,7 +196,7 @@ def read_manifest(store, ns: str, jobs: int = 4) -> Manifest:
             warnings.append(f"{ns}: no {MANIFEST}: rebuilt from a listing")
     else:
         try:
-            doc = json.loads(raw)
+            doc = loads(raw)
             if doc.get("schema") != MANIFEST_SCHEMA:
                 raise ValueError(f"schema {doc.get('schema')!r}")
             entries = {o["name"]: Entry.from_json(o) for o in doc["objects"]}

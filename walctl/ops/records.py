@@ -11,6 +11,7 @@ from typing import Iterator, NamedTuple
 
 from ..errors import WalctlError
 from ..format import scan as fscan
+from ..format.jsonload import loads
 from ..format.scan import Damage
 from ..format.v1 import V1Record, iter_v1_records
 from ..format.v2 import FLAG_COMPRESSED, type_name
@@ -177,7 +178,7 @@ def render_payload(payload: bytes, mode: str = "auto") -> tuple[str, str]:
         if text is not None:
             if mode in ("auto", "json"):
                 try:
-                    value = json.loads(text)
+                    value = loads(text, allow_nan=True)
                     if mode == "json" or isinstance(value, (dict, list)):
                         return "json", json.dumps(value, ensure_ascii=False, sort_keys=True)
                 except ValueError:

@@ -153,7 +153,8 @@ class RecordWalk:
                 if self.filter.memory_id is not None and item.memory_id != self.filter.memory_id:
                     continue
                 out.append(Record(name, item.offset, item.size, 1, 0, item.type_ordinal, item.sequence,
-                                  item.timestamp_ms, item.memory_id, len(item.payload), item.payload))
+                                  item.timestamp_ms, item.memory_id, len(item.payload), item.payload,
+                                  raw=bytes(buf[item.offset:item.offset + item.size]) if self.keep_raw else None))
                 if self._count():
                     break
         return out

@@ -49,6 +49,8 @@ class Entry(NamedTuple):
     @classmethod
     def from_json(cls, obj: dict) -> "Entry":
         """ValueError when the object is not a manifest entry (the manifest is then rebuilt)."""
+        if not isinstance(obj, dict):
+            raise ValueError(f"not a manifest entry: {str(obj)[:120]}")
         e = cls(**{k: obj.get(k) for k in cls._fields})
         ints = (e.size, e.first_sequence, e.last_sequence, e.wal_sequence, e.checkpoint_time)
         if (not isinstance(e.name, str) or "/" in e.name or e.kind not in (CHUNKS, SEGMENTS, CHECKPOINTS)
@@ -197,6 +199,8 @@ def read_manifest(store, ns: str, jobs: int = 4) -> Manifest:
     else:
         try:
             doc = loads(raw)
+            if not isinstance(doc, dict) or not isinstance(doc.get("objects"), list):
+                raise ValueError("not a manifest object with an objects list")
             if doc.get("schema") != MANIFEST_SCHEMA:
                 raise ValueError(f"schema {doc.get('schema')!r}")
             entries = {o["name"]: Entry.from_json(o) for o in doc["objects"]}

@@ -149,7 +149,11 @@ def read_manifest(directory: str, fs=DEFAULT_FS) -> tuple[list[dict], list[str]]
         if not line.strip():
             continue
         try:
-            entries.append(loads(line))
+            value = loads(line)
+            if not isinstance(value, dict):  # a line is acted on by its keys: anything else is reported
+                problems.append(f"{MANIFEST} line {i}: not a JSON object")
+                continue
+            entries.append(value)
         except ValueError:
             last = i == len(lines) or (i == len(lines) - 1 and lines[-1] == "")
             problems.append(f"{MANIFEST} line {i}: {'torn last line' if last else 'not JSON (a line torn by a crash)'}")

@@ -263,3 +263,32 @@ def test_recover_apply_refuses_symlinked_session_files(tmp_path, cli, victim):
     assert not (root / ".quarantine").exists()
     r = cli("agents", "set-aside", root, C, "--line", "1", "--apply", "--force")
     assert r.code in (2, 7) and tree_digest(outside) == before_out
+
+
+def test_crash_at_every_step_of_recover_with_a_leftover_tmp_then_rerun(tmp_path):
+    """Keeping session.json.tmp, then replacing session.json: after a crash anywhere one rerun ends where an
+    uninterrupted recovery ends, and the tmp's bytes are in .quarantine/ (never lost unrecorded)."""
+    from simfs import SimCrash, load_tree
+
+    src = tmp_path / "src"
+    family(src)
+    tmp_bytes = b'{"id": "%s", "state": "suspen' % P.encode()
+    (src / "agents" / P / "session.json.tmp").write_bytes(tmp_bytes)
+    probe = load_tree(str(src), "/r")
+    start = probe.ops
+    recover("/r", apply=True, fs=probe)
+    steps = probe.ops - start
+    assert steps > 10
+    for n in range(1, steps + 1):
+        fs = load_tree(str(src), "/r", seed=n)
+        fs.crash_at = fs.ops + n
+        with pytest.raises(SimCrash):
+            recover("/r", apply=True, fs=fs)
+        fs.crash()
+        recover("/r", apply=True, fs=fs)
+        assert {s.session_id: s.state for s in read_root("/r", fs)} == {P: "suspended", C: "suspended",
+                                                                       G: "suspended"}, n
+        assert not fs.exists(f"/r/agents/{P}/session.json.tmp"), n
+        kept = [e for e in fs.listdir("/r/.quarantine") if e.name.startswith(f"agents__{P}__session.json.tmp")]
+        assert [fs.read_range(e.path, 0, e.size) for e in kept] == [tmp_bytes], n
+        assert [f for f in verify_root("/r", fs)[0] if f.exit_code] == [], n

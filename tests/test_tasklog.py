@@ -383,3 +383,22 @@ def test_resume_json_document_and_no_step_none(tmp_path, cli):
     doc = r.json()
     assert r.code == 3 and doc["outcome"] == "refused" and doc["exit_code"] == 3 and doc["applied"] is False
     assert path.read_bytes() == log(happy(2)) + b"junk\n"
+
+
+def test_ts_date_check_agrees_with_the_calendar_for_every_day():
+    import datetime
+
+    from walctl.format.tasklog import parse_line
+
+    for year in (1900, 2000, 2023, 2024):
+        for month in range(0, 14):
+            for day in range(0, 33):
+                ts = f"{year:04d}-{month:02d}-{day:02d}T23:59:59.5Z"
+                try:
+                    datetime.date(year, month, day)
+                    real = True
+                except ValueError:
+                    real = False
+                e = dict(E("ShutdownMarker"), ts=ts)
+                _, _, problem = parse_line(encode_entry(e)[:-1], TID)
+                assert (problem is None) == real, ts

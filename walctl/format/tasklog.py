@@ -6,7 +6,6 @@ walctl Finding type.
 """
 from __future__ import annotations
 
-import calendar
 import io
 import json
 import re
@@ -17,23 +16,14 @@ from .jsonload import JSON_WHITESPACE, MAX_DEPTH, NotText, TooDeep, check_depth,
 TYPES = ("InstructionStart", "LLMPlan", "StepStart", "ToolResult", "PatchPreview", "Commit", "TaskComplete",
          "ShutdownMarker")
 STEP_TYPES = ("StepStart", "ToolResult", "PatchPreview", "Commit")
-# RFC 3339 UTC date-time, ASCII digits only (a `\d` would take any Unicode digit); day-of-month against
-# the month's length is checked once per date (_DATES caches it)
-_TS = re.compile(r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])T(?:[01][0-9]|2[0-3]):[0-5][0-9]:"
-                 r"(?:[0-5][0-9]|60)(?:\.[0-9]+)?Z")
+# RFC 3339 UTC date-time, ASCII digits only (a `\d` would take any Unicode digit); each month's length, and
+# 29 February in leap years only, are in the regex itself: no calendar call per line
+_TS = re.compile(r"(?:[0-9]{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|"
+                 r"(?:0[13578]|1[02])-31)|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)"
+                 r"-02-29)T(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]+)?Z")
 _SHA = re.compile(r"[0-9a-fA-F]{40}|[0-9a-fA-F]{64}")
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]").search  # a regex search beats `"\\u" in text` here
-_GOOD_DATES: set = set()  # dates already found real: the common line costs one set lookup
-
-
-def _date_ok(ts: str) -> bool:
-    """The day exists in its month (the regex has checked the shapes)."""
-    key = ts[:10]
-    year, month, day = int(key[:4]), int(key[5:7]), int(key[8:10])
-    ok = day <= calendar.monthrange(year, month)[1]
-    if ok and len(_GOOD_DATES) < 4096:
-        _GOOD_DATES.add(key)
-    return ok
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]").search
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]").search  # one scan of a whole log (fold)
 
 
 def ts_instant(ts: str) -> str:
@@ -41,6 +31,8 @@ def ts_instant(ts: str) -> str:
     digits without trailing zeros (`00Z` == `00.000Z` < `00.5Z`; comparing the ts strings themselves would
     put `.` before `Z`). The seconds part is fixed width, so comparing keys compares (seconds, fraction)."""
     return ts[:19] if ts[19] == "Z" else ts[:19] + ts[20:-1].rstrip("0")
+
+
 CORRUPT, SEQUENCE, UNSUPPORTED, ANOMALY = 3, 4, 5, 0
 KEY_ORDER = ("v", "ts", "type", "task_id")
 
@@ -62,7 +54,7 @@ def _reject_constant(name):
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
-def _decode(text: str):
+def _decode(text: str, escapes: bool = True):
     """json.loads semantics (surrounding JSON whitespace allowed, nothing else after the value), without
     its two whitespace scans on the common line that has none; nesting bounded as every walctl JSON reader
     bounds it (format/jsonload.py); a lone surrogate escape is not text (spec: strict UTF-8)."""
@@ -76,13 +68,15 @@ def _decode(text: str):
     else:
         if end != len(text) and text[end:].strip(JSON_WHITESPACE):  # not str.isspace: no U+00A0, no \f
             value = _DECODER.decode(text)
-    if _SURROGATE_ESCAPE(text) is not None:  # rare: only then walk the value for an unpaired one
+    # rare: only then walk the value for an unpaired one (`escapes` False: the caller scanned the whole log)
+    if escapes and _SURROGATE_ESCAPE(text) is not None:
         check_text(value)
     return value
 
 
-def parse_line(raw: bytes, task_id: str) -> tuple[dict | None, int, str | None]:
-    """(entry, problem code, problem). A valid entry has problem None."""
+def parse_line(raw: bytes, task_id: str, escapes: bool = True) -> tuple[dict | None, int, str | None]:
+    """(entry, problem code, problem). A valid entry has problem None. `escapes=False` when the caller knows
+    the line holds no surrogate escape (fold scans the whole log once)."""
     if raw.endswith(b"\r"):
         raw = raw[:-1]
     try:
@@ -90,7 +84,7 @@ def parse_line(raw: bytes, task_id: str) -> tuple[dict | None, int, str | None]:
     except UnicodeDecodeError as e:
         return None, CORRUPT, f"not UTF-8 ({e.reason} at byte {e.start})"
     try:
-        e = _decode(text)
+        e = _decode(text, escapes)
     except ValueError as err:
         if isinstance(err, (TooDeep, NotText)):
             return None, CORRUPT, str(err)
@@ -109,7 +103,7 @@ def parse_line(raw: bytes, task_id: str) -> tuple[dict | None, int, str | None]:
 def _check_fields(e: dict, task_id: str) -> str | None:
     get = e.get
     ts = get("ts")
-    if ts.__class__ is not str or not _TS.fullmatch(ts) or (ts[:10] not in _GOOD_DATES and not _date_ok(ts)):
+    if ts.__class__ is not str or not _TS.fullmatch(ts):
         return "ts is not an RFC 3339 date-time YYYY-MM-DDTHH:MM:SS[.fraction]Z"
     kind = get("type")
     check = _CHECKS.get(kind) if kind.__class__ is str else None
@@ -299,10 +293,12 @@ class Folder:
                 self._rule(loc, f"seq {seq}, expected {expected}", SEQUENCE, "sequence")
             self.prev_seq_entry = seq
         ts = e["ts"]
-        instant = ts[:19] if ts[19] == "Z" else ts_instant(ts)
-        if self.prev_ts is not None and instant < self.prev_ts[1]:  # compared as instants, not strings
-            self._rule(loc, f"ts {ts} is before the previous entry's {self.prev_ts[0]}", ANOMALY, "ts-backwards")
-        self.prev_ts = (ts, instant)
+        prev = self.prev_ts
+        # compared as instants: two ts of one length compare as strings (both without a fraction, or both
+        # with fractions of one length); otherwise by ts_instant
+        if prev is not None and (ts < prev if len(ts) == len(prev) else ts_instant(ts) < ts_instant(prev)):
+            self._rule(loc, f"ts {ts} is before the previous entry's {prev}", ANOMALY, "ts-backwards")
+        self.prev_ts = ts
         _HANDLERS[kind](self, loc, e)
         self.last_type = kind
 
@@ -405,6 +401,10 @@ def fold(buf, task_id: str, *, timeline: bool = False, until: int | None = None)
     reader = buf if hasattr(buf, "readline") and hasattr(buf, "seek") else io.BytesIO(bytes(buf))
     reader.seek(0)
     readline = reader.readline
+    try:  # one C-speed scan of the whole log: most logs hold no surrogate escape, and no line is checked
+        escapes = _SURROGATE_ESCAPE_BYTES(buf) is not None
+    except TypeError:  # not a buffer (a file object): each line is checked
+        escapes = True
     torn = None
     folder = Folder()
     states = [] if timeline else None
@@ -422,7 +422,7 @@ def fold(buf, task_id: str, *, timeline: bool = False, until: int | None = None)
         number += 1
         raw = line[:-1]
         end = offset + len(line)
-        e, code, problem = parse_line(raw, task_id)
+        e, code, problem = parse_line(raw, task_id, escapes)
         if problem is not None:
             problems.append(Problem(code, "unsupported-version" if code == UNSUPPORTED else "corrupt-line",
                                     number, offset, end, problem))

@@ -46,6 +46,23 @@ def family(root, parent_lines=None):
     make_session(str(root), G, [created(G, "C" * 8, C)])
 
 
+def full_digest(path) -> dict:
+    """Every name below path (and path itself) with mode, size, content and mtime, links not followed."""
+    import hashlib
+
+    out = {}
+    for d, dirs, files in os.walk(path):
+        for n in ["."] + dirs + files:
+            full = os.path.normpath(os.path.join(d, n))
+            st = os.lstat(full)
+            digest = None
+            if os.path.isfile(full) and not os.path.islink(full):
+                with open(full, "rb") as f:
+                    digest = hashlib.sha256(f.read()).hexdigest()
+            out[os.path.relpath(full, path)] = (st.st_mode, st.st_size, digest, st.st_mtime_ns)
+    return out
+
+
 def findings_of(root, cls):
     return [f for f in verify_root(str(root))[0] if f.cls == cls]
 
@@ -253,16 +270,17 @@ def test_recover_apply_refuses_symlinked_session_files(tmp_path, cli, victim):
         else:
             os.rename(d / victim, target)
         os.symlink(target, d / victim)
-    os.chmod(outside, 0o755)
-    before_out, before_root = tree_digest(outside), tree_digest(root)
+    (outside / "sentinel").write_bytes(b"do not touch")
+    os.chmod(outside / "sentinel", 0o600)
+    before_out, before_root = full_digest(outside), tree_digest(root)
     r = cli("agents", "recover", root, "--apply")
     assert r.code == 7 and "symbolic link" in r.err and f"agents/{C}" in r.err
-    assert tree_digest(outside) == before_out
+    assert full_digest(outside) == before_out
     assert {k: v for k, v in tree_digest(root).items() if k != ".walctl.lock"} == \
         {k: v for k, v in before_root.items() if k != ".walctl.lock"}
     assert not (root / ".quarantine").exists()
     r = cli("agents", "set-aside", root, C, "--line", "1", "--apply", "--force")
-    assert r.code in (2, 7) and tree_digest(outside) == before_out
+    assert r.code in (2, 7) and full_digest(outside) == before_out
 
 
 def test_crash_at_every_step_of_recover_with_a_leftover_tmp_then_rerun(tmp_path):

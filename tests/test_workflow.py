@@ -197,12 +197,15 @@ def test_cleanup_and_delete_apply_refuse_symlinked_entries(cli, tmp_path):
     outside.mkdir()
     os.rename(os.path.join(wdir, "stale.json"), outside / "stale.json")
     os.symlink(outside / "stale.json", os.path.join(wdir, "stale.json"))
-    before_out, before_store = _digest(str(outside)), _digest(root)
+    (outside / "sentinel").write_bytes(b"do not touch")
+    from test_agents_edges import full_digest
+
+    before_out, before_store = full_digest(str(outside)), _digest(root)
     r = cli("workflow", "cleanup", root, "--apply")
     assert r.code == 7 and "workflow-checkpoints/stale.json is a symbolic link" in r.err
     r = cli("workflow", "delete", root, "stale", "--apply")
     assert r.code == 7 and "symbolic link" in r.err
-    assert _digest(str(outside)) == before_out and _digest(root) == before_store
+    assert full_digest(str(outside)) == before_out and _digest(root) == before_store
     assert os.path.islink(os.path.join(wdir, "stale.json")) and not os.path.exists(os.path.join(wdir, ".quarantine"))
 
 
@@ -220,3 +223,18 @@ def test_delete_and_cleanup_apply_take_the_stores_lock(cli, tmp_path):
         assert cli("workflow", "cleanup", root).code == 0  # the dry run needs no lock
     assert _digest(root) == before
     assert cli("workflow", "cleanup", root, "--apply").code == 0 and not os.path.exists(os.path.join(wdir, "stale.json"))
+
+
+def test_a_symlinked_store_directory_is_refused_by_every_mutation(cli, tmp_path):
+    from test_agents_edges import full_digest
+
+    root, wdir = _stale_store(tmp_path)
+    outside = tmp_path / "outside"
+    os.rename(wdir, outside)
+    os.symlink(outside, wdir)
+    before = full_digest(str(outside))
+    for args in (("workflow", "cleanup", root, "--apply"), ("workflow", "delete", root, "stale", "--apply")):
+        r = cli(*args)
+        assert r.code == 7 and "workflow-checkpoints is a symbolic link" in r.err, args
+    assert full_digest(str(outside)) == before and not os.path.exists(outside / ".walctl.lock")
+    assert cli("workflow", "cleanup", root).code == 0  # reading through it is fine

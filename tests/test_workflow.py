@@ -238,3 +238,7 @@ def test_a_symlinked_store_directory_is_refused_by_every_mutation(cli, tmp_path)
         assert r.code == 7 and "workflow-checkpoints is a symbolic link" in r.err, args
     assert full_digest(str(outside)) == before and not os.path.exists(outside / ".walctl.lock")
     assert cli("workflow", "cleanup", root).code == 0  # reading through it is fine
+    for args in (("workflow", "cleanup", root, "--apply", "--json"),
+                 ("workflow", "delete", root, "stale", "--apply", "--json")):
+        r = cli(*args)
+        assert r.code == 7 and r.json()["outcome"] == "refused" and r.json()["exit_code"] == 7, args

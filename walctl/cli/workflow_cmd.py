@@ -90,9 +90,17 @@ def delete(root: str = typer.Argument(..., help="The store's root directory."),
            checkpoint_id: str = typer.Argument(..., help="The checkpoint id."),
            apply: bool = typer.Option(False, "--apply", help="Do it (default: say what would happen)."),
            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-delete/1).")):
+    from ..errors import WalctlError
     from ..ops.workflow import delete as run_delete
 
-    p = run_delete(root, checkpoint_id, apply=apply)
+    try:
+        p = run_delete(root, checkpoint_id, apply=apply)
+    except WalctlError as e:
+        if json_out:  # one document on refusal too; the error line still goes to stderr at the edge
+            emit(json_document("walctl.workflow-delete/1", {"root": root, "checkpoint_id": checkpoint_id,
+                                                            "applied": False, "outcome": "refused",
+                                                            "message": str(e), "exit_code": e.exit_code}))
+        raise
     if json_out:
         emit(json_document("walctl.workflow-delete/1", {"root": root, "checkpoint_id": checkpoint_id,
                                                         "applied": p.applied, "existed": p.existed,
@@ -117,10 +125,17 @@ def cleanup(root: str = typer.Argument(..., help="The store's root directory."),
             max_age: str = typer.Option("24h", "--max-age", help="Older than this (s, m, h, d) expires."),
             apply: bool = typer.Option(False, "--apply", help="Do it (default: list what would go)."),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-cleanup/1).")):
+    from ..errors import WalctlError
     from ..ops.workflow import cleanup as run_cleanup
     from .ages import seconds
 
-    p = run_cleanup(root, seconds(max_age) / 3600, apply=apply)
+    try:
+        p = run_cleanup(root, seconds(max_age) / 3600, apply=apply)
+    except WalctlError as e:
+        if json_out:
+            emit(json_document("walctl.workflow-cleanup/1", {"root": root, "applied": False, "outcome": "refused",
+                                                             "message": str(e), "exit_code": e.exit_code}))
+        raise
     if json_out:
         emit(json_document("walctl.workflow-cleanup/1", {"root": root, "applied": apply, "expired": list(p.expired),
                                                          "manifest": list(p.entries),

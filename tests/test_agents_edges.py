@@ -196,6 +196,8 @@ def test_set_aside_a_corrupt_line(tmp_path, cli):
     r = cli("agents", "set-aside", root, C, "--line", "2", "--apply")
     assert r.code == 7 and "--force" in r.err and log.read_bytes() == good + bad + after
     assert not (root / ".quarantine").exists()
+    r = cli("agents", "recover", root, "--apply", "--json")
+    assert r.code == 7 and r.json()["outcome"] == "refused" and r.json()["applied"] is False
     r = cli("agents", "set-aside", root, C, "--line", "1", "--apply", "--force")
     assert r.code == 7 and "readable event" in r.err and log.read_bytes() == good + bad + after
     r = cli("agents", "set-aside", root, C, "--line", "2", "--apply", "--force", "--json")
@@ -279,6 +281,8 @@ def test_recover_apply_refuses_symlinked_session_files(tmp_path, cli, victim):
     assert {k: v for k, v in tree_digest(root).items() if k != ".walctl.lock"} == \
         {k: v for k, v in before_root.items() if k != ".walctl.lock"}
     assert not (root / ".quarantine").exists()
+    r = cli("agents", "recover", root, "--apply", "--json")
+    assert r.code == 7 and r.json()["outcome"] == "refused" and r.json()["applied"] is False
     r = cli("agents", "set-aside", root, C, "--line", "1", "--apply", "--force")
     assert r.code in (2, 7) and full_digest(outside) == before_out
 

@@ -95,9 +95,16 @@ def recover(root: str = typer.Argument(..., help="The Substrat root."),
             force: bool = typer.Option(False, "--force", help="Also terminate sessions that may be orphans only "
                                        "because a line or session.json could not be read."),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-recover/1).")):
+    from ..errors import WalctlError
     from ..ops.agents import recover as run_recover, verify_root, exit_code
 
-    plan, before = run_recover(root, apply=apply, force=force)
+    try:
+        plan, before = run_recover(root, apply=apply, force=force)
+    except WalctlError as e:
+        if json_out:  # one document on refusal too; the error line still goes to stderr at the edge
+            emit(json_document("walctl.agents-recover/1", {"root": root, "applied": False, "outcome": "refused",
+                                                           "message": str(e), "exit_code": e.exit_code, "plan": []}))
+        raise
     after = verify_root(root)[0] if apply else before
     code = exit_code([f for f in after if f.cls != "active-session"])
     if json_out:

@@ -196,8 +196,6 @@ def test_set_aside_a_corrupt_line(tmp_path, cli):
     r = cli("agents", "set-aside", root, C, "--line", "2", "--apply")
     assert r.code == 7 and "--force" in r.err and log.read_bytes() == good + bad + after
     assert not (root / ".quarantine").exists()
-    r = cli("agents", "recover", root, "--apply", "--json")
-    assert r.code == 7 and r.json()["outcome"] == "refused" and r.json()["applied"] is False
     r = cli("agents", "set-aside", root, C, "--line", "1", "--apply", "--force")
     assert r.code == 7 and "readable event" in r.err and log.read_bytes() == good + bad + after
     r = cli("agents", "set-aside", root, C, "--line", "2", "--apply", "--force", "--json")

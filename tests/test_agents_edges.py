@@ -10,7 +10,7 @@ import os
 import pytest
 
 from conftest import tree_digest
-from walctl.ops.agents import read_root, recover, set_aside, verify_root
+from walctl.ops.agents import read_root, recover, verify_root
 
 P, C, G = "a" * 32, "b" * 32, "c" * 32  # parent, child, grandchild sessions
 

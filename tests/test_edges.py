@@ -189,7 +189,6 @@ def test_inspect_hexdump_on_the_legacy_v1_example(cli):
 
 
 def test_archive_prune_with_a_non_iso_uploaded_at_keeps_that_object(tmp_path, cli):
-    from walctl.ops import archive as ar
     from walctl.ops.archive_prune import prune
     from walctl.ops.checkpoint import create as create_checkpoint
     from walctl.ops.write import WalWriter
@@ -217,7 +216,6 @@ def test_archive_prune_with_a_non_iso_uploaded_at_keeps_that_object(tmp_path, cl
     assert r.code == 0 and "internal error" not in r.err
     left = {o["name"] for o in json.loads(mpath.read_text())["objects"]}
     assert victim["name"] in left and (tmp_path / "a" / "n" / victim["kind"] / victim["name"]).exists()
-    del ar
 
 
 def test_write_refuses_a_long_memory_id_and_type_ordinals_over_15_creating_nothing(tmp_path, cli, monkeypatch):

@@ -222,9 +222,12 @@ def test_set_aside_an_unreadable_session_json_and_bad_ids(tmp_path, cli):
     for bad_id in ("../" + P, P[:31], P.upper(), "/etc"):
         r = cli("agents", "set-aside", root, bad_id, "--line", "1")
         assert r.code == 2 and "not a session id" in r.err
-    assert cli("agents", "set-aside", root, "f" * 32, "--line", "1").code == 6
-    assert cli("agents", "set-aside", root, P, "--line", "9").code == 2
-    assert cli("agents", "set-aside", root, P).code == 2
+    r = cli("agents", "set-aside", root, "f" * 32, "--line", "1")
+    assert r.code == 6 and "no such session directory" in r.err
+    r = cli("agents", "set-aside", root, P, "--line", "9")
+    assert r.code == 2 and "line 9: the log has 1 newline-terminated lines" in r.err
+    r = cli("agents", "set-aside", root, P)
+    assert r.code == 2 and "give one of --line N or --session" in r.err
 
 
 def test_pending_exit_code_follows_the_findings(tmp_path, cli):

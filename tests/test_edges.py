@@ -83,10 +83,15 @@ def test_deep_json_on_write_and_import_input_is_a_usage_error(tmp_path, cli, mon
 
 def test_deep_json_state_for_checkpoint_create_and_merge_is_a_usage_error(tmp_path, cli):
     state = tmp_path / "state.json"
-    state.write_text("{" + '"a":' * 100_000)
-    r = cli("checkpoint", "create", tmp_path / "ck", "--state", state, "--wal-sequence", "1")
-    assert r.code == 2 and "internal error" not in r.err
+    state.write_text('{"a":' * 100_000)
+    r = cli("checkpoint", "create", tmp_path / "ck", "--state", state, "--wal-seq", "1")
+    assert r.code == 2 and "nested deeper than 256" in r.err and "internal error" not in r.err
     assert not (tmp_path / "ck").exists()
+    merged = tmp_path / "m.json"
+    merged.write_text(DEEP)
+    r = cli("merge", merged, merged, "--out", tmp_path / "out")
+    assert r.code == 2 and "nested deeper than 256" in r.err and "internal error" not in r.err
+    assert not (tmp_path / "out").exists()
 
 
 def test_deep_json_segment_frame_is_corruption_on_that_frame(tmp_path, cli):

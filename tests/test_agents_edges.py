@@ -315,3 +315,43 @@ def test_crash_at_every_step_of_recover_with_a_leftover_tmp_then_rerun(tmp_path)
         kept = [e for e in fs.listdir("/r/.quarantine") if e.name.startswith(f"agents__{P}__session.json.tmp")]
         assert [fs.read_range(e.path, 0, e.size) for e in kept] == [tmp_bytes], n
         assert [f for f in verify_root("/r", fs)[0] if f.exit_code] == [], n
+
+
+@pytest.mark.parametrize("what", ["line", "session"])
+def test_crash_at_every_step_of_set_aside_then_one_rerun(tmp_path, what):
+    """After a crash anywhere, one rerun ends as one uninterrupted run: the new file in place, the old one
+    kept once, with exactly one manifest line."""
+    from simfs import SimCrash, load_tree
+    from walctl.ops.agents import set_aside
+
+    src = tmp_path / "src"
+    family(src)
+    log = src / "agents" / C / "events.jsonl"
+    good = log.read_bytes()
+    log.write_bytes(good + b"{broken\n")
+    if what == "session":
+        (src / "agents" / C / "session.json").write_bytes(b"{ torn")
+    kw = {"line": 2} if what == "line" else {"session": True}
+    old = (src / "agents" / C / ("events.jsonl" if what == "line" else "session.json")).read_bytes()
+    probe = load_tree(str(src), "/r")
+    start = probe.ops
+    set_aside("/r", C, apply=True, force=True, fs=probe, **kw)
+    steps = probe.ops - start
+    for n in range(1, steps + 1):
+        fs = load_tree(str(src), "/r", seed=n)
+        fs.crash_at = fs.ops + n
+        with pytest.raises(SimCrash):
+            set_aside("/r", C, apply=True, force=True, fs=fs, **kw)
+        fs.crash()
+        set_aside("/r", C, apply=True, force=True, fs=fs, **kw)
+        d = f"/r/agents/{C}"
+        if what == "line":
+            assert fs.read_range(f"{d}/events.jsonl", 0, fs.stat(f"{d}/events.jsonl").size) == good, n
+        else:
+            assert not fs.exists(f"{d}/session.json"), n
+        from walctl.store.quarantine import read_manifest
+
+        entries, problems = read_manifest("/r", fs)
+        assert [e["action"] for e in entries] == ["set-aside"] and problems == [], n
+        ev = entries[0]["evidence"]
+        assert fs.read_range(f"/r/{ev}", 0, fs.stat(f"/r/{ev}").size) == old, n

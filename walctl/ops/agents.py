@@ -604,11 +604,30 @@ def _set_aside(root, sid, line, apply, force, fs) -> SetAside:
                       "history: add --force (the whole old file is kept in .quarantine/); nothing was changed",
                       path)
     refuse_links(root, [sid], fs)
-    kept = quarantine.keep_bytes(root, f"agents__{sid}__{target}", 0, data, action="set-aside",
-                                 reason=f"{'line ' + str(line) + ' ' if line else ''}set aside: {report.why}",
-                                 now=utc_now(), version=__version__, fs=fs)
+    source = f"agents__{sid}__{target}"
+    kept = _recorded(root, "set-aside", source, data, fs) or quarantine.keep_bytes(
+        root, source, 0, data, action="set-aside",
+        reason=f"{'line ' + str(line) + ' ' if line else ''}set aside: {report.why}", now=utc_now(),
+        version=__version__, fs=fs)
     if new is None:
         durable.remove(path, fs)
     else:
         durable.create_file(path, new, fs, replace=True)
     return report._replace(applied=True, evidence=kept["evidence"])
+
+
+def _recorded(root: str, action: str, source: str, data: bytes, fs) -> dict | None:
+    """The manifest line of an earlier run that already kept exactly these bytes (a crash came before the
+    replace): the rerun finishes the job without a second line."""
+    import hashlib
+
+    sha = hashlib.sha256(data).hexdigest()
+    entries, _ = quarantine.read_manifest(root, fs)
+    for e in entries:
+        ev = e.get("evidence")
+        if (e.get("action") == action and e.get("source") == source and e.get("sha256") == sha
+                and isinstance(ev, str) and ev.startswith(".quarantine/") and "/" not in ev[len(".quarantine/"):]
+                and ev not in (".quarantine/.", ".quarantine/..") and fs.exists(os.path.join(root, ev))
+                and quarantine.sha256_file(os.path.join(root, ev), fs) == sha):
+            return e
+    return None

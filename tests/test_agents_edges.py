@@ -314,6 +314,10 @@ def test_crash_at_every_step_of_recover_with_a_leftover_tmp_then_rerun(tmp_path)
         assert not fs.exists(f"/r/agents/{P}/session.json.tmp"), n
         kept = [e for e in fs.listdir("/r/.quarantine") if e.name.startswith(f"agents__{P}__session.json.tmp")]
         assert [fs.read_range(e.path, 0, e.size) for e in kept] == [tmp_bytes], n
+        from walctl.store.quarantine import read_manifest
+
+        lines = [e for e in read_manifest("/r", fs)[0] if e["source"] == f"agents__{P}__session.json.tmp"]
+        assert len(lines) == 1 and lines[0]["length"] == len(tmp_bytes), n
         assert [f for f in verify_root("/r", fs)[0] if f.exit_code] == [], n
 
 

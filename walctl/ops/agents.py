@@ -460,9 +460,11 @@ def _recover(root: str, apply: bool, force: bool, fs) -> tuple[list[Action], lis
             elif a.action == "complete-pending":
                 _complete_pending(d, s, fs)
             elif a.action == "quarantine-tmp":
-                quarantine.keep_bytes(root, f"agents__{a.session_id}__session.json.tmp", 0, s.tmp_raw,
-                                      action="remove", reason="session.json.tmp left by a crash, replaced by "
-                                      "recovery", now=stamp, version=__version__, fs=fs)
+                source = f"agents__{a.session_id}__session.json.tmp"
+                if not _recorded(root, "remove", source, s.tmp_raw, fs):  # a rerun after a crash: one line
+                    quarantine.keep_bytes(root, source, 0, s.tmp_raw, action="remove",
+                                          reason="session.json.tmp left by a crash, replaced by recovery",
+                                          now=stamp, version=__version__, fs=fs)
             elif a.action in ("suspend", "terminate"):
                 meta = dict(s.meta)
                 meta["state"] = "suspended" if a.action == "suspend" else "terminated"

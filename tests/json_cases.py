@@ -37,6 +37,7 @@ def cases(ws: str):
     w = lambda *p: os.path.join(ws, *p)  # noqa: E731
     ckpt = sorted(os.listdir(w("checkpoints")))[-1]
     task = sorted(os.listdir(w("tasks")))[0]
+    session = sorted(os.listdir(w("agents-crashed", "agents")))[0]
     arch = "file://" + w("archive")
     return [
         ("verify clean", ["verify", w("wal-healthy"), "--json"], "doc", "walctl.verify/1"),
@@ -100,13 +101,17 @@ def cases(ws: str):
         ("archive prune", ["archive", "prune", arch, "--namespace", "wal-sequence-gap", "--keep", "1", "--max-age",
                            "0s", "--json"], "doc", "walctl.archive-prune/1"),
         ("workflow list", ["workflow", "list", w("flows"), "--json"], "doc", "walctl.workflow-list/1"),
+        ("workflow delete", ["workflow", "delete", w("flows"), "stale", "--json"], "doc", "walctl.workflow-delete/1"),
         ("workflow cleanup", ["workflow", "cleanup", w("flows"), "--max-age", "1d", "--json"], "doc",
          "walctl.workflow-cleanup/1"),
         ("tasklog verify", ["tasklog", "verify", w("tasks"), "--json"], "doc", "walctl.tasklog-verify/1"),
+        ("tasklog resume", ["tasklog", "resume", w("tasks", task), "--json"], "doc", "walctl.tasklog-resume/1"),
         ("tasklog inspect", ["tasklog", "inspect", w("tasks", task), "--json"], "doc", "walctl.tasklog-inspect/1"),
         ("agents verify", ["agents", "verify", w("agents-crashed"), "--json"], "doc", "walctl.agents-verify/1"),
         ("agents tree", ["agents", "tree", w("agents-crashed"), "--json"], "doc", "walctl.agents-tree/1"),
         ("agents pending", ["agents", "pending", w("agents-crashed"), "--json"], "doc", "walctl.agents-pending/1"),
+        ("agents set-aside", ["agents", "set-aside", w("agents-crashed"), session, "--session", "--json"], "doc",
+         "walctl.agents-set-aside/1"),
         ("agents recover", ["agents", "recover", w("agents-crashed"), "--json"], "doc", "walctl.agents-recover/1"),
     ]
 

@@ -38,6 +38,10 @@ TITLES = {
     "walctl.write/1": ("walctl write --json", "What was appended and the durable high-water mark."),
     "walctl.repair/1": ("walctl repair --json", "The plan (dry run) or what was cut, with the evidence kept."),
     "walctl.seal/1": ("walctl seal --json", "Closed chunks sealed in the directory ledger (or the plan)."),
+    "walctl.tasklog-resume/1": ("walctl tasklog resume --json", "Where the task resumes, and the torn line cut."),
+    "walctl.workflow-delete/1": ("walctl workflow delete --json", "One workflow checkpoint set aside (or the plan)."),
+    "walctl.agents-set-aside/1": ("walctl agents set-aside --json", "An unreadable line or session.json set aside "
+                                  "(or the plan, or why not)."),
     "walctl.salvage/1": ("walctl salvage --json", "Records copied, sequences and byte ranges lost."),
     "walctl.compact/1": ("walctl compact --json", "Chunks at or below the HWM moved aside (or the plan)."),
     "walctl.quarantine/1": ("walctl quarantine list --json", "Quarantined files with their manifest lines."),

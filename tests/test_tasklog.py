@@ -249,3 +249,156 @@ def test_resume_apply_and_append_take_the_directory_lock_and_change_nothing_with
         assert "would cut 10 torn bytes" in resume(str(path)).message  # the dry run needs no lock
         assert path.read_bytes() == torn and not (tmp_path / ".quarantine").exists()
     assert resume(str(path), apply=True).applied and path.read_bytes() == log(happy())
+
+
+# --- issue #15: the edges of task logs -------------------------------------------------------------------
+
+
+def _with_ts(entries, stamps):
+    return [dict(e, ts=t) for e, t in zip(entries, stamps)]
+
+
+def test_ts_is_compared_as_an_instant_not_a_string():
+    base = happy(3)
+    fwd = read(log(_with_ts(base, ["2026-11-21T10:00:00Z", "2026-11-21T10:00:00.500Z", "2026-11-21T10:00:00.5000Z"])))
+    assert fwd.problems == ()  # .500 after 00 is later; .5000 is the same instant again
+    back = read(log(_with_ts(base, ["2026-11-21T10:00:00.500Z", "2026-11-21T10:00:00Z", "2026-11-21T10:00:01Z"])))
+    assert [(p.kind, p.line, p.code) for p in back.problems] == [("ts-backwards", 2, 0)]
+    assert "2026-11-21T10:00:00Z is before the previous entry's 2026-11-21T10:00:00.500Z" in back.problems[0].reason
+    # 0.05 s is before 0.5 s although "05" > "5" would not be the way to compare
+    back2 = read(log(_with_ts(base, ["2026-11-21T10:00:00.5Z", "2026-11-21T10:00:00.05Z", "2026-11-21T10:00:01Z"])))
+    assert [(p.kind, p.line) for p in back2.problems] == [("ts-backwards", 2)]
+
+
+@pytest.mark.parametrize("ts", ["2026-13-01T10:00:00Z", "2026-02-30T10:00:00Z", "2026-11-21T24:00:00Z",
+                                "2026-11-21T10:60:00Z", "2026-11-2\u0661T10:00:00Z", "\uff12026-11-21T10:00:00Z",
+                                "2026-11-21T10:00:00.Z", "2026-11-21 10:00:00Z"])
+def test_ts_must_be_a_real_rfc3339_date_time(ts):
+    entries = happy(2)
+    entries[1] = dict(entries[1], ts=ts)
+    r = read(log(entries))
+    assert [(p.kind, p.line, p.offset, p.code) for p in r.problems] == [
+        ("corrupt-line", 2, len(encode_entry(entries[0])), 3)]
+    assert "RFC 3339" in r.problems[0].reason and r.state.valid_entries == 1
+
+
+def test_leap_day_and_leap_second_are_real_date_times():
+    entries = _with_ts(happy(2), ["2024-02-29T10:00:00Z", "2024-02-29T23:59:60Z"])
+    assert read(log(entries)).problems == ()
+
+
+def test_first_seq_rule_applies_to_the_first_line_that_has_a_seq():
+    entries = happy(4)
+    entries[2] = dict(entries[2], seq=5)  # lines 1-2 carry no seq; line 3 is the first with one
+    entries[3] = dict(entries[3], seq=6)
+    r = read(log(entries))
+    assert [(p.kind, p.line, p.code, p.reason) for p in r.problems] == [("sequence", 3, 4, "seq 5, expected 0")]
+    entries[2], entries[3] = dict(entries[2], seq=0), dict(entries[3], seq=1)
+    assert read(log(entries)).problems == ()
+
+
+@pytest.mark.parametrize("after, ok", [(b" \t\r", True), (b"\xc2\xa0", False), (b"\x0c", False), (b"\x0b", False),
+                                       (b"\xe2\x80\x83", False)])
+def test_only_json_whitespace_may_follow_the_object(after, ok):
+    first, second = encode_entry(happy(1)[0]), encode_entry(happy(2)[1])
+    data = first + second[:-1] + after + b"\n"
+    r = read(data)
+    if ok:
+        assert r.problems == () and r.state.valid_entries == 2
+    else:
+        assert [(p.kind, p.line, p.offset, p.end) for p in r.problems] == [
+            ("corrupt-line", 2, len(first), len(data))]
+        assert r.state.valid_entries == 1 and "not JSON" in r.problems[0].reason
+
+
+def test_deep_nesting_and_lone_surrogates_are_corrupt_lines_not_crashes(tmp_path, cli):
+    good = log(happy(2))
+    deep = b"[" * 100_000 + b"\n"
+    surrogate = encode_entry(E("StepStart", 3, step_index=0))[:-2] + b',"note":"\\ud800"}\n'
+    path = tmp_path / f"{TID}.wal"
+    path.write_bytes(good + deep + surrogate)
+    r = read_task(str(path))
+    assert [(p.line, p.offset, p.code) for p in r.read.problems] == [
+        (3, len(good), 3), (4, len(good) + len(deep), 3)]
+    assert "nested deeper than 256" in r.read.problems[0].reason
+    assert "lone surrogate" in r.read.problems[1].reason
+    for args in (("tasklog", "inspect", path), ("tasklog", "verify", path, "--json"), ("verify", path)):
+        out = cli(*args)
+        assert out.code == 3 and "internal error" not in out.err, args
+    res = cli("tasklog", "resume", path, "--force")
+    assert res.code == 3 and json.loads(res.out)["valid_entries"] == 2 and "internal error" not in res.err
+    assert path.read_bytes() == good + deep + surrogate
+
+
+def test_append_is_all_or_nothing(tmp_path, cli):
+    path = tmp_path / f"{TID}.wal"
+    ts = iter(f"2026-11-21T10:00:{i:02d}.000000Z" for i in range(60))
+    append(str(path), [{"type": "InstructionStart", "instruction": "go"}], now=lambda: next(ts))
+    before = path.read_bytes()
+    # the third entry breaks a rule (a Commit for a step never started): the first two are not written either
+    with pytest.raises(Refused, match="entry 3 breaks a rule.*nothing was written"):
+        append(str(path), [{"type": "LLMPlan", "steps": PLAN}, {"type": "StepStart", "step_index": 0},
+                           {"type": "Commit", "step_index": 1, "sha": SHA1, "message": "m"}], now=lambda: next(ts))
+    assert path.read_bytes() == before
+    with pytest.raises(UsageError, match="entry 2 is not JSON text"):
+        append(str(path), [{"type": "LLMPlan", "steps": PLAN}, {"type": "StepStart", "step_index": 0,
+                                                                "x": float("nan")}], now=lambda: next(ts))
+    assert path.read_bytes() == before
+    r = cli("tasklog", "append", path, "--entry", '{"type":"LLMPlan","steps":%s}' % json.dumps(PLAN),
+            "--entry", '{"type":"StepStart","step_index":NaN}')
+    assert r.code == 2 and "entry 2 is not JSON text" in r.err and path.read_bytes() == before
+    r = cli("tasklog", "append", path, "--entry", "[" * 100_000)
+    assert r.code == 2 and "nested deeper" in r.err and path.read_bytes() == before
+    r = cli("tasklog", "append", path, "--entry", '{"type":"ShutdownMarker","reason":"\\udc00"}')
+    assert r.code == 2 and "lone surrogate" in r.err and path.read_bytes() == before
+    written = append(str(path), [{"type": "LLMPlan", "steps": PLAN}, {"type": "StepStart", "step_index": 0}],
+                     now=lambda: next(ts))
+    assert len(written) == 2
+    rep = read_task(str(path))
+    assert rep.exit_code == 0 and rep.read.lines == 3 and rep.read.state.in_flight_step_index == 0
+
+
+def test_resume_json_document_and_no_step_none(tmp_path, cli):
+    path = tmp_path / f"{TID}.wal"
+    path.write_bytes(log(happy(1)) + b'{"v"')
+    r = cli("tasklog", "resume", path, "--json")
+    doc = r.json()
+    assert r.code == 1 and doc["schema"] == "walctl.tasklog-resume/1" and doc["outcome"] == "dry-run"
+    assert doc["applied"] is False and doc["state"]["resume_step_index"] is None
+    assert doc["message"] == "dry run: would cut 4 torn bytes (kept as evidence); resume before planning: the log " \
+                             "has no plan yet" and "None" not in doc["message"]
+    assert [f["offset"] for f in doc["findings"]] == [len(log(happy(1)))]
+    r = cli("tasklog", "resume", path, "--json", "--apply")
+    doc = r.json()
+    assert r.code == 0 and doc["outcome"] == "applied" and doc["evidence"].startswith(".quarantine/")
+    assert path.read_bytes() == log(happy(1))
+    entries = happy(2)
+    for i in range(3):
+        entries += [E("StepStart", 3, step_index=i), E("Commit", 4, step_index=i, sha=SHA1, message="m")]
+    path.write_bytes(log(entries))
+    r = cli("tasklog", "resume", path)
+    assert r.code == 0 and "every step of the plan (3) is committed" in r.err and "None" not in r.err
+    path.write_bytes(log(happy(2)) + b"junk\n")
+    r = cli("tasklog", "resume", path, "--json")
+    doc = r.json()
+    assert r.code == 3 and doc["outcome"] == "refused" and doc["exit_code"] == 3 and doc["applied"] is False
+    assert path.read_bytes() == log(happy(2)) + b"junk\n"
+
+
+def test_ts_date_check_agrees_with_the_calendar_for_every_day():
+    import datetime
+
+    from walctl.format.tasklog import parse_line
+
+    for year in (1900, 2000, 2023, 2024):
+        for month in range(0, 14):
+            for day in range(0, 33):
+                ts = f"{year:04d}-{month:02d}-{day:02d}T23:59:59.5Z"
+                try:
+                    datetime.date(year, month, day)
+                    real = True
+                except ValueError:
+                    real = False
+                e = dict(E("ShutdownMarker"), ts=ts)
+                _, _, problem = parse_line(encode_entry(e)[:-1], TID)
+                assert (problem is None) == real, ts

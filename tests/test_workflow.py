@@ -139,3 +139,106 @@ def test_cli_list_show_delete_cleanup(cli, tmp_path):
     assert "would set aside fresh" in cli("workflow", "delete", root, "fresh").out
     assert "set aside fresh" in cli("workflow", "delete", root, "fresh", "--apply").out
     assert "no such checkpoint" in cli("workflow", "delete", root, "fresh", "--apply").out
+
+
+# --- issues #15 and #12: invalid documents, symlinked entries, the lock ------------------------------------
+
+
+def _stale_store(tmp_path):
+    root = str(tmp_path / "root")
+    store = DirectoryWorkflowStore(root)
+    now = datetime.now(timezone.utc)
+    store.save(state("fresh", at=now))
+    store.save(state("stale", at=now - timedelta(days=3)))
+    return root, os.path.join(root, "workflow-checkpoints")
+
+
+def _digest(path):
+    from conftest import tree_digest
+
+    return {k: v for k, v in tree_digest(path).items() if not k.endswith(".walctl.lock")}
+
+
+@pytest.mark.parametrize("body, why", [(b'{"schema_version": 1, "checkpoint_id": "bad"', "not a JSON document"),
+                                       (b"[" * 100_000, "nested deeper than 256"),
+                                       (b'{"schema_version": 2}', "schema_version 2")])
+def test_delete_dry_run_and_apply_on_an_invalid_document(cli, tmp_path, body, why):
+    root, wdir = _stale_store(tmp_path)
+    bad = os.path.join(wdir, "bad.json")
+    with open(bad, "wb") as f:
+        f.write(body)
+    r = cli("workflow", "delete", root, "bad")
+    assert r.code == 0 and "would set aside bad (an invalid document:" in r.out and why in r.out
+    assert open(bad, "rb").read() == body
+    r = cli("workflow", "delete", root, "bad", "--apply", "--json")
+    doc = r.json()
+    assert r.code == 0 and doc["existed"] is True and why in doc["problem"] and not os.path.exists(bad)
+    assert open(os.path.join(wdir, doc["manifest"]["evidence"]), "rb").read() == body
+    assert doc["manifest"]["length"] == len(body) and doc["manifest"]["source"] == "bad.json"
+    assert sorted(os.listdir(wdir)) == [".quarantine", ".walctl.lock", "fresh.json", "stale.json"]
+
+
+def test_cleanup_reports_invalid_documents_with_exit_3_and_leaves_them(cli, tmp_path):
+    root, wdir = _stale_store(tmp_path)
+    with open(os.path.join(wdir, "torn.json"), "wb") as f:
+        f.write(b'{"schema_')
+    r = cli("workflow", "cleanup", root, "--json")
+    doc = r.json()
+    assert r.code == 3 and doc["exit_code"] == 3 and doc["expired"] == ["stale"]
+    assert [p["file"] for p in doc["problems"]] == ["torn.json"] and "not a JSON document" in doc["problems"][0]["reason"]
+    r = cli("workflow", "cleanup", root, "--apply")
+    assert r.code == 3 and "problem: torn.json" in r.out and "set aside stale" in r.out
+    assert sorted(n for n in os.listdir(wdir) if n.endswith(".json")) == ["fresh.json", "torn.json"]
+
+
+def test_cleanup_and_delete_apply_refuse_symlinked_entries(cli, tmp_path):
+    root, wdir = _stale_store(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.rename(os.path.join(wdir, "stale.json"), outside / "stale.json")
+    os.symlink(outside / "stale.json", os.path.join(wdir, "stale.json"))
+    (outside / "sentinel").write_bytes(b"do not touch")
+    from test_agents_edges import full_digest
+
+    before_out, before_store = full_digest(str(outside)), _digest(root)
+    r = cli("workflow", "cleanup", root, "--apply")
+    assert r.code == 7 and "workflow-checkpoints/stale.json is a symbolic link" in r.err
+    r = cli("workflow", "delete", root, "stale", "--apply")
+    assert r.code == 7 and "symbolic link" in r.err
+    assert full_digest(str(outside)) == before_out and _digest(root) == before_store
+    assert os.path.islink(os.path.join(wdir, "stale.json")) and not os.path.exists(os.path.join(wdir, ".quarantine"))
+
+
+def test_delete_and_cleanup_apply_take_the_stores_lock(cli, tmp_path):
+    from walctl.store.fs import DEFAULT_FS
+    from walctl.store.lock import DirectoryLock
+
+    root, wdir = _stale_store(tmp_path)
+    with DirectoryLock(wdir, "pid 1 on test: a writer", DEFAULT_FS):
+        before = _digest(root)
+        r = cli("workflow", "delete", root, "stale", "--apply")
+        assert r.code == 6 and "locked by a live writer" in r.err
+        r = cli("workflow", "cleanup", root, "--apply")
+        assert r.code == 6 and "locked by a live writer" in r.err
+        assert cli("workflow", "cleanup", root).code == 0  # the dry run needs no lock
+    assert _digest(root) == before
+    assert cli("workflow", "cleanup", root, "--apply").code == 0 and not os.path.exists(os.path.join(wdir, "stale.json"))
+
+
+def test_a_symlinked_store_directory_is_refused_by_every_mutation(cli, tmp_path):
+    from test_agents_edges import full_digest
+
+    root, wdir = _stale_store(tmp_path)
+    outside = tmp_path / "outside"
+    os.rename(wdir, outside)
+    os.symlink(outside, wdir)
+    before = full_digest(str(outside))
+    for args in (("workflow", "cleanup", root, "--apply"), ("workflow", "delete", root, "stale", "--apply")):
+        r = cli(*args)
+        assert r.code == 7 and "workflow-checkpoints is a symbolic link" in r.err, args
+    assert full_digest(str(outside)) == before and not os.path.exists(outside / ".walctl.lock")
+    assert cli("workflow", "cleanup", root).code == 0  # reading through it is fine
+    for args in (("workflow", "cleanup", root, "--apply", "--json"),
+                 ("workflow", "delete", root, "stale", "--apply", "--json")):
+        r = cli(*args)
+        assert r.code == 7 and r.json()["outcome"] == "refused" and r.json()["exit_code"] == 7, args

@@ -318,7 +318,7 @@ def test_threads_share_a_writer_without_reusing_sequences(tmp_path):
 
 @pytest.mark.parametrize("obj, why", [
     ([], "JSON object"), ({"id": "x"}, "missing \"type\""), ({"type": "NOPE"}, "unknown event type"),
-    ({"type": 300}, "outside 0..255"), ({"type": 0, "id": 5}, "\"id\" is a string"),
+    ({"type": 300}, "outside 0..15"), ({"type": 0, "id": 5}, "\"id\" is a string"),
     ({"type": 0, "payload": "a", "payload_hex": "00"}, "one payload form"),
     ({"type": 0, "payload_hex": "zz"}, "does not decode"), ({"type": 0, "payload_b64": "!!"}, "does not decode"),
     ({"type": 0, "timestamp_ms": "now"}, "timestamp_ms"), ({"type": 0, "colour": 1}, "unknown key"),

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import sys
+from typing import Optional
+
 import typer
 
 from .render import emit, json_document
@@ -65,16 +68,22 @@ def tree(root: str = typer.Argument(..., help="The Substrat root."),
 Example: walctl agents pending ~/.substrat --json""")
 def pending(root: str = typer.Argument(..., help="The Substrat root."),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-pending/1).")):
-    from ..ops.agents import pending as run_pending
+    from ..ops.agents import exit_code, verify_root
 
-    p = run_pending(root)
+    findings, t, _ = verify_root(root)
+    p = {a.agent_id: list(a.pending) for a in t.agents.values()}
+    code = exit_code(findings)  # a damaged root's pending list may be incomplete: the exit code says so
     if json_out:
-        emit(json_document("walctl.agents-pending/1", {"pending": p}))
+        emit(json_document("walctl.agents-pending/1", {"root": root, "exit_code": code, "pending": p,
+                                                       "findings": [f.to_json() for f in findings]}))
     else:
         for agent_id, msgs in p.items():
             for m in msgs:
                 emit(f"{agent_id}  {m['message_id']}  from {m.get('sender')}  {str(m.get('payload'))[:60]}")
-    raise typer.Exit(0)
+        for f in findings:
+            if f.exit_code:
+                sys.stderr.write(f"walctl: warning: {f.cls}: {f.one_line()}\n")
+    raise typer.Exit(code)
 
 
 @app.command("recover", help="""Suspend ACTIVE sessions, terminate orphans, complete pending entries, cut partial
@@ -83,10 +92,19 @@ lines (kept in ROOT/.quarantine/ first). Everything is read before anything is w
 Example: walctl agents recover ~/.substrat --apply""")
 def recover(root: str = typer.Argument(..., help="The Substrat root."),
             apply: bool = typer.Option(False, "--apply", help="Do it (default: print the plan)."),
+            force: bool = typer.Option(False, "--force", help="Also terminate sessions that may be orphans only "
+                                       "because a line or session.json could not be read."),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-recover/1).")):
+    from ..errors import WalctlError
     from ..ops.agents import recover as run_recover, verify_root, exit_code
 
-    plan, before = run_recover(root, apply=apply)
+    try:
+        plan, before = run_recover(root, apply=apply, force=force)
+    except WalctlError as e:
+        if json_out:  # one document on refusal too; the error line still goes to stderr at the edge
+            emit(json_document("walctl.agents-recover/1", {"root": root, "applied": False, "outcome": "refused",
+                                                           "message": str(e), "exit_code": e.exit_code, "plan": []}))
+        raise
     after = verify_root(root)[0] if apply else before
     code = exit_code([f for f in after if f.cls != "active-session"])
     if json_out:
@@ -100,3 +118,41 @@ def recover(root: str = typer.Argument(..., help="The Substrat root."),
         elif not apply:
             emit("dry run: nothing was changed; run again with --apply")
     raise typer.Exit(code)
+
+
+@app.command("set-aside", help="""Set aside one unreadable events.jsonl line (--line N: the log is rewritten without
+it) or an unreadable session.json (--session: removed, so the runtime skips the session instead of failing
+the whole root). The whole old file is kept in ROOT/.quarantine/ first, with a manifest line; the new log is
+written by durable replace. Only a line or file walctl cannot read is set aside. Dry run unless --apply;
+--apply needs --force because it rewrites acknowledged history.
+
+Example: walctl agents set-aside ~/.substrat 1860aabdf4444c9ca26cda431ac886de --line 4 --apply --force""")
+def set_aside(root: str = typer.Argument(..., help="The Substrat root."),
+              session_id: str = typer.Argument(..., help="The session id (its directory name, 32 hex digits)."),
+              line: Optional[int] = typer.Option(None, "--line", help="The events.jsonl line number (from 1)."),
+              session: bool = typer.Option(False, "--session", help="Set aside session.json."),
+              apply: bool = typer.Option(False, "--apply", help="Do it (default: print the plan)."),
+              force: bool = typer.Option(False, "--force", help="Needed with --apply: history is rewritten."),
+              json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-set-aside/1).")):
+    from ..errors import WalctlError
+    from ..ops.agents import set_aside as run_set_aside
+
+    try:
+        r = run_set_aside(root, session_id, line=line, session=session, apply=apply, force=force)
+    except WalctlError as e:
+        if json_out:
+            emit(json_document("walctl.agents-set-aside/1", {"root": root, "outcome": "refused", "applied": False,
+                                                             "exit_code": e.exit_code, "message": str(e)}))
+        raise
+    if json_out:
+        emit(json_document("walctl.agents-set-aside/1", dict(r.to_json(), root=root, exit_code=0,
+                                                             outcome="applied" if r.applied else "dry-run")))
+    else:
+        where = f"line {r.line} of" if r.line else "the whole"
+        emit(f"{'set aside' if r.applied else 'would set aside'} {where} agents/{r.session_id}/{r.target} "
+             f"(offset {r.offset}, {r.length} bytes): {r.why}")
+        if r.applied:
+            emit(f"the old file is kept as {r.evidence}")
+        else:
+            emit("dry run: nothing was changed; run again with --apply --force")
+    raise typer.Exit(0)

@@ -19,9 +19,8 @@ Example: walctl checkpoint list /var/lib/agent/checkpoints""", no_args_is_help=T
 
 
 def _load_state(path: str):
-    import json
-
     from ..format.canonical import unpackb
+    from ..format.jsonload import loads
 
     try:
         with open(path, "rb") as f:
@@ -29,7 +28,7 @@ def _load_state(path: str):
     except OSError as e:
         raise UsageError(f"cannot read the state file: {e.strerror}", path) from None
     try:
-        state = json.loads(data) if data.lstrip()[:1] == b"{" else unpackb(data)
+        state = loads(data) if data.lstrip()[:1] == b"{" else unpackb(data)
     except ValueError as e:
         raise UsageError(f"the state file is neither a JSON object nor one msgpack map: {e}", path) from None
     if not isinstance(state, dict):

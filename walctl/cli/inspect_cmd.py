@@ -241,7 +241,7 @@ def _render_table(walk, payload_mode: str) -> None:
 
 
 def _render_hexdump(walk) -> None:
-    from ..format.hexdump import hex_lines, record_fields
+    from ..format.hexdump import hex_lines, record_fields, v1_record_fields
     from ..ops.records import RawDamage
 
     from ..ops.forensics import MAX_REGION_BYTES, window
@@ -254,7 +254,8 @@ def _render_hexdump(walk) -> None:
             _emit_view(window(chunk, d.offset, min(d.end, d.offset + MAX_REGION_BYTES), d.offset))
             continue
         emit(f"== {item.file} offset {item.offset} seq {item.sequence} ({item.size} bytes)")
-        _emit_fields(record_fields(item.raw, 0, base=item.offset))
+        fields = v1_record_fields if item.version == 1 else record_fields  # legacy V1: no CRCs to mark
+        _emit_fields(fields(item.raw, 0, base=item.offset))
         for line in hex_lines(item.raw, item.offset, item.offset + item.size, base=item.offset):
             emit(line)
 

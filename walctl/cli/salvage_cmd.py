@@ -24,8 +24,8 @@ def salvage(
 ) -> int:
     from ..ops.salvage import salvage as run_salvage
 
-    on_interrupt(f"interrupted; {path} is untouched; a partial copy may be left in {out.rstrip('/')}.tmp, which "
-                 f"the next 'walctl salvage {path} --out {out}' removes first")
+    on_interrupt(f"interrupted; {path} is untouched; the partial copy in {out.rstrip('/')}.tmp was removed (one a "
+                 f"crash leaves, the next 'walctl salvage {path} --out {out}' removes first)")
     with Bar("salvage", path_bytes(path), progress) as bar:
         rep = run_salvage(path, out, progress=bar.callback)
     on_interrupt(None)

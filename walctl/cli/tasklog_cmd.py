@@ -84,15 +84,31 @@ unless --force; says "nothing to resume" for a completed or failed task.
 Example: walctl tasklog resume wal/3f2a...77.wal --apply""")
 def resume(path: str = typer.Argument(..., help="A task log."),
            apply: bool = typer.Option(False, "--apply", help="Cut the torn tail (default: say what would happen)."),
-           force: bool = typer.Option(False, "--force", help="Go on although the log breaks a rule.")):
+           force: bool = typer.Option(False, "--force", help="Go on although the log breaks a rule."),
+           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.tasklog-resume/1), "
+                                         "also on refusal.")):
     import json
 
+    from ..errors import WalctlError
     from ..ops.tasklog import resume as run_resume
 
-    res = run_resume(path, apply=apply, force=force)
+    try:
+        res = run_resume(path, apply=apply, force=force)
+    except WalctlError as e:
+        if json_out:  # one document on refusal too; the error line still goes to stderr at the edge
+            emit(json_document("walctl.tasklog-resume/1", {"path": path, "outcome": "refused", "applied": False,
+                                                            "exit_code": e.exit_code, "message": str(e)}))
+        raise
+    evidence = res.cut["evidence"] if res.cut else None
+    if json_out:
+        emit(json_document("walctl.tasklog-resume/1", {
+            "path": path, "outcome": "applied" if res.applied else ("dry-run" if res.report.read.torn else "ready"),
+            "applied": res.applied, "exit_code": res.report.exit_code, "message": res.message,
+            "evidence": evidence, "state": res.report.state_json(),
+            "findings": [f.to_json() for f in res.report.findings]}))
+        raise typer.Exit(res.report.exit_code)
     sys.stderr.write(f"walctl: {res.message}\n")
-    emit(json.dumps(dict(res.report.state_json(), evidence=res.cut["evidence"] if res.cut else None),
-                    ensure_ascii=False, indent=2))
+    emit(json.dumps(dict(res.report.state_json(), evidence=evidence), ensure_ascii=False, indent=2))
     raise typer.Exit(res.report.exit_code)
 
 
@@ -126,16 +142,17 @@ Example: walctl tasklog append wal/3f2a...77.wal --entry '{"type":"StepStart","s
 def append(path: str = typer.Argument(..., help="The task log (created if missing)."),
            entry: Optional[List[str]] = typer.Option(None, "--entry", help="A JSON object; repeatable."),
            force: bool = typer.Option(False, "--force", help="Write entries that break a rule.")):
-    import json
-
     from ..errors import UsageError
+    from ..format.jsonload import loads
     from ..ops.tasklog import append as run_append
 
     texts = entry or [line for line in sys.stdin if line.strip()]
-    try:
-        entries = [json.loads(t) for t in texts]
-    except ValueError as e:
-        raise UsageError(f"an entry is not JSON: {e}") from None
+    entries = []
+    for i, t in enumerate(texts, 1):
+        try:  # NaN/Infinity, nesting past the bound and lone surrogates are refused here, before any write
+            entries.append(loads(t, allow_lone_surrogates=False))
+        except ValueError as e:
+            raise UsageError(f"entry {i} is not JSON text: {e}; nothing was written") from None
     written = run_append(path, entries, force=force)
     emit(f"appended {len(written)} entr{'y' if len(written) == 1 else 'ies'} to {path}")
     raise typer.Exit(0)

@@ -81,45 +81,73 @@ def show(root: str = typer.Argument(..., help="The store's root directory."),
     raise typer.Exit(0)
 
 
-@app.command("delete", help="""Set a checkpoint aside (into .quarantine/, recorded). Says whether it existed.
-Dry run unless --apply.
+@app.command("delete", help="""Set a checkpoint aside (into .quarantine/, recorded), valid or not. Says whether it
+existed, and whether the document validates. Dry run unless --apply; --apply holds the store's walctl lock
+and refuses a symlinked entry (exit 7).
 
 Example: walctl workflow delete /var/lib/workflows 3f2a... --apply""")
 def delete(root: str = typer.Argument(..., help="The store's root directory."),
            checkpoint_id: str = typer.Argument(..., help="The checkpoint id."),
-           apply: bool = typer.Option(False, "--apply", help="Do it (default: say what would happen).")):
-    store = _store(root)
-    exists = store.load(checkpoint_id) is not None if not apply else None
-    if not apply:
-        emit(f"{'would set aside' if exists else 'no such checkpoint:'} {checkpoint_id}; dry run: nothing was changed")
+           apply: bool = typer.Option(False, "--apply", help="Do it (default: say what would happen)."),
+           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-delete/1).")):
+    from ..errors import WalctlError
+    from ..ops.workflow import delete as run_delete
+
+    try:
+        p = run_delete(root, checkpoint_id, apply=apply)
+    except WalctlError as e:
+        if json_out:  # one document on refusal too; the error line still goes to stderr at the edge
+            emit(json_document("walctl.workflow-delete/1", {"root": root, "checkpoint_id": checkpoint_id,
+                                                            "applied": False, "outcome": "refused",
+                                                            "message": str(e), "exit_code": e.exit_code}))
+        raise
+    if json_out:
+        emit(json_document("walctl.workflow-delete/1", {"root": root, "checkpoint_id": checkpoint_id,
+                                                        "applied": p.applied, "existed": p.existed,
+                                                        "problem": p.problem, "manifest": p.entry, "exit_code": 0}))
         raise typer.Exit(0)
-    entry = store.set_aside(checkpoint_id, "walctl workflow delete")
-    emit(f"set aside {checkpoint_id} as {entry['evidence']}" if entry else f"no such checkpoint: {checkpoint_id}")
+    invalid = f" (an invalid document: {p.problem})" if p.problem else ""
+    if not p.existed:
+        emit(f"no such checkpoint: {checkpoint_id}" + ("" if apply else "; dry run: nothing was changed"))
+    elif apply:
+        emit(f"set aside {checkpoint_id}{invalid} as {p.entry['evidence']}")
+    else:
+        emit(f"would set aside {checkpoint_id}{invalid}; dry run: nothing was changed")
     raise typer.Exit(0)
 
 
-@app.command("cleanup", help="""Set aside checkpoints older than --max-age (created_at strictly older). Dry run
-unless --apply.
+@app.command("cleanup", help="""Set aside checkpoints older than --max-age (created_at strictly older). Documents that
+do not validate are reported (exit 3), never judged expired nor moved. Dry run unless --apply; --apply holds
+the store's walctl lock and refuses a symlinked entry (exit 7, nothing moved).
 
 Example: walctl workflow cleanup /var/lib/workflows --max-age 24h --apply""")
 def cleanup(root: str = typer.Argument(..., help="The store's root directory."),
             max_age: str = typer.Option("24h", "--max-age", help="Older than this (s, m, h, d) expires."),
             apply: bool = typer.Option(False, "--apply", help="Do it (default: list what would go)."),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-cleanup/1).")):
-    from ..ops.workflow import expired_ids
+    from ..errors import WalctlError
+    from ..ops.workflow import cleanup as run_cleanup
     from .ages import seconds
 
-    store = _store(root)
-    expired = expired_ids(store.list(), seconds(max_age) / 3600, None)
-    entries = [store.set_aside(cid, f"expired: older than {max_age}") for cid in expired] if apply else []
+    try:
+        p = run_cleanup(root, seconds(max_age) / 3600, apply=apply)
+    except WalctlError as e:
+        if json_out:
+            emit(json_document("walctl.workflow-cleanup/1", {"root": root, "applied": False, "outcome": "refused",
+                                                             "message": str(e), "exit_code": e.exit_code}))
+        raise
     if json_out:
-        emit(json_document("walctl.workflow-cleanup/1", {"root": root, "applied": apply, "expired": expired,
-                                                         "manifest": entries}))
+        emit(json_document("walctl.workflow-cleanup/1", {"root": root, "applied": apply, "expired": list(p.expired),
+                                                         "manifest": list(p.entries),
+                                                         "problems": [x._asdict() for x in p.problems],
+                                                         "exit_code": p.exit_code}))
     else:
-        for cid in expired:
+        for cid in p.expired:
             emit(f"{'set aside' if apply else 'would set aside'} {cid}")
-        if expired and not apply:
+        if p.expired and not apply:
             emit("dry run: nothing was changed; run again with --apply")
-        if not expired:
+        if not p.expired:
             emit("nothing has expired")
-    raise typer.Exit(0)
+        for x in p.problems:
+            emit(f"problem: {x.file}: {x.reason} (not judged, not moved)")
+    raise typer.Exit(p.exit_code)

@@ -42,8 +42,7 @@ def write(
     encoding: str = typer.Option("msgpack", "--encoding", metavar="[msgpack|json]", help="segments: msgpack (default) or json bodies."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.write/1) on stdout."),
 ) -> int:
-    import json
-
+    from ..format.jsonload import loads
     from ..ops.write import WalWriter, parse_entry_line, parse_event
 
     check_sync(sync)
@@ -70,12 +69,20 @@ def write(
         events = None
 
     error, first = None, None
+    source = iter(events if events is not None else _stdin_events(parse_line, loads))
+    head = next(source, None)
+    if head is not None and isinstance(head[1], str):  # refused before the writer creates anything
+        error = f"stdin line {head[0]}: {head[1]}; nothing was written"
+        if json_out:
+            emit(json_document("walctl.write/1", {"directory": directory, "records": 0, "first_sequence": None,
+                                                  "last_sequence": None, "error": error, "exit_code": 2}))
+        error_line(error)
+        raise typer.Exit(2)
     with WalWriter(directory, sync=sync, batch_records=batch_records, batch_ms=batch_ms,
                    max_chunk_bytes=max_chunk_bytes, compress_threshold=compress_threshold,
                    max_drop_bytes=max_drop_bytes, format=fmt, encoding=encoding) as w:
-        source = events if events is not None else _stdin_events(parse_line, json)
         put = w.append_entry if fmt == "segments" else w.append
-        for line_no, item in source:
+        for line_no, item in _chain(head, source):
             if isinstance(item, str):
                 error = f"stdin line {line_no}: {item}; the records before it were written"
                 break
@@ -104,12 +111,18 @@ def write(
     raise typer.Exit(code)
 
 
-def _stdin_events(parse_event, json):
+def _chain(head, rest):
+    if head is not None:
+        yield head
+        yield from rest
+
+
+def _stdin_events(parse_event, loads):
     for n, line in enumerate(sys.stdin, 1):
         if not line.strip():
             continue
         try:
-            yield n, parse_event(json.loads(line))
+            yield n, parse_event(loads(line))
         except ValueError as e:  # json.JSONDecodeError is a ValueError
             yield n, str(e)
             return

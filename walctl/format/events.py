@@ -211,7 +211,14 @@ def event_from_json(obj, line: int, max_payload: int = DEFAULT_MAX_PAYLOAD) -> E
                           "timestamp_ms, payload_hex)", line, "line") from None
     except (AttributeError, TypeError, ValueError) as e:
         raise StreamError(f"bad field: {e}", line, "line") from None
-    return _checked(seq, typ, mid, ts, payload, line, "line")
+    event = _checked(seq, typ, mid, ts, payload, line, "line")
+    if "type" in obj:  # replay writes both; a line whose two disagree says two things: refused
+        named = obj["type"]
+        expected = EVENT_TYPES[typ] if isinstance(typ, int) and not isinstance(typ, bool) and \
+            0 <= typ < len(EVENT_TYPES) else typ
+        if isinstance(named, bool) or named != expected:
+            raise StreamError(f"type {named!r} and type_ordinal {typ!r} disagree", line, "line")
+    return event
 
 
 def event_from_msgpack(obj, index: int, max_payload: int = DEFAULT_MAX_PAYLOAD) -> Event:
@@ -232,7 +239,7 @@ def event_from_msgpack(obj, index: int, max_payload: int = DEFAULT_MAX_PAYLOAD) 
 
 
 def _checked(seq, typ, mid, ts, payload, where_n, where) -> Event:
-    for name, v, lo, hi in (("sequence", seq, 1, I64_MAX), ("type_ordinal", typ, 0, 255),
+    for name, v, lo, hi in (("sequence", seq, 1, I64_MAX), ("type_ordinal", typ, 0, len(EVENT_TYPES) - 1),
                             ("timestamp_ms", ts, I64_MIN, I64_MAX)):
         if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
             raise StreamError(f"{name} {v!r} is not an integer in {lo}..{hi}", where_n, where)

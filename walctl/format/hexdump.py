@@ -135,6 +135,33 @@ def _record_fields(buf, off: int) -> list[Field]:
     return fields
 
 
+def v1_record_fields(buf, off: int, base: int = 0) -> list[Field]:
+    """The fields of a legacy V1 record (format/v1.py). V1 has no CRC: nothing can be marked valid."""
+    from .v1 import V1_PREFIX, V1_TAIL
+
+    end = len(buf)
+    if end - off < V1_PREFIX.size:
+        return [Field("partial V1 prefix", off + base, end + base, bytes(buf[off:end]).hex(), "invalid")]
+    length, seq, typ, idlen = V1_PREFIX.unpack_from(buf, off)
+    fields = [Field("length", off, off + 4, f"{length} (no CRC in V1)", None),
+              Field("sequence", off + 4, off + 12, str(seq), None),
+              Field("type", off + 12, off + 13, f"{typ} {type_name(typ) or '(unknown)'}",
+                    "valid" if type_name(typ) else "invalid"),
+              Field("idLen", off + 13, off + 17, str(idlen), None)]
+    p = off + V1_PREFIX.size
+    id_end = min(p + idlen, end)
+    fields.append(Field("memoryId", p, id_end, repr(bytes(buf[p:id_end]).decode("utf-8", "replace")),
+                        None if id_end == p + idlen else "unknown"))
+    t = p + idlen
+    if t + V1_TAIL.size <= end:
+        ts, plen = V1_TAIL.unpack_from(buf, t)
+        fields.append(Field("timestamp", t, t + 8, f"{ts} ({format_timestamp_ms(ts)})", None))
+        fields.append(Field("payloadLen", t + 8, t + 12, str(plen), None))
+        q = t + V1_TAIL.size
+        fields.append(Field("payload", q, min(q + plen, end), f"{plen} bytes", None if q + plen <= end else "unknown"))
+    return [f._replace(start=f.start + base, end=f.end + base) for f in fields]
+
+
 def hex_lines(buf, start: int, end: int, mark: int | None = None, base: int = 0) -> list[str]:
     """Classic 16-byte lines over file offsets [start, end); buf[0] is file offset `base`. The line
     holding `mark` gets a '>' and that byte is bracketed."""

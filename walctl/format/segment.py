@@ -11,6 +11,7 @@ import re
 import struct
 from typing import NamedTuple
 
+from .jsonload import loads
 from .canonical import entry_checksum, packb, unpackb
 
 
@@ -74,7 +75,7 @@ def decode_body(body) -> tuple[dict | None, str, str | None]:
     first = body[0]
     if first == 0x7B:
         try:
-            value = json.loads(bytes(body).decode("utf-8"))
+            value = loads(body, allow_nan=True)
         except (UnicodeDecodeError, ValueError) as e:
             return None, "json", f"not a JSON object: {e}"
         encoding = "json"

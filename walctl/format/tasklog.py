@@ -11,11 +11,28 @@ import json
 import re
 from typing import NamedTuple
 
+from .jsonload import JSON_WHITESPACE, MAX_DEPTH, NotText, TooDeep, check_depth, check_text
+
 TYPES = ("InstructionStart", "LLMPlan", "StepStart", "ToolResult", "PatchPreview", "Commit", "TaskComplete",
          "ShutdownMarker")
 STEP_TYPES = ("StepStart", "ToolResult", "PatchPreview", "Commit")
-_TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z")
+# RFC 3339 UTC date-time, ASCII digits only (a `\d` would take any Unicode digit); each month's length, and
+# 29 February in leap years only, are in the regex itself: no calendar call per line
+_TS = re.compile(r"(?:[0-9]{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|"
+                 r"(?:0[13578]|1[02])-31)|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)"
+                 r"-02-29)T(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]+)?Z")
 _SHA = re.compile(r"[0-9a-fA-F]{40}|[0-9a-fA-F]{64}")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]").search
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]").search  # one scan of a whole log (fold)
+
+
+def ts_instant(ts: str) -> str:
+    """A valid `ts` as a key that orders by instant: the fixed-width seconds followed by the fraction's
+    digits without trailing zeros (`00Z` == `00.000Z` < `00.5Z`; comparing the ts strings themselves would
+    put `.` before `Z`). The seconds part is fixed width, so comparing keys compares (seconds, fraction)."""
+    return ts[:19] if ts[19] == "Z" else ts[:19] + ts[20:-1].rstrip("0")
+
+
 CORRUPT, SEQUENCE, UNSUPPORTED, ANOMALY = 3, 4, 5, 0
 KEY_ORDER = ("v", "ts", "type", "task_id")
 
@@ -37,20 +54,29 @@ def _reject_constant(name):
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
-def _decode(text: str):
-    """json.loads semantics (surrounding whitespace allowed, nothing else after the value), without its
-    two whitespace scans on the common line that has none."""
+def _decode(text: str, escapes: bool = True):
+    """json.loads semantics (surrounding JSON whitespace allowed, nothing else after the value), without
+    its two whitespace scans on the common line that has none; nesting bounded as every walctl JSON reader
+    bounds it (format/jsonload.py); a lone surrogate escape is not text (spec: strict UTF-8)."""
+    # check_depth's pre-check, inline: a line cannot nest deeper than its length, nor than its brackets
+    if len(text) > MAX_DEPTH and text.count("[") + text.count("{") > MAX_DEPTH:
+        check_depth(text)
     try:
         value, end = _DECODER.raw_decode(text)
     except ValueError:
-        return _DECODER.decode(text)  # leading whitespace, or the error message json.loads would give
-    if end != len(text) and not text[end:].isspace():
-        return _DECODER.decode(text)
+        value = _DECODER.decode(text)  # leading whitespace, or the error message json.loads would give
+    else:
+        if end != len(text) and text[end:].strip(JSON_WHITESPACE):  # not str.isspace: no U+00A0, no \f
+            value = _DECODER.decode(text)
+    # rare: only then walk the value for an unpaired one (`escapes` False: the caller scanned the whole log)
+    if escapes and _SURROGATE_ESCAPE(text) is not None:
+        check_text(value)
     return value
 
 
-def parse_line(raw: bytes, task_id: str) -> tuple[dict | None, int, str | None]:
-    """(entry, problem code, problem). A valid entry has problem None."""
+def parse_line(raw: bytes, task_id: str, escapes: bool = True) -> tuple[dict | None, int, str | None]:
+    """(entry, problem code, problem). A valid entry has problem None. `escapes=False` when the caller knows
+    the line holds no surrogate escape (fold scans the whole log once)."""
     if raw.endswith(b"\r"):
         raw = raw[:-1]
     try:
@@ -58,8 +84,10 @@ def parse_line(raw: bytes, task_id: str) -> tuple[dict | None, int, str | None]:
     except UnicodeDecodeError as e:
         return None, CORRUPT, f"not UTF-8 ({e.reason} at byte {e.start})"
     try:
-        e = _decode(text)
+        e = _decode(text, escapes)
     except ValueError as err:
+        if isinstance(err, (TooDeep, NotText)):
+            return None, CORRUPT, str(err)
         return None, CORRUPT, "blank line" if not text.strip() else f"not JSON: {err}"
     if not isinstance(e, dict):
         return None, CORRUPT, f"a JSON {type(e).__name__}, not an object"
@@ -76,7 +104,7 @@ def _check_fields(e: dict, task_id: str) -> str | None:
     get = e.get
     ts = get("ts")
     if ts.__class__ is not str or not _TS.fullmatch(ts):
-        return "ts is not YYYY-MM-DDTHH:MM:SS[.fraction]Z"
+        return "ts is not an RFC 3339 date-time YYYY-MM-DDTHH:MM:SS[.fraction]Z"
     kind = get("type")
     check = _CHECKS.get(kind) if kind.__class__ is str else None
     if check is None:
@@ -261,12 +289,15 @@ class Folder:
         if seq is not None:
             prev = self.prev_seq_entry
             expected = 0 if prev is None else prev + 1
-            if (prev is None and self.count == 1 and seq != 0) or (prev is not None and seq != expected):
+            if seq != expected:  # the first entry that has a seq starts at 0, wherever it is
                 self._rule(loc, f"seq {seq}, expected {expected}", SEQUENCE, "sequence")
             self.prev_seq_entry = seq
         ts = e["ts"]
-        if self.prev_ts is not None and ts < self.prev_ts:  # one format: string order is time order
-            self._rule(loc, f"ts {ts} is before the previous entry's {self.prev_ts}", ANOMALY, "ts-backwards")
+        prev = self.prev_ts
+        # compared as instants: two ts of one length compare as strings (both without a fraction, or both
+        # with fractions of one length); otherwise by ts_instant
+        if prev is not None and (ts < prev if len(ts) == len(prev) else ts_instant(ts) < ts_instant(prev)):
+            self._rule(loc, f"ts {ts} is before the previous entry's {prev}", ANOMALY, "ts-backwards")
         self.prev_ts = ts
         _HANDLERS[kind](self, loc, e)
         self.last_type = kind
@@ -370,6 +401,10 @@ def fold(buf, task_id: str, *, timeline: bool = False, until: int | None = None)
     reader = buf if hasattr(buf, "readline") and hasattr(buf, "seek") else io.BytesIO(bytes(buf))
     reader.seek(0)
     readline = reader.readline
+    try:  # one C-speed scan of the whole log: most logs hold no surrogate escape, and no line is checked
+        escapes = _SURROGATE_ESCAPE_BYTES(buf) is not None
+    except TypeError:  # not a buffer (a file object): each line is checked
+        escapes = True
     torn = None
     folder = Folder()
     states = [] if timeline else None
@@ -387,7 +422,7 @@ def fold(buf, task_id: str, *, timeline: bool = False, until: int | None = None)
         number += 1
         raw = line[:-1]
         end = offset + len(line)
-        e, code, problem = parse_line(raw, task_id)
+        e, code, problem = parse_line(raw, task_id, escapes)
         if problem is not None:
             problems.append(Problem(code, "unsupported-version" if code == UNSUPPORTED else "corrupt-line",
                                     number, offset, end, problem))

@@ -34,6 +34,25 @@ EVENT_TYPES = (
     "GRAPH_LINK_MEMORY", "CHAIN_LINK", "HYPEREDGE_ADD",
 )
 TYPE_ORDINALS = {name: i for i, name in enumerate(EVENT_TYPES)}
+# What walctl writes: the reference Java reader maps the ordinal to its 16-value enum on every open and
+# crashes on any other value, so a record typed 16..255 would make the whole directory unreadable to it.
+# Readers still show such records (as an unknown ordinal); writers refuse them.
+WRITABLE_TYPES = range(len(EVENT_TYPES))
+
+
+def check_writable_type(ordinal) -> int:
+    """The ordinal, when walctl may write it; ValueError otherwise."""
+    if isinstance(ordinal, bool) or not isinstance(ordinal, int) or ordinal not in WRITABLE_TYPES:
+        raise ValueError(f"type ordinal {ordinal!r} is outside 0..{len(EVENT_TYPES) - 1} (the reference reader "
+                         "crashes on a directory holding one)")
+    return ordinal
+
+
+def check_memory_id(memory_id: bytes) -> bytes:
+    """ValueError for a memoryId longer than the 16-bit idLen field holds."""
+    if len(memory_id) > MAX_ID_BYTES:
+        raise ValueError(f"memoryId of {len(memory_id)} bytes is longer than a V2 record holds ({MAX_ID_BYTES})")
+    return memory_id
 
 # DEFLATE cannot expand by more than ~1032x; this cap never rejects a real payload but bounds a bomb.
 INFLATE_RATIO_CAP = 1032

@@ -12,6 +12,8 @@ import re
 from datetime import datetime, timezone
 from typing import NamedTuple
 
+from .jsonload import loads
+
 SCHEMA_VERSION = 1
 _ID_RE = re.compile(r"[A-Za-z0-9._-]{1,200}")
 _TIME_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
@@ -71,7 +73,7 @@ def encode(state: CheckpointState) -> bytes:
 def decode(data: bytes, expected_id: str | None = None) -> CheckpointState:
     """Raises ValueError naming the first problem."""
     try:
-        doc = json.loads(data.decode("utf-8"))
+        doc = loads(data)
     except (UnicodeDecodeError, ValueError) as e:
         raise ValueError(f"not a JSON document: {e}") from None
     if not isinstance(doc, dict):
@@ -103,4 +105,4 @@ def decode(data: bytes, expected_id: str | None = None) -> CheckpointState:
 
 
 def to_json(state: CheckpointState) -> dict:
-    return json.loads(encode(state))
+    return loads(encode(state))

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from .. import __version__
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_TORN, combine_exit_codes
+from ..format.jsonload import loads
 from ..store import durable, quarantine
 from ..store.fs import DEFAULT_FS
 from ..store.lock import DirectoryLock, holder_text
@@ -45,6 +46,11 @@ class Session(NamedTuple):
     pending: bytes | None  # events.pending
     tmp: dict | None  # a session.json.tmp left by a crash, when it parses
     log_size: int
+    tmp_raw: bytes | None = None  # that file's bytes, whether it parses or not (kept as evidence by recover)
+
+    @property
+    def unreadable_lines(self) -> int:
+        return sum(1 for ln in self.lines if ln.problem)
 
     @property
     def events(self) -> list[dict]:
@@ -65,7 +71,7 @@ def _read_json(fs, path):
     with fs.map_read(path) as buf:
         data = bytes(buf)
     try:
-        return json.loads(data.decode("utf-8")), None
+        return loads(data, allow_nan=True), None
     except (UnicodeDecodeError, ValueError) as e:
         return None, f"not JSON: {e}"
 
@@ -103,11 +109,14 @@ def read_session(directory: str, fs=DEFAULT_FS) -> Session:
     if fs.exists(pf):
         with fs.map_read(pf) as buf:
             pending = bytes(buf)
-    tmp = None
+    tmp = tmp_raw = None
     tf = sj + ".tmp"
     if fs.exists(tf):
+        with fs.map_read(tf) as buf:
+            tmp_raw = bytes(buf)
         tmp, _ = _read_json(fs, tf)
-    return Session(sid, meta, problem, tuple(lines), tail, pending, tmp if isinstance(tmp, dict) else None, size)
+    return Session(sid, meta, problem, tuple(lines), tail, pending, tmp if isinstance(tmp, dict) else None, size,
+                   tmp_raw)
 
 
 def _check_meta(meta, sid) -> str | None:
@@ -127,17 +136,75 @@ def _check_meta(meta, sid) -> str | None:
     return None
 
 
+def _held(raw: bytes) -> str:
+    return repr(bytes(raw[:80]).decode("utf-8", "replace") + ("..." if len(raw) > 80 else ""))
+
+
 def _parse_event_line(n, start, end, raw: bytes, sid) -> Line:
+    """One line of events.jsonl; a bad line's problem always says what it held."""
     try:
-        e = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:
-        held = raw[:60].decode("utf-8", "replace")
-        return Line(n, start, end, None, f"not a JSON line ({err}); it held {held!r}")
-    if not isinstance(e, dict) or not isinstance(e.get("event"), str):
-        return Line(n, start, end, None, "not an event object")
-    if e.get("session_id") != sid:
-        return Line(n, start, end, None, f"session_id {e.get('session_id')!r} is not this session's")
+        e = loads(raw, allow_nan=True)
+    except ValueError as err:  # UnicodeDecodeError and too-deep nesting are ValueErrors too
+        return Line(n, start, end, None, f"not a JSON line ({err}); it held {_held(raw)}")
+    problem = _event_problem(e, sid)
+    if problem:
+        return Line(n, start, end, None, f"{problem}; it held {_held(raw)}")
     return Line(n, start, end, e, None)
+
+
+def _json_type(v) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "null"}.get(type(v), type(v).__name__)
+
+
+# data fields the tree and the pending messages are built from: (key, check, what, required)
+def _is_str(v) -> bool:
+    return isinstance(v, str)
+
+
+def _is_sid(v) -> bool:
+    return v is None or (isinstance(v, str) and bool(_HEX32.fullmatch(v)))
+
+
+def _is_opt_dict(v) -> bool:
+    return v is None or isinstance(v, dict)
+
+
+def _is_opt_str(v) -> bool:
+    return v is None or isinstance(v, str)
+
+
+_EVENT_DATA = {
+    "agent.created": (("agent_id", _is_str, "a string", True), ("name", _is_opt_str, "a string", False),
+                      ("parent_session_id", _is_sid, "a session id (32 hex digits)", False),
+                      ("metadata", _is_opt_dict, "an object", False)),
+    "agent.terminated": (("agent_id", _is_opt_str, "a string", False),),
+    "message.enqueued": (("message_id", _is_str, "a string", False),),
+    "message.delivered": (("message_id", _is_str, "a string", False),),
+    "metadata.updated": (("key", _is_str, "a string", False),),
+}
+
+
+def _event_problem(e, sid) -> str | None:
+    if not isinstance(e, dict):
+        return f"{_json_type(e)}, not an event object"
+    if not isinstance(e.get("event"), str):
+        return "not an event object (no event name)"
+    if e.get("session_id") != sid:
+        return f"session_id {e.get('session_id')!r} is not this session's"
+    data = e.get("data")
+    if data is None:
+        data = {}
+    elif not isinstance(data, dict):
+        return f"{e['event']} data is {_json_type(data)}, not an object"
+    for key, ok, what, required in _EVENT_DATA.get(e["event"], ()):
+        if key not in data:
+            if required:
+                return f"{e['event']} without data.{key}"
+            continue
+        if not ok(data[key]):
+            return f"{e['event']} data.{key} is {_json_type(data[key])}, not {what}"
+    return None
 
 
 class Agent(NamedTuple):
@@ -154,6 +221,9 @@ class Tree(NamedTuple):
     roots: tuple[str, ...]
     children: dict  # agent_id -> [child agent_ids]
     orphans: tuple[tuple[str, str], ...]  # (session_id, why)
+    # orphans that may be orphans only because a line could not be read (their own agent.created, or a
+    # parent's, or a parent's session.json): recover terminates them only with --force
+    uncertain: frozenset = frozenset()
 
     def to_json(self) -> dict:
         return {"roots": list(self.roots),
@@ -168,12 +238,18 @@ def build_tree(sessions: list[Session]) -> Tree:
     by_sid = {s.session_id: s for s in sessions}
     info = {}
     orphans = []
+    uncertain = set()
     for s in sessions:
         if s.state == "terminated" or s.meta is None:
             continue
         created = next((e for e in s.events if e["event"] == "agent.created"), None)
         if created is None:
-            orphans.append((s.session_id, "no agent.created in its log"))
+            if s.unreadable_lines:
+                orphans.append((s.session_id, f"no readable agent.created in its log ({s.unreadable_lines} "
+                                "unreadable lines: one may be it)"))
+                uncertain.add(s.session_id)
+            else:
+                orphans.append((s.session_id, "no agent.created in its log"))
             continue
         data = created.get("data") or {}
         if any(e["event"] == "agent.terminated" for e in s.events):
@@ -201,7 +277,19 @@ def build_tree(sessions: list[Session]) -> Tree:
         for sid, a in list(info.items()):
             p = a.parent_session_id
             if p is not None and p not in info:
-                why = "its parent session is terminated" if p in by_sid else "its parent session does not exist"
+                parent = by_sid.get(p)
+                if parent is None:
+                    why = "its parent session does not exist"
+                elif parent.meta is None:
+                    why = f"its parent session {p} has no readable session.json"
+                    uncertain.add(sid)
+                elif parent.state == "terminated":
+                    why = "its parent session is terminated"
+                elif p in uncertain:
+                    why = f"its parent session {p} is not in the tree only because of an unreadable line"
+                    uncertain.add(sid)
+                else:
+                    why = f"its parent session {p} is itself an orphan"
                 orphans.append((sid, why))
                 del info[sid]
                 changed = True
@@ -222,7 +310,7 @@ def build_tree(sessions: list[Session]) -> Tree:
             roots.append(a.agent_id)
         else:
             children.setdefault(info[a.parent_session_id].agent_id, []).append(a.agent_id)
-    return Tree(agents, tuple(roots), children, tuple(orphans))
+    return Tree(agents, tuple(roots), children, tuple(orphans), frozenset(uncertain))
 
 
 def read_root(root: str, fs=DEFAULT_FS) -> list[Session]:
@@ -249,6 +337,11 @@ def verify_root(root: str, fs=DEFAULT_FS) -> tuple[list[Finding], Tree, list[Ses
             if ln.problem:
                 out.append(Finding("corrupt-line", EXIT_CORRUPT, f"line {ln.number}: {ln.problem}",
                                    f"{rel}/events.jsonl", ln.offset, ln.end, extra={"line": ln.number}))
+        created = [ln for ln in s.lines if ln.event is not None and ln.event["event"] == "agent.created"]
+        for ln in created[1:]:
+            out.append(Finding("duplicate-created", EXIT_CORRUPT, f"line {ln.number}: a second agent.created in "
+                               f"one log (the first, line {created[0].number}, is the one used)",
+                               f"{rel}/events.jsonl", ln.offset, ln.end, extra={"line": ln.number}))
         if s.tail is not None:
             off, data = s.tail
             out.append(Finding("tail-damage", EXIT_TORN, f"{len(data)} bytes after the last newline: a partial "
@@ -265,8 +358,9 @@ def verify_root(root: str, fs=DEFAULT_FS) -> tuple[list[Finding], Tree, list[Ses
                                "suspending (recover suspends it)", f"{rel}/session.json"))
     tree = build_tree(sessions)
     for sid, why in tree.orphans:
-        out.append(Finding("orphan", EXIT_CORRUPT, f"orphan session: {why} (recover terminates it)",
-                           f"agents/{sid}"))
+        then = "recover terminates it only with --force" if sid in tree.uncertain else "recover terminates it"
+        out.append(Finding("orphan", EXIT_CORRUPT, f"orphan session: {why} ({then})", f"agents/{sid}",
+                           extra={"uncertain": sid in tree.uncertain}))
     return out, tree, sessions
 
 
@@ -286,10 +380,12 @@ def live_daemon(root: str, fs=DEFAULT_FS) -> str | None:
     return f"Substrat daemon pid {pid}"
 
 
-def recover(root: str, *, apply: bool = False, fs=DEFAULT_FS) -> tuple[list[Action], list[Finding]]:
-    fs = fs.beneath(root)
+def recover(root: str, *, apply: bool = False, force: bool = False,
+            fs=DEFAULT_FS) -> tuple[list[Action], list[Finding]]:
     """The plan (and with apply, its execution). Reads everything first; writes only with apply, and never
-    under a running daemon."""
+    under a running daemon. `force` also terminates orphans that may be orphans only because a line could
+    not be read (Tree.uncertain)."""
+    fs = fs.beneath(root)
     from ..errors import EnvironmentProblem
 
     daemon = live_daemon(root, fs)
@@ -297,27 +393,59 @@ def recover(root: str, *, apply: bool = False, fs=DEFAULT_FS) -> tuple[list[Acti
         raise EnvironmentProblem(f"a live daemon holds daemon.lock ({daemon}); stop it first; nothing was changed",
                                  root)
     if not apply:
-        return _recover(root, False, fs)
+        return _recover(root, False, force, fs)
     with DirectoryLock(root, holder_text("agents recover"), fs):  # against another walctl doing the same
-        return _recover(root, True, fs)
+        return _recover(root, True, force, fs)
 
 
-def _recover(root: str, apply: bool, fs) -> tuple[list[Action], list[Finding]]:
+SESSION_FILES = ("session.json", "events.jsonl", "events.pending", "session.json.tmp")
+
+
+def refuse_links(root: str, session_ids, fs=DEFAULT_FS) -> None:
+    """Containment, checked when planning so that a refusal changes nothing: a mutation never goes through a
+    symlinked agents directory, session directory or session file (exit 7, naming it)."""
+    from ..errors import Refused
+
+    paths = [os.path.join(root, "agents")]
+    for sid in session_ids:
+        d = os.path.join(root, "agents", sid)
+        paths += [d] + [os.path.join(d, n) for n in SESSION_FILES]
+    for path in paths:
+        if fs.is_symlink(path):
+            raise Refused(f"{os.path.relpath(path, root)} is a symbolic link: walctl does not modify anything "
+                          "through a link; nothing was changed", path)
+
+
+def _recover(root: str, apply: bool, force: bool, fs) -> tuple[list[Action], list[Finding]]:
     findings, tree, sessions = verify_root(root, fs)
-    orphans = {sid for sid, _ in tree.orphans}
+    orphans = dict(tree.orphans)
     plan: list[Action] = []
     for s in sessions:
+        if not _HEX32.fullmatch(s.session_id):  # not a session directory name: reported, never acted on
+            continue
         if s.tail is not None:
             plan.append(Action(s.session_id, "cut-tail", f"{len(s.tail[1])} bytes at offset {s.tail[0]}"))
         if s.pending is not None:
             plan.append(Action(s.session_id, "complete-pending", f"{len(s.pending)} bytes"))
         if s.meta is None:
             continue
-        if s.session_id in orphans and s.state != "terminated":
-            plan.append(Action(s.session_id, "terminate", dict(tree.orphans)[s.session_id]))
+        held = s.session_id in tree.uncertain and not force
+        if s.session_id in orphans and s.state != "terminated" and not held:
+            action = Action(s.session_id, "terminate", orphans[s.session_id])
         elif s.state == "active":
-            plan.append(Action(s.session_id, "suspend", "ACTIVE -> SUSPENDED"))
+            action = Action(s.session_id, "suspend", "ACTIVE -> SUSPENDED" + (
+                f" (an orphan only maybe: {orphans[s.session_id]}; --force terminates it)" if held else ""))
+        else:
+            if held and s.state != "terminated":
+                plan.append(Action(s.session_id, "keep-orphan", f"not terminated: {orphans[s.session_id]} "
+                                   "(--force terminates it)"))
+            continue
+        if s.tmp_raw is not None:  # Staged would drop it: evidence first, and said in the plan
+            plan.append(Action(s.session_id, "quarantine-tmp", f"session.json.tmp ({len(s.tmp_raw)} bytes) left "
+                               "by a crash, kept in .quarantine/ before session.json is replaced"))
+        plan.append(action)
     if apply:
+        refuse_links(root, sorted({a.session_id for a in plan}), fs)
         now = datetime.now(timezone.utc).isoformat()
         stamp = utc_now()
         by_sid = {s.session_id: s for s in sessions}
@@ -332,7 +460,13 @@ def _recover(root: str, apply: bool, fs) -> tuple[list[Action], list[Finding]]:
                 durable.truncate(os.path.join(d, "events.jsonl"), off, fs)
             elif a.action == "complete-pending":
                 _complete_pending(d, s, fs)
-            else:
+            elif a.action == "quarantine-tmp":
+                source = f"agents__{a.session_id}__session.json.tmp"
+                if not _recorded(root, "remove", source, s.tmp_raw, fs):  # a rerun after a crash: one line
+                    quarantine.keep_bytes(root, source, 0, s.tmp_raw, action="remove",
+                                          reason="session.json.tmp left by a crash, replaced by recovery",
+                                          now=stamp, version=__version__, fs=fs)
+            elif a.action in ("suspend", "terminate"):
                 meta = dict(s.meta)
                 meta["state"] = "suspended" if a.action == "suspend" else "terminated"
                 if a.action == "suspend":
@@ -393,8 +527,113 @@ def to_path_report(root: str, kind: str, fs=DEFAULT_FS):
     for i, s in enumerate(sessions):
         mine = [f for f in findings if (f.file or "").startswith(f"agents/{s.session_id}")]
         code = exit_code(mine)
+        valid = sum(ln.end - ln.offset for ln in s.lines if ln.event is not None)  # not torn or corrupt bytes
         chunks.append(ChunkReport(s.session_id, i, s.log_size, s.state or "invalid", None, VERDICTS[code], code,
-                                  len([ln for ln in s.lines if ln.event is not None]), None, None, s.log_size,
+                                  len([ln for ln in s.lines if ln.event is not None]), None, None, valid,
                                   sum(ln.end - ln.offset for ln in s.lines if ln.problem) + (len(s.tail[1]) if s.tail else 0),
                                   {}))
     return PathReport(root, kind, exit_code(findings), None, tuple(chunks), tuple(findings))
+
+
+class SetAside(NamedTuple):
+    session_id: str
+    target: str  # "events.jsonl" or "session.json"
+    line: int | None
+    offset: int
+    length: int
+    held: str  # what the line or file held (shortened)
+    why: str  # why it is bad
+    applied: bool
+    evidence: str | None  # .quarantine/NAME of the whole old file
+
+    def to_json(self) -> dict:
+        return self._asdict()
+
+
+def set_aside(root: str, session_id: str, *, line: int | None = None, session: bool = False, apply: bool = False,
+              force: bool = False, fs=DEFAULT_FS) -> SetAside:
+    """Sets aside one unreadable events.jsonl line (the log rewritten without it by durable replace) or an
+    unreadable session.json (removed: Substrat skips a session directory without one, while an unreadable
+    one stops its whole root from loading). The whole old file goes to ROOT/.quarantine/ first, with a
+    manifest line. Dry run unless `apply`; `apply` needs `force`, because it rewrites acknowledged history.
+    Only a line or file walctl cannot read is set aside, so a rerun after success finds nothing to do."""
+    from ..errors import EnvironmentProblem, UsageError
+
+    fs = fs.beneath(root)
+
+    if not _HEX32.fullmatch(session_id or ""):
+        raise UsageError(f"{session_id!r} is not a session id (32 hex digits)")
+    if (line is None) == (not session):
+        raise UsageError("give one of --line N or --session")
+    d = os.path.join(root, "agents", session_id)
+    if not fs.exists(d) or fs.stat(d).kind != "dir":
+        raise EnvironmentProblem("no such session directory (not-found)", d)
+    if not apply:
+        return _set_aside(root, session_id, line, False, force, fs)
+    with DirectoryLock(root, holder_text("agents set-aside"), fs):
+        return _set_aside(root, session_id, line, True, force, fs)
+
+
+def _set_aside(root, sid, line, apply, force, fs) -> SetAside:
+    from ..errors import Refused, UsageError
+
+    d = os.path.join(root, "agents", sid)
+    s = read_session(d, fs)
+    if line is not None:
+        target = "events.jsonl"
+        if not 1 <= line <= len(s.lines):
+            raise UsageError(f"line {line}: the log has {len(s.lines)} newline-terminated lines", f"{d}/{target}")
+        ln = s.lines[line - 1]
+        if ln.problem is None:
+            raise Refused(f"line {line} is a readable event; only an unreadable line is set aside; nothing was "
+                          "changed", f"{d}/{target}")
+        path = os.path.join(d, target)
+        with fs.map_read(path) as buf:
+            data = bytes(buf)
+        report = SetAside(sid, target, line, ln.offset, ln.end - ln.offset, _held(data[ln.offset:ln.end - 1]),
+                          ln.problem, False, None)
+        new = data[:ln.offset] + data[ln.end:]
+    else:
+        target = "session.json"
+        path = os.path.join(d, target)
+        if not fs.exists(path) or s.problem is None:
+            raise Refused("session.json is missing or readable; only an unreadable one is set aside; nothing was "
+                          "changed", path)
+        with fs.map_read(path) as buf:
+            data = bytes(buf)
+        report = SetAside(sid, target, None, 0, len(data), _held(data), s.problem, False, None)
+        new = None
+    if not apply:
+        return report
+    if not force:
+        raise Refused(f"setting aside {target} {'line ' + str(line) if line else ''} rewrites acknowledged "
+                      "history: add --force (the whole old file is kept in .quarantine/); nothing was changed",
+                      path)
+    refuse_links(root, [sid], fs)
+    source = f"agents__{sid}__{target}"
+    kept = _recorded(root, "set-aside", source, data, fs) or quarantine.keep_bytes(
+        root, source, 0, data, action="set-aside",
+        reason=f"{'line ' + str(line) + ' ' if line else ''}set aside: {report.why}", now=utc_now(),
+        version=__version__, fs=fs)
+    if new is None:
+        durable.remove(path, fs)
+    else:
+        durable.create_file(path, new, fs, replace=True)
+    return report._replace(applied=True, evidence=kept["evidence"])
+
+
+def _recorded(root: str, action: str, source: str, data: bytes, fs) -> dict | None:
+    """The manifest line of an earlier run that already kept exactly these bytes (a crash came before the
+    replace): the rerun finishes the job without a second line."""
+    import hashlib
+
+    sha = hashlib.sha256(data).hexdigest()
+    entries, _ = quarantine.read_manifest(root, fs)
+    for e in entries:
+        ev = e.get("evidence")
+        if (e.get("action") == action and e.get("source") == source and e.get("sha256") == sha
+                and isinstance(ev, str) and ev.startswith(".quarantine/") and "/" not in ev[len(".quarantine/"):]
+                and ev not in (".quarantine/.", ".quarantine/..") and fs.exists(os.path.join(root, ev))
+                and quarantine.sha256_file(os.path.join(root, ev), fs) == sha):
+            return e
+    return None

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from .. import __version__
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, NotClean, Refused, UsageError
+from ..format.jsonload import loads
 from ..format.names import parse_chunk_name, parse_segment_name
 from ..format.names import CHECKPOINT_SUFFIX, is_plain_name
 from ..store.objstore import ObjectInfo, open_store
@@ -50,6 +51,8 @@ class Entry(NamedTuple):
     @classmethod
     def from_json(cls, obj: dict) -> "Entry":
         """ValueError when the object is not a manifest entry (the manifest is then rebuilt)."""
+        if not isinstance(obj, dict):
+            raise ValueError(f"not a manifest entry: {str(obj)[:120]}")
         e = cls(**{k: obj.get(k) for k in cls._fields})
         ints = (e.size, e.first_sequence, e.last_sequence, e.wal_sequence, e.checkpoint_time)
         if (not valid_object(e.kind, e.name)
@@ -226,7 +229,9 @@ def read_manifest(store, ns: str, jobs: int = 4) -> Manifest:
             warnings.append(f"{ns}: no {MANIFEST}: rebuilt from a listing")
     else:
         try:
-            doc = json.loads(raw)
+            doc = loads(raw)
+            if not isinstance(doc, dict) or not isinstance(doc.get("objects"), list):
+                raise ValueError("not a manifest object with an objects list")
             if doc.get("schema") != MANIFEST_SCHEMA:
                 raise ValueError(f"schema {doc.get('schema')!r}")
             entries = {o["name"]: Entry.from_json(o) for o in doc["objects"]}

@@ -38,9 +38,15 @@ def prune(dest: str, *, namespace: str, keep: int = 2, max_age_s: float = 7 * 86
     man = read_manifest(store, namespace, jobs)
     now = time.time() if now is None else now
 
-    def age(e: Entry) -> float:
-        t = datetime.datetime.fromisoformat(e.uploaded_at.replace("Z", "+00:00")).timestamp()
-        return now - t
+    def age(e: Entry) -> float | None:
+        """None when uploaded_at is not an ISO 8601 time: such an object is never old enough to delete."""
+        try:
+            t = datetime.datetime.fromisoformat(e.uploaded_at.replace("Z", "+00:00"))
+            if t.tzinfo is None:
+                t = t.replace(tzinfo=datetime.timezone.utc)
+            return now - t.timestamp()
+        except (ValueError, TypeError, OverflowError, OSError):
+            return None
 
     cks = sorted((e for e in man.entries.values() if e.kind == CHECKPOINTS and e.name not in man.missing_objects),
                  key=lambda e: (e.wal_sequence, e.checkpoint_time or 0), reverse=True)
@@ -62,7 +68,12 @@ def prune(dest: str, *, namespace: str, keep: int = 2, max_age_s: float = 7 * 86
     for e in sorted(man.entries.values(), key=lambda e: (e.kind, _order(e))):
         if e.name in reasons and e in kept:
             continue
-        if age(e) < max_age_s:
+        e_age = age(e)
+        if e_age is None:
+            reasons.setdefault(e.name, f"uploaded_at {e.uploaded_at!r} is not an ISO 8601 time: its age is unknown, "
+                                       "so it is kept")
+            continue
+        if e_age < max_age_s:
             reasons.setdefault(e.name, f"younger than {max_age_s:.0f} s")
             continue
         if horizon is None:

@@ -12,11 +12,11 @@ the chosen sync policy; the writer's open repairs a torn tail (evidence kept) as
 """
 from __future__ import annotations
 
-import json
 from typing import BinaryIO, Callable, Iterator, NamedTuple
 
 from ..errors import EXIT_CORRUPT, EXIT_SEQUENCE, NotClean, UnsupportedInput, UsageError
 from ..format import events as ev
+from ..format.jsonload import loads
 from ..store.fs import DEFAULT_FS
 
 KIND_EVENTS = "v2-events"
@@ -98,7 +98,7 @@ def _jsonl_items(f, max_payload: int):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = loads(line)
         except ValueError as e:
             raise ev.StreamError(f"not JSON: {e}", n, "line") from None
         if isinstance(obj, dict) and "operation" in obj and "type_ordinal" not in obj:

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from ..errors import UnsupportedInput, UsageError
 from ..format import memstate as ms
+from ..format.jsonload import loads
 from ..store import durable
 from ..store.fs import DEFAULT_FS
 
@@ -71,7 +72,7 @@ def fold_wal(path: str, fs=DEFAULT_FS) -> Folded:
 def load_state(path: str) -> Folded:
     try:
         with open(path, "rb") as f:
-            doc = json.load(f)
+            doc = loads(f.read())
     except ValueError as e:
         raise UsageError(f"not a merge state file: {e}", path) from None
     if not isinstance(doc, dict) or doc.get("schema") != STATE_SCHEMA or not isinstance(doc.get("memories"), dict):

@@ -11,6 +11,7 @@ from typing import Callable, Iterator, NamedTuple
 
 from ..errors import WalctlError
 from ..format import scan as fscan
+from ..format.jsonload import loads
 from ..format.scan import Damage
 from ..format.v1 import V1Record, iter_v1_records
 from ..format.v2 import FLAG_COMPRESSED, inflate_bounded, type_name
@@ -176,7 +177,8 @@ class RecordWalk:
                     continue
                 out.append(Record(name, item.offset, item.size, 1, 0, item.type_ordinal, item.sequence,
                                   item.timestamp_ms, item.memory_id, len(item.payload), item.payload,
-                                  decoded_len=len(item.payload)))
+                                  decoded_len=len(item.payload),
+                                  raw=bytes(buf[item.offset:item.offset + item.size]) if self.keep_raw else None))
                 if self._count():
                     break
         return out
@@ -201,7 +203,7 @@ def render_payload(payload: bytes, mode: str = "auto") -> tuple[str, str]:
         if text is not None:
             if mode in ("auto", "json"):
                 try:
-                    value = json.loads(text)
+                    value = loads(text, allow_nan=True)
                     if mode == "json" or isinstance(value, (dict, list)):
                         return "json", json.dumps(value, ensure_ascii=False, sort_keys=True)
                 except ValueError:

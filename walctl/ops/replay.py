@@ -366,7 +366,7 @@ def _replay_segments(path: str, kind: str, out, opts: ReplayOptions, fs, progres
         blocking = [f for f in walk.findings[seen_findings:] if f.exit_code >= 3]
         seen_findings = len(walk.findings)
         if blocking:
-            bl = [Blocked(f.file, f.offset, f.end, f.cls, f.reason,
+            bl = [Blocked(f.file, f.offset, f.end_offset, f.cls, f.reason,
                           tuple(f.sequence_range) if f.sequence_range else None) for f in blocking]
             if not opts.skip_damaged:
                 stopped, ended_by = bl[0], "damage"

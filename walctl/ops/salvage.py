@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 from typing import Callable, NamedTuple
 
-from ..errors import EXIT_OK, Refused
+from ..errors import EXIT_OK, Refused, UnsupportedInput
+from ..format.v2 import RECORD_VERSION
 from ..store import durable
 from ..store.appender import SYNC_NONE, ChunkAppender
 from ..store.fs import DEFAULT_FS
@@ -63,24 +64,38 @@ def salvage(source: str, out: str, *, fs=DEFAULT_FS, max_chunk_bytes: int = 8 <<
     _clear_own_leftover(tmp, fs)
     durable.make_dir(tmp, fs)
     durable.create_file(os.path.join(tmp, OWNER_MARK), b"walctl salvage in progress\n", fs)
-    appender = ChunkAppender(tmp, next_sequence=1, chunk_index=0, chunk_exists=False, fs=fs, sync=SYNC_NONE,
-                             max_chunk_bytes=max_chunk_bytes)
     walk = RecordWalk(source, fs=fs, keep_raw=True, progress=progress)
     copied, first, last, skipped = 0, None, None, []
+    appender = None
     try:
         for item in walk:
             if not isinstance(item, Record):
                 continue
+            if item.raw is None or item.version != RECORD_VERSION:
+                raise UnsupportedInput(f"{item.file} holds version {item.version} records: salvage copies Spector "
+                                       "V2 records verbatim and does not convert legacy V1 ones; nothing was "
+                                       "created", source)
             if last is not None and item.sequence <= last:
                 skipped.append({"sequence": item.sequence, "file": item.file, "offset": item.offset,
                                 "reason": f"sequence {item.sequence} was already copied (the source repeats it)"})
                 continue
+            if appender is None:  # the copy starts where the source starts (0 and negative sequences too)
+                appender = ChunkAppender(tmp, next_sequence=item.sequence, chunk_index=0, chunk_exists=False, fs=fs,
+                                         sync=SYNC_NONE, max_chunk_bytes=max_chunk_bytes)
             appender.append_raw(item.raw, item.sequence)
             copied += 1
             first = item.sequence if first is None else first
             last = item.sequence
-    finally:
-        appender.close()  # syncs every chunk and the directory
+        if appender is not None:
+            appender.close()  # syncs every chunk and the directory
+            appender = None
+    except BaseException:
+        if appender is not None:
+            appender.close()
+        _clear_own_leftover(tmp, fs)  # a refusal or failure leaves no OUT.tmp behind
+        if fs.exists(tmp):
+            durable.remove_dir(tmp, fs)
+        raise
     durable.remove(os.path.join(tmp, OWNER_MARK), fs)
     if fs.exists(out):
         durable.remove_dir(out, fs)  # it was empty (checked above); the rename needs the name free

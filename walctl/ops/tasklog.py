@@ -125,12 +125,21 @@ def _resume(path: str, apply: bool, force: bool, fs) -> Resumed:
     status = rep.read.status
     if status in ("completed", "failed"):
         msg = f"nothing to resume: the task is {status}"
-    elif rep.read.torn and not apply:
-        msg = f"dry run: would cut {rep.read.torn[1]} torn bytes (kept as evidence); resume at step " \
-              f"{rep.read.state.resume_step_index()}"
     else:
-        msg = f"resume at step {rep.read.state.resume_step_index()}"
+        msg = _resume_at(rep.read.state)
+        if rep.read.torn and not apply:
+            msg = f"dry run: would cut {rep.read.torn[1]} torn bytes (kept as evidence); {msg}"
     return Resumed(rep, apply and cut is not None, cut, msg)
+
+
+def _resume_at(state: tl.TaskState) -> str:
+    """What the runtime does next, in words (never "step None")."""
+    step = state.resume_step_index()
+    if step is not None:
+        return f"resume at step {step}"
+    if not state.plan:
+        return "resume before planning: the log has no plan yet"
+    return f"every step of the plan ({len(state.plan)}) is committed: resume by completing the task"
 
 
 def append(path: str, entries: list[dict], *, force: bool = False, fs=DEFAULT_FS, now=None) -> list[dict]:
@@ -156,26 +165,32 @@ def _append(path: str, tid: str, entries: list[dict], force: bool, fs, now) -> l
         number, offset = read.lines, fs.stat(path).size
     else:
         folder, number, offset = tl.Folder(), 0, 0
-    written = []
-    for entry in entries:
+    # all or nothing: every entry is validated (as a line would be read, then against the rules with the
+    # entries before it) before any byte is written; then one write and one fsync for all of them
+    lines, written = [], []
+    for i, entry in enumerate(entries, 1):
         if not isinstance(entry, dict):
-            raise UsageError(f"entry {len(written) + 1} is not a JSON object")
+            raise UsageError(f"entry {i} is not a JSON object; nothing was written", path)
         e = {"v": 1, "ts": now() if now else _now_ts(), "task_id": tid, **entry}
-        line = tl.encode_entry(e)
+        try:
+            line = tl.encode_entry(e)
+        except ValueError as err:  # NaN/Infinity, a lone surrogate: not JSON text
+            raise UsageError(f"entry {i} is not JSON text ({err}); nothing was written", path) from None
         parsed, _, problem = tl.parse_line(line[:-1], tid)
         if problem:
-            raise UsageError(f"entry {len(written) + 1}: {problem}; nothing after the previous entry was written",
-                             path)
+            raise UsageError(f"entry {i}: {problem}; nothing was written", path)
         known = len(folder.problems)
         number += 1
         folder.apply((number, offset, offset + len(line)), parsed)
         new = [p for p in folder.problems[known:] if p.code != tl.ANOMALY]
         if new and not force:
-            raise Refused(f"entry {len(written) + 1} breaks a rule: {new[0].reason} (--force writes it anyway); "
-                          "the entries before it were written", path)
-        durable.append(path, line, fs)
+            raise Refused(f"entry {i} breaks a rule: {new[0].reason} (--force writes it anyway); nothing was "
+                          "written", path)
         offset += len(line)
+        lines.append(line)
         written.append(e)
+    if lines:
+        durable.append(path, b"".join(lines), fs)
     return written
 
 

@@ -18,6 +18,7 @@ from ..format import workflow as wf
 from ..format.workflow import CheckpointState, PauseMetadata
 from ..store import durable, quarantine
 from ..store.fs import DEFAULT_FS
+from ..store.lock import DirectoryLock, holder_text
 from .clock import utc_now
 
 SUBDIR = "workflow-checkpoints"
@@ -145,3 +146,79 @@ class DirectoryWorkflowStore:
             return None
         return quarantine.move_in(self.dir, checkpoint_id + SUFFIX, action="workflow-delete", reason=reason,
                                   now=utc_now(), version=__version__, fs=self.fs)
+
+
+# ---- the CLI's destructive commands as use cases: plan, refusals checked first, the store's lock ----
+
+
+class DeletePlan(NamedTuple):
+    checkpoint_id: str
+    existed: bool
+    problem: str | None  # the document does not validate (it is set aside all the same: that is often why)
+    applied: bool
+    entry: dict | None  # the manifest line, when applied
+
+
+class CleanupPlan(NamedTuple):
+    expired: tuple[str, ...]
+    problems: tuple[Problem, ...]  # unreadable documents: reported (exit 3), never judged expired nor moved
+    applied: bool
+    entries: tuple[dict, ...]
+
+    @property
+    def exit_code(self) -> int:
+        from ..errors import EXIT_CORRUPT, EXIT_OK
+
+        return EXIT_CORRUPT if self.problems else EXIT_OK
+
+
+def _refuse_link(store: DirectoryWorkflowStore, checkpoint_id: str) -> None:
+    """Containment: a mutation never moves a symlinked entry (its evidence would point outside the store)."""
+    from ..errors import Refused
+
+    for path in (store.dir, store._path(checkpoint_id)):
+        if store.fs.is_symlink(path):
+            raise Refused(f"{os.path.relpath(path, store.root)} is a symbolic link: walctl does not move links; "
+                          "nothing was changed", path)
+
+
+def delete(root: str, checkpoint_id: str, *, apply: bool = False, fs=DEFAULT_FS) -> DeletePlan:
+    """`workflow delete`: sets the document aside into .quarantine/ (with a manifest line), valid or not."""
+    store = DirectoryWorkflowStore(root, fs)
+    path = store._path(checkpoint_id)  # a UsageError for an id that is not a plain name
+    if not apply:
+        return DeletePlan(checkpoint_id, fs.exists(path), _problem(store, checkpoint_id), False, None)
+    _refuse_link(store, checkpoint_id)
+    if not fs.exists(store.dir):
+        return DeletePlan(checkpoint_id, False, None, True, None)
+    with DirectoryLock(store.dir, holder_text("workflow delete"), fs):
+        problem = _problem(store, checkpoint_id)
+        entry = store.set_aside(checkpoint_id, "walctl workflow delete")
+    return DeletePlan(checkpoint_id, entry is not None, problem, True, entry)
+
+
+def _problem(store: DirectoryWorkflowStore, checkpoint_id: str) -> str | None:
+    try:
+        store.load(checkpoint_id)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def cleanup(root: str, max_age_hours: float, *, apply: bool = False, now: datetime | None = None,
+            fs=DEFAULT_FS) -> CleanupPlan:
+    """`workflow cleanup`: sets aside documents older than the age; unreadable ones are reported."""
+    store = DirectoryWorkflowStore(root, fs)
+    if not apply:
+        expired = expired_ids(store.list(), max_age_hours, now)
+        return CleanupPlan(tuple(expired), tuple(store.problems), False, ())
+    if not fs.exists(store.dir):
+        return CleanupPlan((), (), True, ())
+    for cid in expired_ids(store.list(), max_age_hours, now) or ["-"]:  # refused before even the lock file
+        _refuse_link(store, cid)
+    with DirectoryLock(store.dir, holder_text("workflow cleanup"), fs):
+        expired = expired_ids(store.list(), max_age_hours, now)
+        for cid in expired:  # every refusal before the first move
+            _refuse_link(store, cid)
+        entries = [store.set_aside(cid, f"expired: older than {max_age_hours:g} h") for cid in expired]
+    return CleanupPlan(tuple(expired), tuple(store.problems), True, tuple(e for e in entries if e))

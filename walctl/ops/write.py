@@ -13,6 +13,7 @@ from typing import NamedTuple
 from ..errors import EXIT_OK, EXIT_SEQUENCE, NotClean, WalctlError
 from ..format import scan as fscan
 from ..format.ckptmeta import decode_checkpoint_meta
+from ..format.v2 import EVENT_TYPES, check_writable_type
 from ..store import durable
 from ..store.appender import SYNC_BATCH, ChunkAppender
 from ..store.chunkdir import list_chunks
@@ -25,6 +26,8 @@ from .clock import utc_now
 from .ledger_check import load_view
 from .repair import DEFAULT_MAX_DROP_BYTES, RepairReport, repair
 from .verify import verify_path
+
+_TYPES = len(EVENT_TYPES)
 
 CHECKPOINT_META = "checkpoint.meta"
 
@@ -196,7 +199,10 @@ class WalWriter:
     def append(self, type_ordinal: int, memory_id: bytes | str, payload: bytes = b"",
                timestamp_ms: int | None = None) -> int:
         """Appends one record and returns its sequence (durable on return under sync=always only; see
-        durable_sequence). memory_id may be str (UTF-8) or bytes; timestamp_ms defaults to now."""
+        durable_sequence). memory_id may be str (UTF-8) or bytes; timestamp_ms defaults to now. A type
+        ordinal outside 0..15 is refused (ValueError; format/v2.py WRITABLE_TYPES says why)."""
+        if type_ordinal.__class__ is not int or not 0 <= type_ordinal < _TYPES:
+            check_writable_type(type_ordinal)
         return self._appender.append(type_ordinal, memory_id, payload, timestamp_ms)
 
     def flush(self) -> int:
@@ -256,7 +262,7 @@ def parse_event(obj) -> tuple[int, bytes, bytes, int | None]:
     import base64
     import binascii
 
-    from ..format.v2 import parse_type
+    from ..format.v2 import check_memory_id, check_writable_type, parse_type
 
     if not isinstance(obj, dict):
         raise ValueError("an event is a JSON object")
@@ -268,15 +274,14 @@ def parse_event(obj) -> tuple[int, bytes, bytes, int | None]:
     t = obj["type"]
     if isinstance(t, bool) or not isinstance(t, (str, int)):
         raise ValueError("\"type\" is a name or an ordinal")
-    if isinstance(t, int):
-        if not 0 <= t <= 255:
-            raise ValueError(f"type ordinal {t} is outside 0..255")
-        ordinal = t
-    else:
-        ordinal = parse_type(t)
+    ordinal = check_writable_type(t if isinstance(t, int) else parse_type(t))
     mid = obj.get("id", "")
     if not isinstance(mid, str):
         raise ValueError("\"id\" is a string")
+    try:
+        mid_bytes = check_memory_id(mid.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError("\"id\" is not Unicode text (a lone surrogate)") from None
     forms = [k for k in ("payload", "payload_b64", "payload_hex") if k in obj]
     if len(forms) > 1:
         raise ValueError(f"give one payload form, not {', '.join(forms)}")
@@ -295,7 +300,7 @@ def parse_event(obj) -> tuple[int, bytes, bytes, int | None]:
     ts = obj.get("timestamp_ms")
     if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int) or not -(1 << 63) <= ts < (1 << 63)):
         raise ValueError("\"timestamp_ms\" is an integer (epoch milliseconds)")
-    return ordinal, mid.encode("utf-8"), payload, ts
+    return ordinal, mid_bytes, payload, ts
 
 
 def parse_entry_line(obj) -> tuple[str, object, float | None]:

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 
+from ..format.jsonload import loads
 from ..format.names import name_problem
 from . import durable
 from .fs import DEFAULT_FS
@@ -154,8 +155,8 @@ def read_manifest(directory: str, fs=DEFAULT_FS) -> tuple[list[dict], list[str]]
         if not line.strip():
             continue
         try:
-            e = json.loads(line)
-        except (ValueError, RecursionError):
+            e = loads(line)
+        except ValueError:
             last = i == len(lines) or (i == len(lines) - 1 and lines[-1] == "")
             problems.append(f"{MANIFEST} line {i}: {'torn last line' if last else 'not JSON (a line torn by a crash)'}")
             continue

@@ -175,8 +175,9 @@ class OsFileSystem:
             finally:
                 os.close(fd)
             return
-        where = " or ".join(self.roots) if self.roots else "no target directory"
-        raise Refused(f"outside {where}; walctl never {what} anything outside its target", path)
+        if not self.roots:  # a use case that forgot fs.beneath(target): refuse rather than guess
+            raise Refused(f"no target directory was named for this change; walctl never {what} unconfined", path)
+        raise Refused(f"outside {' or '.join(self.roots)}; walctl never {what} anything outside its target", path)
 
     def _regular_only(self, fd: int, path: str, what: str) -> None:
         """Refuses to change a file that is not a plain regular file of its own (a FIFO, a device, or a

@@ -209,6 +209,9 @@ def _run(argv: list[str] | None = None) -> int:
     from .fastparams import install
 
     install(command)  # typer 0.28+: no pydantic at start-up for walctl's plain parameters
+    from . import targets
+
+    targets.install(command)  # a missing or wrong path is exit 6, after the usage errors
     try:
         rv = command.main(args=args, prog_name="walctl", standalone_mode=False)
         if rv == EXIT_INTERRUPTED:  # typer 0.28+ turns Ctrl-C into a silent Exit(130); no command exits 130

@@ -3,6 +3,7 @@ from __future__ import annotations
 import typer
 
 from .render import emit, json_document
+from .targets import existing_dir
 
 HELP = """Seal the closed chunks of a directory written by other software (the Java writer): record each
 one's size, SHA-256, records and sequences in DIR/.walctl/ledger.jsonl. Dry run unless --apply.
@@ -16,7 +17,7 @@ Example: walctl seal /var/lib/agent/wal && walctl seal /var/lib/agent/wal --appl
 
 
 def seal(
-    directory: str = typer.Argument(..., help="The chunk (or segment) directory."),
+    directory: str = typer.Argument(..., help="The chunk (or segment) directory.", callback=existing_dir),
     apply: bool = typer.Option(False, "--apply", help="Write the seal lines (default: print the plan only)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.seal/1) on stdout."),
 ) -> int:

@@ -201,8 +201,11 @@ def run(argv: list[str] | None = None) -> int:
 def _run(argv: list[str] | None = None) -> int:
     from .render import DOCUMENTS
 
+    from .render import RUN
+
     DOCUMENTS["built"] = 0  # (tests run many commands in one process)
     args = sys.argv[1:] if argv is None else list(argv)
+    RUN["argv"] = [a for a in args if a != "--debug"]
     if "--debug" in args:
         _debug["on"] = True
     command = typer.main.get_command(build_app(_command_in(args)))

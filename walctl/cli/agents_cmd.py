@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from .render import emit, json_document
+from .render import emit, json_document, rerun, safe
 from .targets import existing_dir
 
 app = typer.Typer(help="""Substrat agent session roots: ROOT/agents/<session_id>/{session.json, events.jsonl,
@@ -117,7 +117,7 @@ def recover(root: str = typer.Argument(..., help="The Substrat root.", callback=
         if not plan:
             emit("nothing to recover")
         elif not apply:
-            emit("dry run: nothing was changed; run again with --apply")
+            emit(f"dry run: nothing was changed; to do it: {safe(rerun('--apply'))}")
     raise typer.Exit(code)
 
 
@@ -155,5 +155,5 @@ def set_aside(root: str = typer.Argument(..., help="The Substrat root.", callbac
         if r.applied:
             emit(f"the old file is kept as {r.evidence}")
         else:
-            emit("dry run: nothing was changed; run again with --apply --force")
+            emit(f"dry run: nothing was changed; to do it: {safe(rerun('--apply', '--force'))}")
     raise typer.Exit(0)

@@ -8,7 +8,7 @@ from ..errors import UsageError
 from .ages import seconds
 from .recover_cmd import REDUCER_HELP
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
-from .render import emit, json_document, plain_table
+from .render import emit, json_document, plain_table, rerun, safe
 from .targets import existing_dir, existing_path
 
 app = typer.Typer(help="""O_CKPT_V2 checkpoints: create, verify, inspect, list, prune, restore.
@@ -183,7 +183,7 @@ def prune(directory: str = typer.Argument(..., help="The checkpoint directory.",
     for r in rep.left_alone:
         emit(f"left alone (invalid, evidence): {r.file}")
     if rep.removals and not rep.applied:
-        emit("dry run: nothing was changed; run again with --apply")
+        emit(f"dry run: nothing was changed; to do it: {safe(rerun('--apply'))}")
     raise typer.Exit(0)
 
 

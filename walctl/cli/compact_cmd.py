@@ -4,7 +4,7 @@ from typing import Optional
 
 import typer
 
-from .render import emit, json_document, seq_range
+from .render import emit, json_document, rerun, safe, seq_range
 from .targets import existing_dir
 
 HELP = """Move closed chunks whose records a checkpoint covers into DIR/.quarantine/ (or --archive-to another
@@ -48,5 +48,5 @@ def compact(
     if rep.stopped_at:
         emit(f"kept from here on: {rep.stopped_at}")
     if not rep.applied and rep.removals:
-        emit("dry run: nothing was changed; run again with --apply")
+        emit(f"dry run: nothing was changed; to do it: {safe(rerun('--apply'))}")
     raise typer.Exit(rep.exit_code)

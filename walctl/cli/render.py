@@ -101,6 +101,19 @@ def json_document(schema: str, body: dict) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False)
 
 
+# The command line of this run, as typed: what a dry run's "to do it" line repeats, with --apply.
+RUN = {"argv": []}
+
+
+def rerun(*add: str) -> str:
+    """This run's exact command line (shell-quoted, --json left out) with the flags in `add` appended:
+    `walctl compact /srv/wal --before 40 --apply`."""
+    from ..ops.advice import cmd
+
+    words = [a for a in RUN["argv"] if a != "--json" and a not in add]
+    return cmd(*words, *add)
+
+
 ERROR_SCHEMA = "walctl.error/1"
 
 

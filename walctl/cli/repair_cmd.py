@@ -4,7 +4,7 @@ from typing import Optional
 
 import typer
 
-from .render import emit, json_document
+from .render import emit, json_document, rerun, safe
 from .targets import existing_dir
 
 HELP = """Cut torn tails, keeping every cut byte in .quarantine/ first. Dry run unless --apply.
@@ -86,5 +86,5 @@ def _accept(path, rng, reason, apply, json_out) -> int:
              f"(exit {rep.exit_code})")
     else:
         emit(f"would record: sequences {first}..{last} accepted as lost ({reason})")
-        emit("dry run: nothing was changed; run again with --apply to record it")
+        emit(f"dry run: nothing was changed; to record it: {safe(rerun('--apply'))}")
     raise typer.Exit(rep.exit_code)

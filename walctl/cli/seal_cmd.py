@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import typer
 
-from .render import emit, json_document
+from .render import emit, json_document, rerun, safe
 from .targets import existing_dir
 
 HELP = """Seal the closed chunks of a directory written by other software (the Java writer): record each
@@ -44,5 +44,5 @@ def seal(
             emit(f"not sealed {i.file}: {i.reason}")
     todo = sum(i.action == "seal" for i in rep.items)
     if not rep.applied and todo:
-        emit(f"dry run: nothing was changed; run again with --apply to seal {todo} chunk(s)")
+        emit(f"dry run: nothing was changed; to seal {todo} chunk(s): {safe(rerun('--apply'))}")
     raise typer.Exit(rep.exit_code)

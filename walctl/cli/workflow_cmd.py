@@ -4,7 +4,7 @@ from typing import Optional
 
 import typer
 
-from .render import emit, json_document, plain_table
+from .render import emit, json_document, plain_table, rerun, safe
 from .targets import existing_dir
 
 app = typer.Typer(help="""The ADR-002 workflow checkpoint store: ROOT/workflow-checkpoints/<id>.json.
@@ -146,7 +146,7 @@ def cleanup(root: str = typer.Argument(..., help="The store's root directory.", 
         for cid in p.expired:
             emit(f"{'set aside' if apply else 'would set aside'} {cid}")
         if p.expired and not apply:
-            emit("dry run: nothing was changed; run again with --apply")
+            emit(f"dry run: nothing was changed; to do it: {safe(rerun('--apply'))}")
         if not p.expired:
             emit("nothing has expired")
         for x in p.problems:

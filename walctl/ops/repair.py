@@ -124,7 +124,7 @@ def repair(path: str, *, apply: bool = False, max_drop_bytes: int = DEFAULT_MAX_
            lock: DirectoryLock | None = None) -> RepairReport:
     """Dry run unless `apply`. `lock`: the caller already holds the directory's lock (a writer opening)."""
     fs = fs.beneath(path)
-    require_dir(path)  # a missing or wrong path is exit 6, never "nothing to cut"
+    require_dir(path, fs)  # a missing or wrong path is exit 6, never "nothing to cut"
     if lock is not None:
         return _repair(path, apply, max_drop_bytes, fs)
     if not apply:  # a dry run writes nothing, not even the lock file; it still refuses a live writer

@@ -43,9 +43,15 @@ def os_problem(e: OSError, path: str | None) -> EnvironmentProblem:
     return EnvironmentProblem(describe_os_error(e), path, kind=os_error_kind(e))
 
 
-def require_dir(path: str) -> None:
+def require_dir(path: str, fs=None) -> None:
     """A target directory the operator named: missing or the wrong kind is exit 6 (not-found,
-    not-a-directory), never an empty, clean result. A link to a directory is the operator's choice."""
+    not-a-directory), never an empty, clean result. A link to a directory is the operator's choice.
+    `fs`: ask this file system (a test's simulated one) instead of the operating system."""
+    if fs is not None and not getattr(fs, "real", False):
+        if fs.stat(path).kind != "dir":
+            raise EnvironmentProblem("not a directory (a file where a directory is expected)", path,
+                                     kind=REASON_WRONG_KIND)
+        return
     try:
         st = os.stat(path)
     except OSError as e:

@@ -184,6 +184,9 @@ def test_crash_at_every_operation_of_repair_keeps_evidence_first():
         assert_evidence_covers_cuts(fs, before)
         files = [e.name for e in fs.listdir(os.path.join(WAL, q.QUARANTINE_DIR)) if e.name != q.MANIFEST]
         assert len([f for f in files if not f.endswith(".tmp")]) == 1, files
+        # one cut, one manifest line (a crash between the line and the truncate must not give two)
+        lines = [e for e in q.read_manifest(WAL, fs)[0] if e["action"] == "truncate"]
+        assert len(lines) == 1, (n, lines)
         check_recovered(fs, acked, attempted, f"repair crash at {n}")
 
 

@@ -9,7 +9,6 @@ import base64
 import json
 from typing import Callable, Iterator, NamedTuple
 
-from ..errors import WalctlError
 from ..format import scan as fscan
 from ..format.jsonload import loads
 from ..format.scan import Damage
@@ -18,7 +17,7 @@ from ..format.v2 import FLAG_COMPRESSED, inflate_bounded, type_name
 from ..store.chunkread import ChunkOutcome, scan_chunk_file
 from ..store.fs import DEFAULT_FS
 from .ledger_check import accepted_gaps_only
-from .verify import PathReport, assemble, resolve_chunks
+from .verify import PathReport, assemble, not_a_file, resolve_chunks
 
 
 class Record(NamedTuple):
@@ -109,7 +108,7 @@ class RecordWalk:
             if self.truncated:
                 break
             if c.kind != "file":
-                outcomes.append(ChunkOutcome(None, WalctlError("not a regular file", c.path)))
+                outcomes.append(not_a_file(c))
                 continue
             found: list = []
             # The scan only checks compressed payloads (in pieces); the walk inflates each one it keeps

@@ -47,6 +47,7 @@ class Entry(NamedTuple):
     uploaded_at: str
     wal_sequence: int | None = None  # checkpoints
     checkpoint_time: int | None = None  # checkpoints: header timestamp (ms)
+    last_time_ms: int | None = None  # WAL objects pushed by --follow: the last record's timestamp (ms)
 
     def to_json(self) -> dict:
         d = {k: v for k, v in self._asdict().items() if v is not None or k in ("first_sequence", "last_sequence")}
@@ -65,7 +66,7 @@ class Entry(NamedTuple):
         if not isinstance(obj, dict):
             raise ValueError(f"not a manifest entry: {str(obj)[:120]}")
         e = cls(**{k: obj.get(k) for k in cls._fields})
-        ints = (e.size, e.first_sequence, e.last_sequence, e.wal_sequence, e.checkpoint_time)
+        ints = (e.size, e.first_sequence, e.last_sequence, e.wal_sequence, e.checkpoint_time, e.last_time_ms)
         if (not valid_object(e.kind, e.name)
                 or not isinstance(e.sha256, str) or len(e.sha256) != 64 or not isinstance(e.uploaded_at, str)
                 or any(v is not None and (isinstance(v, bool) or not isinstance(v, int)) for v in ints)
@@ -258,7 +259,8 @@ def wal_units(entries) -> list[Entry]:
         if used:
             kind = SEGMENTS if used[0].piece.is_segment else CHUNKS
             out.append(Entry(file, kind, sum(e.size for e in used), "", used[0].first_sequence,
-                             used[-1].last_sequence, max(e.uploaded_at for e in used)))
+                             used[-1].last_sequence, max(e.uploaded_at for e in used),
+                             last_time_ms=used[-1].last_time_ms))
     return out
 
 

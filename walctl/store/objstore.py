@@ -87,6 +87,11 @@ class FileStore:
         self._make_parents(dst)
         durable.create_file(dst, data, self.fs, replace=True)
 
+    def put_data(self, key: str, data: bytes, sha256: str, metadata: dict | None = None) -> ObjectInfo:
+        """A small object from memory (a live piece), then what the store holds, read back."""
+        self.put_bytes(key, data)
+        return self.head(key, want_sha=True)
+
     def head(self, key: str, want_sha: bool = False) -> ObjectInfo | None:
         p = self._path(key)
         try:
@@ -183,6 +188,18 @@ class S3Store:
             self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
         except self._errors as e:
             raise self._fail(e, key) from None
+
+    def put_data(self, key: str, data: bytes, sha256: str, metadata: dict | None = None) -> ObjectInfo:
+        """A small object from memory (a live piece), put with ChecksumSHA256 as put_file does."""
+        import base64
+
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
+                                   Metadata=dict(metadata or {}, sha256=sha256),
+                                   ChecksumSHA256=base64.b64encode(bytes.fromhex(sha256)).decode())
+        except self._errors as e:
+            raise self._fail(e, key) from None
+        return self.head(key, want_sha=True)
 
     def head(self, key: str, want_sha: bool = False) -> ObjectInfo | None:
         import base64

@@ -538,3 +538,74 @@ class StorageAdapter:
 
     def is_available(self) -> bool:
         return self.store.available()
+
+    def ship(self, namespace: str, wal_dir: str, **options):
+        """A Shipper (ops/archive_follow.py) of `wal_dir` into `namespace` on this destination: call its
+        `poll()` after each group commit (or on a timer) and `close()` when done; `poll()` returns the
+        last sequence archived and verified. Options: interval, min_piece_bytes, max_wait,
+        manifest_interval, checkpoints, on_shipped(sequence)."""
+        from .archive_follow import Shipper
+
+        return Shipper(wal_dir, self.store.url, namespace=namespace, store=self.store, **options)
+
+
+# ---- lag: how far behind the writer the archive is ----------------------------------------------------
+
+def newest_local(wal_dir: str) -> tuple[int | None, int | None]:
+    """(sequence, timestamp in ms) of the newest valid record of a V2 chunk or ADR-003 segment directory
+    (the newest file that holds one); (None, None) when there is none. Read-only."""
+    from .follow import _chunk_names
+    from .follow_segments import _segments
+
+    chunks = _chunk_names(wal_dir)
+    if chunks:
+        from ..store.chunkread import scan_chunk_file
+
+        for _, name in reversed(chunks):
+            found: list = []
+
+            def visit(buf, off, h, p, q, nxt, payload):
+                found[:] = [h[6], h[7]]
+                return False
+
+            scan_chunk_file(os.path.join(wal_dir, name), visit=visit)
+            if found:
+                return found[0], found[1]
+        return None, None
+    from .segments import SegmentWalk
+
+    for _, name in reversed(_segments(wal_dir)):
+        last = None
+        for _, e in SegmentWalk(os.path.join(wal_dir, name)):
+            last = e
+        if last is not None:
+            ts = last.value.get("timestamp") if isinstance(last.value, dict) else None
+            return last.sequence, int(float(ts) * 1000) if isinstance(ts, (int, float)) else None
+    return None, None
+
+
+def lag(s: dict, wal_dir: str | None, now_ms: int) -> dict:
+    """`lag` of a namespace summary: with the local directory, sequences and seconds between its newest
+    record and the newest archived one; without, the newest archived record's age (its timestamp, or
+    the upload time of an object pushed without one)."""
+    wal = [e for e in s["entries"] if e["kind"] in WAL_KINDS or e["kind"] == LIVE]
+    times = [e["last_time_ms"] for e in wal if e.get("last_time_ms") is not None and e["last_sequence"] ==
+             s["last_sequence"]]
+    archived_ms = max(times) if times else None
+    out = {"archived_sequence": s["last_sequence"], "archived_time_ms": archived_ms}
+    if wal_dir is not None:
+        seq, ts = newest_local(wal_dir)
+        out.update(local_sequence=seq, local_time_ms=ts,
+                   sequences=None if seq is None else max(0, seq - (s["last_sequence"] or 0)),
+                   seconds=None if ts is None or archived_ms is None else max(0.0, (ts - archived_ms) / 1000))
+        if out["sequences"] == 0:
+            out["seconds"] = 0.0
+    else:
+        if archived_ms is None and s.get("newest_uploaded_at"):
+            import datetime
+
+            up = datetime.datetime.fromisoformat(s["newest_uploaded_at"].replace("Z", "+00:00"))
+            archived_ms = int(up.timestamp() * 1000)
+        out.update(sequences=None, seconds=None if archived_ms is None else max(0.0, (now_ms - archived_ms) / 1000),
+                   age_of="newest archived record" if times else "newest upload")
+    return out

@@ -118,6 +118,7 @@ class Shipper:
             raise NotClean(f"archive push: {len(rep.conflicts)} conflicts, {len(rep.failed)} failed uploads; not "
                            "following", self.store.url, code=rep.exit_code)
         self.sealed_uploaded += list(rep.uploaded)
+        self.bytes_uploaded += rep.bytes_uploaded
         man = read_manifest(self.store, self.ns)
         self.warnings += list(man.warnings)
         self.entries = {n: e for n, e in man.entries.items() if n not in man.missing_objects}

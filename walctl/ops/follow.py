@@ -263,6 +263,9 @@ class ChunkFollower:
                 self.last = out[-1].sequence
                 progressed = True
             if broken is not None:
+                if consumed and self.on_bytes is not None:  # the intact records before the damage
+                    self.on_bytes(current, base, bytes(pending[:consumed]), [r for r in recs
+                                                                              if r.offset < base + consumed])
                 return progressed, result("damage", broken, EXIT_CORRUPT)
             if limit is not None and self.events >= limit:
                 return progressed, result("limit")

@@ -482,3 +482,42 @@ def test_sigterm_stops_the_shipper_cleanly_with_its_report(tmp_path, dest):
 @pytest.mark.parametrize("seed", range(4))
 def test_writer_and_shipper_killed_at_random_moments_long(tmp_path, dest, seed):
     _kill_story(tmp_path, dest, rounds=4, seed=seed)
+
+
+# ---- large files: multipart, each part checked -------------------------------------------------
+
+def test_a_file_over_the_threshold_goes_up_in_parts_and_is_verified(tmp_path, s3_server, monkeypatch):  # noqa: F811
+    from walctl.errors import EnvironmentProblem
+    from walctl.ops.archive import Entry, verify_upload
+    from walctl.store.objstore import S3Store
+
+    st = S3Store(BUCKET, tmp_path.name, s3_server["endpoint"], multipart_threshold=1 << 20, part_bytes=5 << 20)
+    data = random.Random(5).randbytes((10 << 20) + 4321)
+    path = tmp_path / "big.ckpt"
+    path.write_bytes(data)
+    import hashlib
+
+    sha = hashlib.sha256(data).hexdigest()
+    info = st.put_file("ns/checkpoints/big.ckpt", str(path), sha)
+    head = st.client.head_object(Bucket=BUCKET, Key=f"{tmp_path.name}/ns/checkpoints/big.ckpt")
+    assert head["ETag"].strip('"').endswith("-3")  # three parts: 5 MiB, 5 MiB, the rest
+    assert info.size == len(data) and info.sha256 == sha
+    assert verify_upload(st, "ns/checkpoints/big.ckpt", Entry("big.ckpt", "checkpoints", len(data), sha, None, None,
+                                                               ""), info) is None
+    assert st.get_bytes("ns/checkpoints/big.ckpt") == data
+    # a part that fails: the upload is aborted, nothing is left (no object, no orphan parts)
+    real = st.client.upload_part
+    calls = []
+
+    def flaky(**kw):
+        calls.append(kw["PartNumber"])
+        if kw["PartNumber"] == 2:
+            raise st._errors[1]({"Error": {"Code": "BadDigest", "Message": "checksum"}}, "UploadPart")
+        return real(**kw)
+
+    monkeypatch.setattr(st.client, "upload_part", flaky)
+    with pytest.raises(EnvironmentProblem) as e:
+        st.put_file("ns/checkpoints/other.ckpt", str(path), sha)
+    assert "BadDigest" in e.value.reason and calls == [1, 2]
+    assert st.head("ns/checkpoints/other.ckpt") is None
+    assert not st.client.list_multipart_uploads(Bucket=BUCKET).get("Uploads")

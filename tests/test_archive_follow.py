@@ -521,3 +521,24 @@ def test_a_file_over_the_threshold_goes_up_in_parts_and_is_verified(tmp_path, s3
     assert "BadDigest" in e.value.reason and calls == [1, 2]
     assert st.head("ns/checkpoints/other.ckpt") is None
     assert not st.client.list_multipart_uploads(Bucket=BUCKET).get("Uploads")
+
+
+def test_list_reports_the_lag_behind_the_local_log_and_the_archive_age(tmp_path):
+    d = {"url": "file://" + str(tmp_path / "a"), "endpoint": None}
+    wal = tmp_path / "wal"
+    sh = shipper(wal, d, Clock())
+    with WalWriter(str(wal), sync="none") as w:
+        append(w, 0, 10)
+        sh.poll()
+        append(w, 10, 15)  # written, not shipped yet
+    s = ar.summary(ar.read_manifest(open_store(d["url"]), NS))
+    assert (s["live_pieces"], s["last_sequence"]) == (1, 10)
+    lag = ar.lag(s, str(wal), now_ms=0)
+    assert (lag["sequences"], lag["local_sequence"], lag["archived_sequence"]) == (5, 15, 10)
+    assert lag["seconds"] == pytest.approx(0.05)  # events are stamped 10 ms apart
+    old = ar.lag(s, None, now_ms=1795300000000 + 90 + 2500)
+    assert old["seconds"] == pytest.approx(2.5) and old["age_of"] == "newest archived record"
+    sh.poll()
+    sh.close()
+    caught_up = ar.lag(ar.summary(ar.read_manifest(open_store(d["url"]), NS)), str(wal), now_ms=0)
+    assert (caught_up["sequences"], caught_up["seconds"]) == (0, 0.0)

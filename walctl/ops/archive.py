@@ -181,7 +181,7 @@ def describe_piece(name: str, data: bytes) -> tuple[Entry | None, Finding | None
     if p.is_segment:
         from ..format import segment as seg
 
-        off, seqs = 0, []
+        off, seqs, last_ms = 0, [], None
         while off < len(data):
             fr = seg.read_frame(data, off)
             if fr.entry is None:
@@ -189,6 +189,8 @@ def describe_piece(name: str, data: bytes) -> tuple[Entry | None, Finding | None
                                      f"{fr.problem}", name, p.start + off)
             if not seqs or fr.entry.sequence > seqs[-1]:
                 seqs.append(fr.entry.sequence)
+                ts = fr.entry.value.get("timestamp") if isinstance(fr.entry.value, dict) else None
+                last_ms = int(float(ts) * 1000) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None
             off += fr.entry.size
         got = (seqs[0], seqs[-1]) if seqs else (None, None)
         rising = seqs == list(range(seqs[0], seqs[0] + len(seqs))) if seqs else False
@@ -199,7 +201,14 @@ def describe_piece(name: str, data: bytes) -> tuple[Entry | None, Finding | None
             buf = encode_file_header() + data
         else:
             return None, Finding("archived-damage", EXIT_CORRUPT, "a piece that starts inside the file header", name)
-        s = fscan.scan_chunk(buf)
+        stamps: list = [None]
+
+        def visit(b, off, h, p_, q, nxt, payload):
+            stamps[0] = h[7]
+            return False
+
+        s = fscan.scan_chunk(buf, visit, materialize=False)
+        last_ms = stamps[0]
         if s.header != fscan.HEADER_OK:
             return None, Finding("unsupported", EXIT_UNSUPPORTED, f"not a V2 chunk piece (file header {s.header})",
                                  name)
@@ -213,7 +222,7 @@ def describe_piece(name: str, data: bytes) -> tuple[Entry | None, Finding | None
                              f"{'' if rising else ' (not rising by one)'}, the name says "
                              f"{p.first_sequence}..{p.last_sequence}", name)
     return Entry(name, LIVE, len(data), hashlib.sha256(data).hexdigest(), p.first_sequence, p.last_sequence,
-                 utc_now()), None
+                 utc_now(), last_time_ms=last_ms), None
 
 
 def live_files(entries) -> dict:

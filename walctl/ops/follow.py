@@ -148,40 +148,77 @@ def follow(directory: str, on_records: Callable[[list[Record]], None], *, after:
 
 
 def _loop(directory, on_records, after, to, limit, interval, timeout, settle_polls, clock, sleep, stop):
+    f = ChunkFollower(directory, on_records, after=after, to=to, limit=limit, settle_polls=settle_polls)
+    return drive(f, interval, timeout, clock, sleep, stop)
+
+
+def drive(follower, interval, timeout, clock, sleep, stop) -> FollowResult:
+    """The polling loop around a follower's step(): stops on a signal, at the deadline, or when the
+    follower ends; sleeps `interval` after a poll that handed nothing on."""
     deadline = None if timeout is None else clock() + timeout
-    names = _chunk_names(directory)
-    from .replay import covered_prefix, first_record_seq
-
-    pos = covered_prefix([os.path.join(directory, n) for _, n in names], after, first_record_seq)
-    t = Tail(directory, names[pos][1] if names else None, "records")
-    prev: int | None = None  # last valid sequence seen
-    events = 0
-    first = last = None
-
-    def result(ended_by, problem=None, code=EXIT_OK):
-        return FollowResult(events, first, last, ended_by, problem, code)
-
     while True:
         if stop.signal is not None:
-            return result("signal")
+            return follower.result("signal")
         if deadline is not None and clock() >= deadline:
-            return result("timeout")
+            return follower.result("timeout")
+        progressed, end = follower.step()
+        if end is not None:
+            return end
+        if not progressed:
+            sleep(interval)
+
+
+class ChunkFollower:
+    """One V2 directory followed poll by poll: step() reads what the current chunk gained, hands on the
+    new valid records (on_records) and, with `on_bytes(file, offset, data)`, the exact bytes it consumed
+    (whole records, the file header with the first of a chunk), and rolls to the next chunk once the
+    current one is closed. `start` = (chunk, offset, last sequence consumed) resumes at a record
+    boundary already known (archive push --follow) instead of searching for `after`."""
+
+    def __init__(self, directory, on_records, *, after=0, to=None, limit=None, settle_polls=25, start=None,
+                 on_bytes=None):
+        from .replay import covered_prefix, first_record_seq
+
+        self.directory, self.on_records, self.on_bytes = directory, on_records, on_bytes
+        self.after, self.to, self.limit, self.settle_polls = after, to, limit, settle_polls
+        self.prev: int | None = None  # last valid sequence seen
+        if start is not None:
+            self.t = Tail(directory, start[0], "records")
+            self.t.base, self.prev = start[1], start[2]
+        else:
+            names = _chunk_names(directory)
+            pos = covered_prefix([os.path.join(directory, n) for _, n in names], after, first_record_seq)
+            self.t = Tail(directory, names[pos][1] if names else None, "records")
+        self.events = 0
+        self.first = self.last = None
+
+    def result(self, ended_by, problem=None, code=EXIT_OK) -> FollowResult:
+        return FollowResult(self.events, self.first, self.last, ended_by, problem, code)
+
+    def step(self) -> tuple[bool, FollowResult | None]:
+        """(whether records were handed on, the end of the stream or None)."""
+        t, result = self.t, self.result
+        after, to, limit = self.after, self.to, self.limit
         progressed = False
-        newer, cut = t.poll(_chunk_names(directory), lambda n: parse_chunk_name(n) or 0)
-        if cut is not None:
-            return result("damage", cut, EXIT_CORRUPT)
-        if t.current is not None:
+        while True:
+            newer, cut = t.poll(_chunk_names(self.directory), lambda n: parse_chunk_name(n) or 0)
+            if cut is not None:
+                return progressed, result("damage", cut, EXIT_CORRUPT)
+            if t.current is None:
+                return progressed, None
             current, base, pending = t.current, t.base, t.pending
             if base == 0 and len(pending) < FILE_HEADER.size:
                 header_ok = None  # the header itself is in flight
             else:
                 header_ok = base > 0 or pending[:FILE_HEADER.size] == encode_file_header()
             if header_ok is False:
-                return result("damage", f"{current}: not a V2 chunk (file header {pending[:8].hex()})", EXIT_UNSUPPORTED)
+                return progressed, result("damage", f"{current}: not a V2 chunk (file header {pending[:8].hex()})",
+                                          EXIT_UNSUPPORTED)
             recs: list[Record] = []
             consumed = 0
             tail: fscan.Damage | None = None
             broken: str | None = None
+            shift = 0
             if header_ok:
                 body_off = FILE_HEADER.size if base == 0 else 0
                 buf = encode_file_header() + pending[body_off:]
@@ -206,42 +243,47 @@ def _loop(directory, on_records, after, to, limit, interval, timeout, settle_pol
             for r in recs:
                 if r.offset >= base + consumed:
                     break
-                if prev is not None and r.sequence != prev + 1:
+                if self.prev is not None and r.sequence != self.prev + 1:
                     why = f" after damage left in a closed chunk ({t.closed_tail})" if t.closed_tail else ""
-                    return result("damage", f"{current}: offset {r.offset}: sequence {r.sequence} after {prev}{why}",
-                                  EXIT_CORRUPT if t.closed_tail else EXIT_SEQUENCE)
+                    return progressed, result("damage", f"{current}: offset {r.offset}: sequence {r.sequence} after "
+                                              f"{self.prev}{why}", EXIT_CORRUPT if t.closed_tail else EXIT_SEQUENCE)
                 t.closed_tail = None
-                prev = r.sequence
+                self.prev = r.sequence
                 if r.sequence <= after:
                     continue
                 if to is not None and r.sequence > to:
                     break
                 out.append(r)
-                if limit is not None and events + len(out) >= limit:
+                if limit is not None and self.events + len(out) >= limit:
                     break
             if out:
-                on_records(out)
-                events += len(out)
-                first = out[0].sequence if first is None else first
-                last = out[-1].sequence
+                self.on_records(out)
+                self.events += len(out)
+                self.first = out[0].sequence if self.first is None else self.first
+                self.last = out[-1].sequence
                 progressed = True
             if broken is not None:
-                return result("damage", broken, EXIT_CORRUPT)
-            if limit is not None and events >= limit:
-                return result("limit")
-            if to is not None and prev is not None and prev >= to:
-                return result("to")
+                if consumed and self.on_bytes is not None:  # the intact records before the damage
+                    self.on_bytes(current, base, bytes(pending[:consumed]), [r for r in recs
+                                                                              if r.offset < base + consumed])
+                return progressed, result("damage", broken, EXIT_CORRUPT)
+            if limit is not None and self.events >= limit:
+                return progressed, result("limit")
+            if to is not None and self.prev is not None and self.prev >= to:
+                return progressed, result("to")
             if consumed:
+                if self.on_bytes is not None:
+                    self.on_bytes(current, base, bytes(pending[:consumed]), [r for r in recs
+                                                                              if r.offset < base + consumed])
                 t.consume(consumed)
             if newer and (not t.pending or tail is not None or header_ok is None):
                 t.roll(newer[0])
                 continue
             if tail is not None and tail.tail_kind != fscan.INCOMPLETE:
-                if t.stuck(settle_polls, _writer_alive):
-                    return result("damage", f"{current}: offset {tail.offset + shift}: {tail.tail_kind} tail: "
-                                  f"{tail.reason} (no live writer)", EXIT_CORRUPT)
-        if not progressed:
-            sleep(interval)
+                if t.stuck(self.settle_polls, _writer_alive):
+                    return progressed, result("damage", f"{current}: offset {tail.offset + shift}: {tail.tail_kind} "
+                                              f"tail: {tail.reason} (no live writer)", EXIT_CORRUPT)
+            return progressed, None
 
 
 def _writer_alive(directory: str) -> bool:

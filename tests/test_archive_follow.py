@@ -437,8 +437,9 @@ def _kill_story(tmp_path, d, rounds, seed):
         ship.communicate(timeout=60)
         next_i = 100000 * 10  # any payloads; sequences come from the directory
     # a last shipper catches up with what the writers left, then stops on its own
+    # (--timeout bounds the whole run: 5 s leaves a loaded two-core machine room to catch up)
     fin = _walctl("archive", "push", str(wal), d["url"], "--namespace", NS, "--follow", "--interval", "0.1",
-                  "--timeout", "2", "--json", *(["--endpoint-url", d["endpoint"]] if d["endpoint"] else []))
+                  "--timeout", "5", "--json", *(["--endpoint-url", d["endpoint"]] if d["endpoint"] else []))
     out, err = fin.communicate(timeout=120)
     assert fin.returncode == 0, err
     rep = json.loads(out)

@@ -363,3 +363,98 @@ def test_imports_point_down_the_layers():
 
 
 from test_archive import s3_server  # noqa: E402,F401 - the moto server fixture, started on 127.0.0.1
+
+
+# ---- found by attacking the change (issue #12 review) -------------------------------------------------
+
+def test_the_lock_is_reached_beneath_the_callers_target_so_a_swapped_subdirectory_is_refused(tmp_path, outside):
+    from walctl.errors import Refused
+    from walctl.store.fs import DEFAULT_FS
+    from walctl.store.lock import DirectoryLock
+
+    root = tmp_path / "store"
+    root.mkdir()
+    os.symlink(outside / "dir", root / "workflow-checkpoints")  # swapped in after the caller's checks
+    with pytest.raises(Refused, match="symbolic link"):
+        with DirectoryLock(str(root / "workflow-checkpoints"), "test", DEFAULT_FS.beneath(str(root))):
+            pass
+    assert not os.path.lexists(outside / "dir" / ".walctl.lock")
+
+
+@pytest.mark.parametrize("special", ["fifo", "devzero"])
+def test_a_follower_never_blocks_or_floods_on_a_fifo_or_device_named_like_a_chunk(tmp_path, cli, special):
+    d = write_dir(tmp_path / "wal", {0: make_chunk(range(1, 4))})
+    bad = os.path.join(d, "wal-000003.bin")
+    os.mkfifo(bad) if special == "fifo" else os.symlink("/dev/zero", bad)
+    r = cli("replay", d, "--follow", "--timeout", "3")
+    assert r.code == 5 and "not a regular file" in r.err
+
+
+def test_a_fifo_in_a_file_archive_is_no_object_and_blocks_nothing(tmp_path, cli):
+    d = write_dir(tmp_path / "wal", {0: make_chunk(range(1, 11)), 1: make_chunk(range(11, 21))})
+    store = tmp_path / "st"
+    assert cli("archive", "push", d, f"file://{store}", "--namespace", "n").code == 0
+    os.mkfifo(store / "n" / "chunks" / "wal-000007.bin")  # never listed, never opened
+    assert cli("archive", "verify", f"file://{store}").code == 0
+    os.unlink(store / "n" / "MANIFEST.json")
+    os.mkfifo(store / "n" / "MANIFEST.json")
+    r = cli("archive", "list", f"file://{store}")
+    assert r.code == 6 and "not a regular file" in r.err
+
+
+def test_agents_recover_refuses_a_hard_linked_log_before_changing_anything(tmp_path, outside, cli):
+    import shutil
+
+    from conftest import DATA, tree_digest
+
+    root = tmp_path / "root"
+    shutil.copytree(os.path.join(DATA, "substrat", "clean-tree", "root"), root)
+    sessions = sorted(os.listdir(root / "agents"))
+    with open(root / "agents" / sessions[0] / "events.jsonl", "ab") as f:
+        f.write(b'{"partial')  # a torn tail to cut
+    victim = outside / "dir" / "hl.jsonl"
+    shutil.copy(root / "agents" / sessions[1] / "events.jsonl", victim)
+    with open(victim, "ab") as f:
+        f.write(b'{"partial')
+    os.unlink(root / "agents" / sessions[1] / "events.jsonl")
+    os.link(victim, root / "agents" / sessions[1] / "events.jsonl")
+    try:
+        before = tree_digest(root)
+        r = cli("agents", "recover", str(root), "--apply")
+        assert r.code == 7 and "hard links" in r.err
+        assert tree_digest(root) == before  # not even the lock file
+    finally:
+        os.unlink(root / "agents" / sessions[1] / "events.jsonl")
+        victim.unlink()
+
+
+def test_archive_push_never_ships_or_deletes_a_linked_chunk(tmp_path, outside, cli):
+    d = write_dir(tmp_path / "wal", {1: make_chunk(range(6, 11)), 2: make_chunk(range(11, 16))})
+    os.symlink(outside / "victim.bin", os.path.join(d, "wal-000000.bin"))  # seq 1..5, a valid chunk
+    r = cli("archive", "push", d, f"file://{tmp_path / 'st'}", "--before", "12", "--delete-local", "--apply",
+            "--json")
+    doc = r.json()
+    assert r.code == 5 and "internal" not in r.err
+    assert [h["class"] for h in doc["held_back"]] == ["linked-file"] and doc["uploaded"] == ["wal-000001.bin"]
+    assert os.path.islink(os.path.join(d, "wal-000000.bin"))  # the link stays, its target untouched
+    assert not any(n.startswith("wal-000000") for _, _, fs in os.walk(tmp_path / "st") for n in fs)
+    lines = open(os.path.join(d, ".quarantine", "MANIFEST.jsonl")).read()
+    assert "wal-000000" not in lines and "wal-000001.bin" in lines  # only the archived chunk left
+
+
+def test_compact_archive_to_refuses_a_conflict_before_moving_any_chunk(tmp_path, cli):
+    d = write_dir(tmp_path / "wal", {0: make_chunk(range(1, 6)), 1: make_chunk(range(6, 11)),
+                                     2: make_chunk(range(11, 16))})
+    arch = tmp_path / "arch"
+    arch.mkdir()
+    (arch / "wal-000001.bin").write_bytes(b"other bytes")  # the second chunk's name is taken
+    r = cli("compact", d, "--before", "12", "--archive-to", str(arch), "--apply")
+    assert r.code == 7 and "nothing was changed" in r.err
+    assert sorted(n for n in os.listdir(d) if n.endswith(".bin")) == ["wal-000000.bin", "wal-000001.bin",
+                                                                     "wal-000002.bin"]
+    assert sorted(os.listdir(arch)) == ["wal-000001.bin"]
+
+
+def test_an_age_beyond_any_date_is_a_usage_error(tmp_path, cli):
+    r = cli("workflow", "cleanup", str(tmp_path), "--max-age", "99999999999999999999999999")
+    assert r.code == 2 and "1,000 years" in r.err and "internal error" not in r.err

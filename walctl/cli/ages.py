@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..errors import UsageError
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_SECONDS = 1_000 * 365.25 * 86400  # more is no age (and date arithmetic would leave year 1..9999)
 
 
 def seconds(text: str, option: str = "--max-age") -> float:
@@ -14,4 +15,6 @@ def seconds(text: str, option: str = "--max-age") -> float:
         value = -1.0
     if not value >= 0 or value == float("inf"):  # also NaN
         raise UsageError(f"{option} {text!r}: a number of seconds, or with s, m, h or d")
+    if value > MAX_SECONDS:
+        raise UsageError(f"{option} {text!r}: more than 1,000 years")
     return value

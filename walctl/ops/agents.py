@@ -392,13 +392,15 @@ def recover(root: str, *, apply: bool = False, force: bool = False,
     if daemon and apply:
         raise EnvironmentProblem(f"a live daemon holds daemon.lock ({daemon}); stop it first; nothing was changed",
                                  root, kind="locked")
+    plan = _recover(root, False, force, fs)
     if not apply:
-        return _recover(root, False, force, fs)
+        return plan
+    refuse_links(root, sorted({a.session_id for a in plan[0]}), fs)  # before even the lock file
     with DirectoryLock(root, holder_text("agents recover"), fs):  # against another walctl doing the same
         return _recover(root, True, force, fs)
 
 
-SESSION_FILES = ("session.json", "events.jsonl", "events.pending", "session.json.tmp")
+SESSION_FILES = ("session.json", "events.jsonl", "events.pending", "session.json.tmp", "events.jsonl.tmp")
 
 
 def refuse_links(root: str, session_ids, fs=DEFAULT_FS) -> None:
@@ -414,6 +416,9 @@ def refuse_links(root: str, session_ids, fs=DEFAULT_FS) -> None:
         if fs.is_symlink(path):
             raise Refused(f"{os.path.relpath(path, root)} is a symbolic link: walctl does not modify anything "
                           "through a link; nothing was changed", path)
+    from ..store import contain  # and hard links, the lock, .quarantine/ and its manifest
+
+    contain.refuse_links(root, [os.path.relpath(p, root) for p in paths[1:]], fs)
 
 
 def _recover(root: str, apply: bool, force: bool, fs) -> tuple[list[Action], list[Finding]]:
@@ -570,6 +575,7 @@ def set_aside(root: str, session_id: str, *, line: int | None = None, session: b
         raise EnvironmentProblem("no such session directory", d, kind="not-found")
     if not apply:
         return _set_aside(root, session_id, line, False, force, fs)
+    refuse_links(root, [session_id], fs)  # before even the lock file
     with DirectoryLock(root, holder_text("agents set-aside"), fs):
         return _set_aside(root, session_id, line, True, force, fs)
 

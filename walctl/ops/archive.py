@@ -114,6 +114,9 @@ def describe(path: str, kind: str, md5: list | None = None) -> tuple[Entry | Non
     from ..store.objstore import file_hashes
 
     name = os.path.basename(path)
+    if os.path.islink(path):  # its bytes live wherever the link points: never shipped off the machine
+        return None, Finding("linked-file", EXIT_UNSUPPORTED, "a symbolic link: walctl does not archive what a "
+                             "link points at", name)
     size = os.path.getsize(path)
     now = utc_now()
     if kind == LIVE:

@@ -170,7 +170,7 @@ def _from_seals(wal_dir: str, candidates) -> dict:
 def _describe(path: str, kind: str):
     md5: list = []
     e, f = describe(path, kind, md5)
-    return e, f, md5[0]
+    return e, f, md5[0] if md5 else None  # (a file refused before hashing has none)
 
 
 SPAWN_WORTH_BYTES = 64 << 20  # a fresh interpreter costs ~0.3 s: only for pushes that scan more than this
@@ -212,6 +212,9 @@ def _delete_local(wal_dir, store, ns, entries, files, delete_local, before, chec
         return [], [r.file for r in eligible(plan(wal_dir, hwm)[0])]
     deleted = []
     fs = DEFAULT_FS.beneath(wal_dir)
+    from ..store.contain import refuse_links
+
+    refuse_links(wal_dir, [r.file for r in eligible(plan(wal_dir, hwm)[0])], fs, what="delete")  # before the lock
     with DirectoryLock(wal_dir, holder_text("archive push --delete-local"), fs):
         now = utc_now()
         for r in eligible(plan(wal_dir, hwm, fs, True)[0]):

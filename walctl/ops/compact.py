@@ -189,6 +189,16 @@ def plan_segments(directory: str, hwm: int, fs=DEFAULT_FS, lock_held_by_us: bool
     return removals, None
 
 
+def _refuse_archive_conflicts(directory: str, archive_to: str, removals, fs) -> None:
+    """Before the first move: a name already taken in --archive-to by other bytes (or by a link) refuses
+    the whole compaction, so that it never stops half-way with some chunks moved."""
+    for r in removals:
+        dst = os.path.join(archive_to, r.file)
+        if fs.is_symlink(dst) or (fs.exists(dst) and quarantine.sha256_file(dst, fs)
+                                  != quarantine.sha256_file(os.path.join(directory, r.file), fs)):
+            raise Refused(f"{dst} exists with other content; nothing was changed", archive_to)
+
+
 def compact(directory: str, *, before: int | None = None, checkpoint_meta: str | None = None,
             checkpoints: str | None = None, archive_to: str | None = None, apply: bool = False,
             fs=DEFAULT_FS) -> CompactReport:
@@ -207,6 +217,8 @@ def compact(directory: str, *, before: int | None = None, checkpoint_meta: str |
         removals, stop = planner(directory, hwm, fs, True)  # again, under the lock: the directory may have moved on
         refuse_links(directory, [r.file for r in removals], fs, what="move")
         evidence = []
+        if archive_to:
+            _refuse_archive_conflicts(directory, archive_to, removals, fs)
         if archive_to and removals:
             durable.make_dir(archive_to, fs)
         now = utc_now()
@@ -224,8 +236,6 @@ def compact(directory: str, *, before: int | None = None, checkpoint_meta: str |
             src = os.path.join(directory, r.file)
             sha = quarantine.sha256_file(src, fs)
             dst = os.path.join(archive_to, r.file)
-            if fs.exists(dst) and quarantine.sha256_file(dst, fs) != sha:
-                raise Refused(f"{dst} exists with other content; nothing more was changed", archive_to)
             entry = quarantine.entry(now, "compact-archive", r.file, 0, r.size, sha, dst, reason, __version__)
             # The line goes first: a crash can leave a line for a chunk still there (the next run moves it
             # and says so again), never a chunk gone from the WAL that nobody recorded.

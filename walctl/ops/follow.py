@@ -24,6 +24,7 @@ from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, Usa
 from ..format import scan as fscan
 from ..format.names import parse_chunk_name
 from ..format.v2 import FILE_HEADER, encode_file_header
+from ..store.fs import DEFAULT_FS
 from .records import Record
 
 
@@ -58,15 +59,7 @@ def read_tail(path: str, base: int) -> tuple[bytes, int | None]:
     `base`, else None). Followers read their whole unconsumed tail again at each poll: it is at most an
     append in flight, and a repair or a reopening writer may have cut the bytes held and appended after
     the cut, which no size comparison can tell."""
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < base:
-                return b"", size
-            f.seek(base)
-            return f.read(), None
-    except FileNotFoundError:
-        return b"", None
+    return DEFAULT_FS.read_tail(path, base)
 
 
 class Tail:

@@ -127,6 +127,8 @@ class DirectoryWorkflowStore:
             except ValueError as err:
                 self.problems.append(Problem(e.name, str(err)))
                 continue
+            if state is None:  # deleted between the listing and the read: not there any more
+                continue
             if workflow_name is None or state.workflow_name == workflow_name:
                 out.append(state)
         return _order(out)
@@ -173,13 +175,18 @@ class CleanupPlan(NamedTuple):
 
 
 def _refuse_link(store: DirectoryWorkflowStore, checkpoint_id: str) -> None:
-    """Containment: a mutation never moves a symlinked entry (its evidence would point outside the store)."""
+    """Containment, before anything changes (even the lock file): the store directory, the entry, the lock,
+    .quarantine/ and its manifest are neither symbolic links nor hard-linked (the entry's evidence would
+    point outside the store; a linked manifest would take the line elsewhere). The lock itself is then
+    reached beneath the store's root, so swapping the directory for a link afterwards is refused too."""
     from ..errors import Refused
+    from ..store.contain import refuse_links
 
     for path in (store.dir, store._path(checkpoint_id)):
         if store.fs.is_symlink(path):
             raise Refused(f"{os.path.relpath(path, store.root)} is a symbolic link: walctl does not move links; "
                           "nothing was changed", path)
+    refuse_links(store.dir, [checkpoint_id + SUFFIX], store.fs, what="move")
 
 
 def delete(root: str, checkpoint_id: str, *, apply: bool = False, fs=DEFAULT_FS) -> DeletePlan:
@@ -191,7 +198,7 @@ def delete(root: str, checkpoint_id: str, *, apply: bool = False, fs=DEFAULT_FS)
     _refuse_link(store, checkpoint_id)
     if not fs.exists(store.dir):
         return DeletePlan(checkpoint_id, False, None, True, None)
-    with DirectoryLock(store.dir, holder_text("workflow delete"), fs):
+    with DirectoryLock(store.dir, holder_text("workflow delete"), store.fs):
         problem = _problem(store, checkpoint_id)
         entry = store.set_aside(checkpoint_id, "walctl workflow delete")
     return DeletePlan(checkpoint_id, entry is not None, problem, True, entry)
@@ -216,7 +223,7 @@ def cleanup(root: str, max_age_hours: float, *, apply: bool = False, now: dateti
         return CleanupPlan((), (), True, ())
     for cid in expired_ids(store.list(), max_age_hours, now) or ["-"]:  # refused before even the lock file
         _refuse_link(store, cid)
-    with DirectoryLock(store.dir, holder_text("workflow cleanup"), fs):
+    with DirectoryLock(store.dir, holder_text("workflow cleanup"), store.fs):
         expired = expired_ids(store.list(), max_age_hours, now)
         for cid in expired:  # every refusal before the first move
             _refuse_link(store, cid)

@@ -15,7 +15,6 @@ from .lock import LOCK_NAME
 from ..format.ledger import LEDGER_DIR, LEDGER_NAME
 from .quarantine import MANIFEST, QUARANTINE_DIR
 
-DIRECTORIES = (QUARANTINE_DIR, LEDGER_DIR)  # a directory's link count is its subdirectories, not aliases
 ALWAYS = (LOCK_NAME, QUARANTINE_DIR, f"{QUARANTINE_DIR}/{MANIFEST}", LEDGER_DIR, f"{LEDGER_DIR}/{LEDGER_NAME}")
 
 
@@ -26,8 +25,8 @@ def refuse_links(directory: str, names, fs, *, what: str = "modify") -> None:
     for name in (*ALWAYS, *names):
         path = os.path.join(directory, name)
         if fs.is_symlink(path):
-            raise Refused(f"{name} is a symbolic link; walctl never {what}s through a link "
-                          f"(nothing was changed)", directory)
-        if name not in DIRECTORIES and fs.link_count(path) > 1:
+            raise Refused(f"{name} is a symbolic link; walctl never changes anything through a link "
+                          f"({what} refused; nothing was changed)", directory)
+        if fs.link_count(path) > 1:  # (a directory counts 1: see fs.link_count)
             raise Refused(f"{name} has other hard links (its bytes also live under another name); walctl "
-                          f"never {what}s it (nothing was changed)", directory)
+                          f"never changes such a file ({what} refused; nothing was changed)", directory)

@@ -140,6 +140,26 @@ class OsFileSystem:
         finally:
             os.close(fd)
 
+    def read_tail(self, path: str, base: int) -> tuple[bytes, int | None]:
+        """(the bytes of a regular file from `base` to its end, or b"" when it is gone; its size when it is
+        now shorter than `base`, else None). Never opens a FIFO or a device for long (a FIFO named like a
+        chunk would block a follower forever, /dev/zero would feed it without end)."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return b"", None
+        except OSError as e:
+            raise EnvironmentProblem(describe_os_error(e), path) from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise UnsupportedInput("not a regular file", path)
+            if st.st_size < base:
+                return b"", st.st_size
+            return os.pread(fd, st.st_size - base, base), None
+        finally:
+            os.close(fd)
+
     def read_head(self, path: str, n: int) -> bytes:
         """The first n bytes of a regular file (fewer if it is shorter)."""
         return self.read_range(path, 0, n)
@@ -164,11 +184,13 @@ class OsFileSystem:
         return os.path.islink(path)
 
     def link_count(self, path: str) -> int:
-        """How many names the file has (1 for a file of its own; 0 when it does not exist)."""
+        """How many names the file has (1 for a file of its own; 0 when it does not exist). A directory
+        counts as 1: its other links are its subdirectories' `..` entries, not other names."""
         try:
-            return os.lstat(path).st_nlink
+            st = os.lstat(path)
         except OSError:
             return 0
+        return 1 if stat.S_ISDIR(st.st_mode) else st.st_nlink
 
     # ---- write primitives (durable.py composes them) ----
     #

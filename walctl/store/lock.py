@@ -39,7 +39,10 @@ class DirectoryLock:
 
     def __init__(self, directory: str, holder: str, fs):
         self.directory, self.holder = directory, holder
-        self.fs = fs.beneath(directory)  # the lock file is never reached through a link
+        # The lock file is never reached through a link: beneath the caller's own target when it has one
+        # (a lock in a subdirectory is then reached from the target, so that subdirectory cannot be
+        # swapped for a link), else beneath `directory`.
+        self.fs = fs if getattr(fs, "roots", ()) else fs.beneath(directory)
         self.handle = None
 
     def __enter__(self) -> "DirectoryLock":

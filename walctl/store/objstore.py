@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from typing import BinaryIO, Iterator, NamedTuple
 from urllib.parse import urlparse
 
@@ -95,34 +96,50 @@ class FileStore:
         self.put_bytes(key, data)
         return self.head(key, want_sha=True)
 
+    def _open(self, key: str):
+        """The object's file for reading, or None when there is none. An object is a regular file of its
+        own: a link, a FIFO (which would block every archive command) or a device is no object."""
+        try:
+            fd = os.open(self._path(key), os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise EnvironmentProblem(f"not a readable object ({e.strerror})", f"{self.url}/{key}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise EnvironmentProblem("not a regular file: no object", f"{self.url}/{key}")
+        return os.fdopen(fd, "rb")
+
     def head(self, key: str, want_sha: bool = False) -> ObjectInfo | None:
         p = self._path(key)
         try:
-            st = os.stat(p)
+            st = os.lstat(p)
         except FileNotFoundError:
             return None
+        if not stat.S_ISREG(st.st_mode):
+            raise EnvironmentProblem("not a regular file: no object", f"{self.url}/{key}")
         # A local file has no stored checksum: reading it back is the verification.
         return ObjectInfo(key, st.st_size, sha256_file(p) if want_sha else None, st.st_mtime)
 
     def get_to(self, key: str, f: BinaryIO) -> int:
-        try:
-            with open(self._path(key), "rb") as src:
-                n = 0
-                while True:
-                    block = src.read(COPY_BLOCK)
-                    if not block:
-                        return n
-                    f.write(block)
-                    n += len(block)
-        except FileNotFoundError:
-            raise EnvironmentProblem("no such object", f"{self.url}/{key}", kind="not-found") from None
+        src = self._open(key)
+        if src is None:
+            raise EnvironmentProblem("no such object", f"{self.url}/{key}", kind="not-found")
+        with src:
+            n = 0
+            while True:
+                block = src.read(COPY_BLOCK)
+                if not block:
+                    return n
+                f.write(block)
+                n += len(block)
 
     def get_bytes(self, key: str) -> bytes | None:
-        try:
-            with open(self._path(key), "rb") as f:
-                return f.read()
-        except FileNotFoundError:
+        src = self._open(key)
+        if src is None:
             return None
+        with src:
+            return src.read()
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         base = self._path(prefix.rstrip("/")) if prefix else self.root
@@ -132,7 +149,9 @@ class FileStore:
                 if n.endswith(durable.TMP_SUFFIX):
                     continue
                 full = os.path.join(dirpath, n)
-                st = os.stat(full)
+                st = os.lstat(full)
+                if not stat.S_ISREG(st.st_mode):
+                    continue  # a link, FIFO or device in the store is no object: never read, never listed
                 yield ObjectInfo(os.path.relpath(full, self.root).replace(os.sep, "/"), st.st_size, None, st.st_mtime)
 
     def delete(self, key: str) -> None:

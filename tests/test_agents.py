@@ -222,6 +222,9 @@ def test_crash_at_every_step_of_recover_apply_then_recover_again(tmp_path):
     start = probe.ops
     recover("/r", apply=True, fs=probe)
     steps = probe.ops - start
+    from walctl.store import quarantine as q
+
+    kept = sorted((e["action"], e["source"]) for e in q.read_manifest("/r", probe)[0])
     for n in range(1, steps + 1):
         fs = load(seed=n)
         fs.crash_at = fs.ops + n
@@ -232,6 +235,8 @@ def test_crash_at_every_step_of_recover_apply_then_recover_again(tmp_path):
             assert s.meta is not None and s.problem is None, (n, s.session_id)  # old or new, never torn
         recover("/r", apply=True, fs=fs)
         assert {s.session_id: s.state for s in read_root("/r", fs)} == expected_states, n
+        # the evidence of one recovery, each piece under one manifest line (a rerun never writes a second)
+        assert sorted((e["action"], e["source"]) for e in q.read_manifest("/r", fs)[0]) == kept, n
         findings, _, _ = verify_root("/r", fs)
         assert [f for f in findings if f.exit_code] == [], n
         assert sum(ln.event == json.loads(open(os.path.join(src, "agents", "c89fa177d137420e90c23037dc31153f",

@@ -267,8 +267,9 @@ def purge(directory: str, *, older_than_s: float, apply: bool = False, now: floa
     fs = fs.beneath(directory)
     if not fs.exists(q.qdir(directory)):
         return Purged(directory, False, older_than_s, (), (), ())
+    plan = _purge(directory, older_than_s, now, False, fs)  # refusals before even the lock file
     if not apply:
-        return _purge(directory, older_than_s, now, False, fs)
+        return plan
     with DirectoryLock(directory, holder_text("quarantine purge"), fs):
         return _purge(directory, older_than_s, now, True, fs)
 

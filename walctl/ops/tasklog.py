@@ -99,6 +99,9 @@ def resume(path: str, *, apply: bool = False, force: bool = False, fs=DEFAULT_FS
     fs = fs.beneath(os.path.dirname(os.path.abspath(path)))
     if not apply:
         return _resume(path, False, force, fs)
+    from ..store.contain import refuse_links
+
+    refuse_links(os.path.dirname(os.path.abspath(path)), [os.path.basename(path)], fs, what="repair")  # before the lock
     # the plan is read under the lock too: what is cut is what was judged torn
     with DirectoryLock(os.path.dirname(path) or ".", holder_text("tasklog resume"), fs):
         return _resume(path, True, force, fs)

@@ -140,3 +140,26 @@ def test_ctrl_c_says_what_was_left_and_exits_130(tmp_path):
     # and the next run does clean it and finishes the job
     assert run(["salvage", wal, "--out", str(out)]) == 0
     assert not os.path.exists(str(out) + ".tmp") and len(os.listdir(out)) >= 1
+
+
+def test_checkpoint_restore_counts_the_file_read_then_the_state_written(tmp_path, monkeypatch):
+    from walctl.cli import checkpoint_cmd
+    from walctl.ops.checkpoint import create
+
+    made = create(str(tmp_path / "ck"), {"blob": os.urandom(3 << 20).hex()}, 7)  # ~6 MB of state
+    calls = []
+
+    class Spy(P.Bar):
+        def advance(self, n, total=None, more_total=0):
+            calls.append((n, more_total))
+
+    monkeypatch.setattr(checkpoint_cmd, "Bar", Spy)
+    out = tmp_path / "state.json"
+    assert run(["checkpoint", "restore", made.path, "--out", str(out), "--progress"]) == 0
+    written = os.path.getsize(out)
+    assert calls[0] == (os.path.getsize(made.path), 0)  # the file, read and checked
+    assert calls[1] == (0, written)  # then the write adds its bytes to the work
+    assert sum(n for n, _ in calls[2:]) == written and len(calls) > 2
+    calls.clear()
+    out.unlink()
+    assert run(["checkpoint", "restore", made.path, "--out", str(out), "--no-progress"]) == 0 and calls == []

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from typing import List, Optional
 
 import typer
@@ -193,11 +194,15 @@ new file as JSON or msgpack. Never overwrites.
 Example: walctl checkpoint restore ckpts/ --out state.json""")
 def restore(path: str = typer.Argument(..., help="A checkpoint file or directory.", callback=existing_path),
             out: str = typer.Option(..., "--out", help="The state file to create."),
-            fmt: str = typer.Option("json", "--format", metavar="[json|msgpack]", help="json or msgpack.")):
+            fmt: str = typer.Option("json", "--format", metavar="[json|msgpack]", help="json or msgpack."),
+            progress: Optional[bool] = PROGRESS):
     from ..ops.checkpoint import resolve
     from ..ops.state_io import write_state
 
-    rep = resolve(path)
-    write_state(out, rep.checked.state, fmt)
+    on_interrupt(f"interrupted; {out} was not written (its partial copy was removed)")
+    with Bar("restore", path_bytes(path) if not os.path.isdir(path) else None, progress) as bar:
+        rep = resolve(path, progress=bar.callback)
+        write_state(out, rep.checked.state, fmt, progress=bar.callback)
+    on_interrupt(None)
     emit(f"restored {rep.file} (wal_sequence {rep.header.wal_sequence}) to {out}")
     raise typer.Exit(0)

@@ -84,10 +84,13 @@ class Bar:
     def callback(self) -> Optional[Callable[[int], None]]:
         return self.advance if self.enabled else None
 
-    def advance(self, n: int, total: Optional[int] = None) -> None:
-        """`n` more bytes done; an ops function that learns the total only as it runs passes `total`."""
+    def advance(self, n: int, total: Optional[int] = None, more_total: int = 0) -> None:
+        """`n` more bytes done; an ops function that learns the total only as it runs passes `total`, one
+        that adds a stage of work to it (a restore's write after its read) passes `more_total`."""
         if total is not None:
             self.total = total or None
+        if more_total:
+            self.total = (self.total or self.done) + more_total
         self.done += n
         if self.bar is None:
             if self.clock() - self.started < SHOW_AFTER_S:

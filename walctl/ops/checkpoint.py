@@ -77,7 +77,7 @@ def file_id(path: str) -> str | None:
 
 def check_path(path: str, *, strict: bool = False, decode: bool = True, check_canonical: bool = True,
                header_only: bool = False, max_state_bytes: int = ck.DEFAULT_MAX_STATE_BYTES,
-               fs=DEFAULT_FS) -> CheckpointReport:
+               fs=DEFAULT_FS, progress=None) -> CheckpointReport:
     """All eleven steps; `header_only` runs steps 1-6 on the first 256 bytes (ordering candidates needs
     no more, and a directory of large checkpoints is then not read whole)."""
     t = time.perf_counter()
@@ -88,6 +88,8 @@ def check_path(path: str, *, strict: bool = False, decode: bool = True, check_ca
         with fs.map_read(path) as buf:
             checked = ck.check_file(buf, file_id(path), max_state_bytes=max_state_bytes, decode=decode,
                                     check_canonical=check_canonical)
+            if progress is not None:
+                progress(len(buf))
     return CheckpointReport(path, os.path.basename(path), checked, strict, time.perf_counter() - t)
 
 
@@ -193,15 +195,20 @@ def latest(directory: str, *, max_state_bytes: int = ck.DEFAULT_MAX_STATE_BYTES,
     return Latest(None, tuple(fallbacks), listing.rejected)
 
 
-def resolve(path: str, fs=DEFAULT_FS, max_state_bytes: int = ck.DEFAULT_MAX_STATE_BYTES) -> CheckpointReport:
-    """A checkpoint file, or the latest valid one of a directory."""
+def resolve(path: str, fs=DEFAULT_FS, max_state_bytes: int = ck.DEFAULT_MAX_STATE_BYTES,
+            progress=None) -> CheckpointReport:
+    """A checkpoint file, or the latest valid one of a directory. `progress(n)`: the bytes read and
+    checked, once the file is."""
     if fs.stat(path).kind == "dir":
         found = latest(path, max_state_bytes=max_state_bytes, fs=fs)
         if found.report is None:
             raise NotClean(f"no valid checkpoint ({len(found.fallbacks)} failed, {len(found.rejected)} rejected)",
                            path, code=EXIT_CORRUPT)
+        if progress is not None:
+            progress(0, total=fs.stat(found.report.path).size)  # the one it restores, read once more below
+            progress(fs.stat(found.report.path).size)
         return found.report
-    rep = check_path(path, check_canonical=False, max_state_bytes=max_state_bytes, fs=fs)
+    rep = check_path(path, check_canonical=False, max_state_bytes=max_state_bytes, fs=fs, progress=progress)
     if not rep.checked.ok:
         f = rep.checked.failure
         raise NotClean(f"step {f.step}: {f.reason}", path, code=CLASS_EXIT[f.cls])

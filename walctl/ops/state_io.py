@@ -28,6 +28,23 @@ def encode_state(state: dict, fmt: str) -> bytes:
     raise UsageError(f"--format is json or msgpack (got {fmt!r})")
 
 
-def write_state(path: str, state: dict, fmt: str, fs=DEFAULT_FS) -> None:
+WRITE_STEP = 8 << 20
+
+
+def write_state(path: str, state: dict, fmt: str, fs=DEFAULT_FS, progress=None) -> None:
+    """Durable create (refuses to overwrite: exit 7). `progress(n, more_total=N)` first says how many bytes
+    the write adds to the work, then counts them as they are written."""
     fs = fs.beneath(os.path.dirname(os.path.abspath(path)))
-    durable.create_file(path, encode_state(state, fmt), fs)  # refuses to overwrite (exit 7)
+    data = encode_state(state, fmt)
+    if progress is None:
+        durable.create_file(path, data, fs)
+        return
+    progress(0, more_total=len(data))
+
+    def pieces():
+        view = memoryview(data)
+        for pos in range(0, len(view), WRITE_STEP):
+            yield view[pos:pos + WRITE_STEP]
+            progress(min(WRITE_STEP, len(view) - pos))
+
+    durable.create_file(path, pieces(), fs)

@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, NotClean, Refused, UsageError
+from ..format.record import SEQUENCE
 from ..store import durable
 from ..store.fs import DEFAULT_FS
 from ..store.objstore import open_store, sha256_file
@@ -124,7 +125,7 @@ def _end_of_event(path: str, kind: str, seq: int) -> int | None:
         found: list[int] = []
 
         def visit(buf, off, h, p, q, nxt, payload):
-            if h[6] == seq:
+            if h[SEQUENCE] == seq:
                 found.append(nxt)
                 return True
             return False

@@ -23,7 +23,8 @@ from typing import Callable, NamedTuple
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, UsageError
 from ..format import scan as fscan
 from ..format.names import parse_chunk_name
-from ..format.v2 import FILE_HEADER, encode_file_header
+from ..format.record import FLAGS, SEQUENCE, STORED_LEN, TIMESTAMP_MS, TYPE, VERSION
+from ..format.v2 import FILE_HEADER, RECORD_HEADER, encode_file_header
 from .records import Record
 
 
@@ -188,9 +189,9 @@ def _loop(directory, on_records, after, to, limit, interval, timeout, settle_pol
                 shift = base + body_off - FILE_HEADER.size  # file offset = buffer offset + shift
 
                 def visit(b, off, h, p, q, nxt, payload):
-                    _, ver, flags, typ, idlen, _, seq, ts, plen, pcrc, _, hcrc = h
-                    recs.append(Record(current, off + shift, nxt - off, ver, flags, typ, seq, ts,
-                                       bytes(b[off + 40:p]), plen, bytes(b[p:q]) if payload is None else payload))
+                    recs.append(Record(current, off + shift, nxt - off, h[VERSION], h[FLAGS], h[TYPE], h[SEQUENCE],
+                                       h[TIMESTAMP_MS], bytes(b[off + RECORD_HEADER.size:p]), h[STORED_LEN],
+                                       bytes(b[p:q]) if payload is None else payload))
                     return False
 
                 scan = fscan.scan_chunk(buf, visit)

@@ -25,6 +25,7 @@ from typing import Callable, NamedTuple
 from ..errors import EXIT_OK, UsageError
 from ..format import events as ev
 from ..format import scan as fscan
+from ..format.record import HEADER_SIZE, SEQUENCE, TIMESTAMP_MS, TYPE
 from ..format.scan import Damage, Run
 from ..store.chunkread import ChunkOutcome, scan_chunk_file
 from ..store.fs import DEFAULT_FS
@@ -98,9 +99,9 @@ class _Encoder:
         large, streamed = ev.STREAM_HEX_BYTES, ev.streamed_binary
 
         def visit(buf, off, h, p, q, nxt, payload):
-            seq = h[6]
+            seq = h[SEQUENCE]
             if after < seq <= to:
-                e = ev.Event(seq, h[3], buf[off + 40:p], h[7], buf[p:q] if payload is None else payload)
+                e = ev.Event(seq, h[TYPE], buf[off + HEADER_SIZE:p], h[TIMESTAMP_MS], buf[p:q] if payload is None else payload)
                 # A large payload is written as it is, after its head: never copied into the encoding.
                 add(encode(e) if len(e.payload) <= large or len(e.payload) >= 1 << 32 else streamed(form, e))
                 mark((off, seq))

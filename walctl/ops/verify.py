@@ -14,12 +14,13 @@ from ..errors import (
 )
 from ..format.names import parse_chunk_name
 from ..format import scan as fscan
-from ..format.scan import ChunkScan, Damage, Run
+from ..format.scan import ChunkScan, Run
 from ..format.v2 import FILE_MAGIC
 from ..store.chunkdir import ChunkFile, list_chunks
 from ..store.chunkread import ChunkOutcome, scan_chunk_file
 from ..store.fs import DEFAULT_FS
 from . import findings as F
+from . import judge as J
 from .findings import Finding
 
 VERDICTS = {
@@ -112,14 +113,6 @@ class VerifyReport(NamedTuple):
     @property
     def verdict(self) -> str:
         return VERDICTS[self.exit_code]
-
-
-class _Barrier:
-    """A chunk walctl cannot read records from: continuity is not judged across it."""
-    __slots__ = ("finding",)
-
-    def __init__(self, finding: Finding):
-        self.finding = finding
 
 
 AUTO_JOBS_BYTES = 256 << 20  # this much scanning is spread over one process per core (forks cost ~10 ms)
@@ -364,59 +357,27 @@ def _chunk_report(c: ChunkFile, o: ChunkOutcome, code: int) -> ChunkReport:
 
 def stitch(chunks: list[ChunkFile], outcomes: list[ChunkOutcome], writer: str | None,
            strict: bool) -> tuple[list[Finding], dict[int, list[int]]]:
-    """Judges the per-chunk scans in directory order: torn vs corrupt, sequence continuity, lost
-    sequences, salvageable records. Returns findings in file order and the exit codes per chunk."""
-    last_pos = len(chunks) - 1
-    entries: list[tuple[int, object]] = []
-    for pos, (c, o) in enumerate(zip(chunks, outcomes)):
-        if o.scan is None:
-            cls = F.UNREADABLE if o.error.exit_code == EXIT_ENVIRONMENT else F.UNSUPPORTED
-            entries.append((pos, _Barrier(Finding(cls, o.error.exit_code, o.error.reason, file=c.name))))
-            continue
-        s = o.scan
-        if s.header == fscan.HEADER_OK:
-            entries.extend((pos, item) for item in s.items)
-        elif s.header == fscan.HEADER_SHORT:
-            entries.append((pos, _Barrier(_short_chunk(c, s, pos == last_pos, writer))))
-        else:
-            entries.append((pos, _Barrier(_unsupported_chunk(c, s))))
-
-    # Pass 1: the last valid sequence before each entry, lost ranges, sequence findings.
-    before: list[int | None] = []
-    lost: dict[int, tuple[int, int]] = {}
-    seq_findings: dict[int, Finding] = {}
-    prev_last: int | None = None
-    prev_where: tuple[int, Run] | None = None
-    pending: list[int] = []
-    for k, (pos, item) in enumerate(entries):
-        before.append(prev_last)
-        if not isinstance(item, Run):
-            pending.append(k)
-            continue
-        if prev_last is not None and item.first_seq != prev_last + 1:
-            if item.first_seq > prev_last + 1 and pending:
-                lost[pending[0]] = (prev_last + 1, item.first_seq - 1)
-            else:
-                seq_findings[k] = _sequence_finding(chunks, prev_where, prev_last, pos, item)
-        prev_last, prev_where, pending = item.last_seq, (pos, item), []
-
-    # Pass 2: findings in file order.
+    """Feeds the per-chunk scans to the judge in directory order (torn vs corrupt, sequence continuity,
+    lost sequences) and turns its verdicts into findings. Returns findings in file order and the exit
+    codes per chunk."""
+    entries = _entries(chunks, outcomes, writer)
     out: list[Finding] = []
     codes: dict[int, list[int]] = {}
-    for k, (pos, item) in enumerate(entries):
-        c = chunks[pos]
+    prev_where: tuple[int, Run] | None = None
+    for j in J.judge_all(entries):
         f: Finding | None = None
-        if isinstance(item, Run):
-            f = seq_findings.get(k)
-        elif isinstance(item, _Barrier):
-            f = item.finding
-            if k in lost:
-                f = _with_lost(f, lost[k])
-        elif isinstance(item, Damage):
-            f = _damage_finding(c, item, k, entries, before[k], lost.get(k), pos == last_pos, writer)
+        if type(j.item) is Run:
+            if j.continuity not in (J.Continuity.FIRST, J.Continuity.CONTINUES) and not (
+                    j.continuity == J.Continuity.GAP and j.after):
+                f = _sequence_finding(chunks, prev_where, j.last_before, j.pos, j.item)
+            prev_where = (j.pos, j.item)
+        elif type(j.item) is J.Barrier:
+            f = j.item.note if j.lost is None else _with_lost(j.item.note, j.lost)
+        else:
+            f = _damage_finding(chunks[j.pos], j, entries, j.pos == len(chunks) - 1, writer)
         if f is not None:
             out.append(f)
-            codes.setdefault(pos, []).append(f.exit_code)
+            codes.setdefault(j.pos, []).append(f.exit_code)
     for pos, (c, o) in enumerate(zip(chunks, outcomes)):
         if o.scan is not None and o.scan.anomaly_counts:
             for f in _anomaly_findings(c, o.scan, strict):
@@ -424,6 +385,25 @@ def stitch(chunks: list[ChunkFile], outcomes: list[ChunkOutcome], writer: str | 
                 codes.setdefault(pos, []).append(f.exit_code)
     out.sort(key=lambda f: (_file_pos(chunks, f.file), f.offset if f.offset is not None else 1 << 62))
     return out, codes
+
+
+def _entries(chunks: list[ChunkFile], outcomes: list[ChunkOutcome], writer: str | None) -> list[tuple[int, object]]:
+    """The judge's input: (chunk position, Run | Damage | Barrier) in directory order."""
+    last_pos = len(chunks) - 1
+    entries: list[tuple[int, object]] = []
+    for pos, (c, o) in enumerate(zip(chunks, outcomes)):
+        if o.scan is None:
+            unreadable = o.error.exit_code == EXIT_ENVIRONMENT
+            f = Finding(F.UNREADABLE if unreadable else F.UNSUPPORTED, o.error.exit_code, o.error.reason, file=c.name)
+            entries.append((pos, J.Barrier(J.UNREADABLE if unreadable else J.UNSUPPORTED, note=f)))
+        elif o.scan.header == fscan.HEADER_OK:
+            entries.extend((pos, item) for item in o.scan.items)
+        elif o.scan.header == fscan.HEADER_SHORT:
+            f = _short_chunk(c, o.scan, pos == last_pos, writer)
+            entries.append((pos, J.Barrier(J.SHORT, f.exit_code in (EXIT_TORN, EXIT_OK), f)))
+        else:
+            entries.append((pos, J.Barrier(J.UNSUPPORTED, note=_unsupported_chunk(c, o.scan))))
+    return entries
 
 
 def _file_pos(chunks, name):
@@ -487,7 +467,8 @@ def _sequence_finding(chunks, prev_where, prev_last, pos, run: Run) -> Finding:
                    sequence_range=(a, b), extra={"repeated": [a, b], "previous_sequence": prev_last})
 
 
-def _damage_finding(c, d: Damage, k, entries, last_before, lost_rng, is_last, writer) -> Finding:
+def _damage_finding(c, j: J.Judged, entries, is_last, writer) -> Finding:
+    d, k, last_before, lost_rng = j.item, j.index, j.last_before, j.lost
     extra: dict = {"field": d.field, "last_good_sequence": last_before}
     if d.sequence is not None:
         extra["claimed_sequence"] = d.sequence
@@ -504,14 +485,9 @@ def _damage_finding(c, d: Damage, k, entries, last_before, lost_rng, is_last, wr
         return Finding(F.MID_LOG_DAMAGE, EXIT_CORRUPT,
                        f"{d.reason}; intact records resume at offset {d.end}", c.name, d.offset, d.end,
                        lost_rng, d.stored, d.computed, extra)
-    # Tail damage: torn when nothing intact follows it, or when the next readable record (after only
-    # header-only chunks) carries the very next sequence: the writer crashed, restarted and went on.
+    # Tail damage: the judge says whether it is torn (ops/judge.py).
     extra["tail_kind"] = d.tail_kind
-    nxt = entries[k + 1][1] if k + 1 < len(entries) else None
-    torn = (nxt is None
-            or (isinstance(nxt, Run) and (last_before is None or nxt.first_seq == last_before + 1))
-            or (isinstance(nxt, _Barrier) and nxt.finding.cls in (F.SHORT_CHUNK, F.IN_PROGRESS)
-                and nxt.finding.exit_code in (EXIT_TORN, EXIT_OK)))
+    torn = j.torn
     extra["torn"] = torn
     reason = f"{d.tail_kind} tail: {d.reason}"
     if is_last and writer and d.tail_kind == fscan.INCOMPLETE:

@@ -25,6 +25,7 @@ from ..format import scan as fscan
 from ..format.names import parse_chunk_name
 from ..format.record import FLAGS, SEQUENCE, STORED_LEN, TIMESTAMP_MS, TYPE, VERSION
 from ..format.v2 import FILE_HEADER, RECORD_HEADER, encode_file_header
+from . import judge as J
 from .records import Record
 
 
@@ -207,7 +208,7 @@ def _loop(directory, on_records, after, to, limit, interval, timeout, settle_pol
             for r in recs:
                 if r.offset >= base + consumed:
                     break
-                if prev is not None and r.sequence != prev + 1:
+                if J.continuity(prev, r.sequence) not in J.FOLLOWS:
                     why = f" after damage left in a closed chunk ({t.closed_tail})" if t.closed_tail else ""
                     return result("damage", f"{current}: offset {r.offset}: sequence {r.sequence} after {prev}{why}",
                                   EXIT_CORRUPT if t.closed_tail else EXIT_SEQUENCE)

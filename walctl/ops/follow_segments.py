@@ -14,6 +14,7 @@ import os
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE
 from ..format import segment as seg
 from ..format.names import parse_segment_name
+from . import judge as J
 
 RECENT = 16_384  # how far back a repeat is recognised as the same entry, as verify does
 
@@ -86,7 +87,7 @@ def loop(directory, on_entries, after, to, limit, interval, timeout, settle_poll
                 if prev is not None and q <= prev and recent.get(q) == checksum:
                     off += e.size  # a re-sent entry: skipped, as verify does
                     continue
-                if prev is not None and q != prev + 1:
+                if J.continuity(prev, q) not in J.FOLLOWS:
                     why = f" after damage left in a closed segment ({t.closed_tail})" if t.closed_tail else ""
                     if out:
                         hand_on(out)

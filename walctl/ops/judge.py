@@ -74,7 +74,11 @@ class Judged:
         return self.last_before + 1, self.item.first_seq - 1
 
 
+FOLLOWS = (Continuity.FIRST, Continuity.CONTINUES)  # continuities a stream may simply go on through
+
+
 def continuity(prev_last: int | None, first_seq: int) -> Continuity:
+    """How a run (or one record) starting at first_seq stands to the last valid sequence before it."""
     if prev_last is None:
         return Continuity.FIRST
     if first_seq == prev_last + 1:

@@ -15,6 +15,7 @@ from ..format import segment as seg
 from ..format.names import parse_segment_name
 from ..store.fs import DEFAULT_FS
 from . import findings as F
+from . import judge as J
 from .findings import Finding
 from .verify import VERDICTS, ChunkReport, PathReport
 
@@ -109,7 +110,8 @@ class SegmentWalk:
                     e = fr.entry
                     value = e.value
                     q = value["sequence"]
-                    if prev is not None and q <= prev:
+                    cont = J.continuity(prev, q)
+                    if cont in (J.Continuity.REPEAT, J.Continuity.REGRESSION):
                         if recent.get(q) == value["checksum"]:
                             self.duplicates += 1
                             findings.append(Finding(F.ANOMALY, EXIT_CORRUPT if self.strict else EXIT_OK,
@@ -118,7 +120,8 @@ class SegmentWalk:
                             codes.append(findings[-1].exit_code)
                             off += e.size
                             continue
-                        f = Finding(F.SEQUENCE_REPEAT if q == prev else F.SEQUENCE_REGRESSION, EXIT_SEQUENCE,
+                        cls = F.SEQUENCE_REPEAT if cont == J.Continuity.REPEAT else F.SEQUENCE_REGRESSION
+                        f = Finding(cls, EXIT_SEQUENCE,
                                     f"sequence {q} after {prev} with a different checksum", s.name, off,
                                     off + e.size, (q, min(prev, q)), extra={"repeated": [q, q],
                                                                             "previous_sequence": prev})
@@ -126,7 +129,7 @@ class SegmentWalk:
                         codes.append(f.exit_code)
                         off += e.size
                         continue
-                    if prev is not None and q > prev + 1:
+                    if cont == J.Continuity.GAP:
                         rng = (prev + 1, q - 1)
                         if pending_damage:
                             d = findings[pending_damage[0]]

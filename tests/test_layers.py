@@ -38,3 +38,84 @@ def test_the_api_loads_lazily():
             "assert 'walctl.ops.stats' in sys.modules; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """walctl module -> the walctl modules it imports, at module level or inside functions alike (a
+    function-level import hides a cycle from Python, not from this test). The package's own
+    TYPE_CHECKING declarations are left out: they never run."""
+    mods = {}
+    for dirpath, _, files in os.walk(ROOT):
+        for f in files:
+            if f.endswith(".py"):
+                rel = os.path.relpath(os.path.join(dirpath, f), os.path.dirname(ROOT))[:-3].replace(os.sep, ".")
+                mods[rel.removesuffix(".__init__")] = os.path.join(dirpath, f)
+    graph: dict[str, set[str]] = {}
+    for mod, path in mods.items():
+        deps: set[str] = set()
+        is_pkg = path.endswith("__init__.py")
+        if mod != "walctl":
+            for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+                if isinstance(node, ast.Import):
+                    deps.update(a.name for a in node.names if a.name in mods)
+                elif isinstance(node, ast.ImportFrom):
+                    base = mod if is_pkg else mod.rpartition(".")[0]
+                    for _ in range(node.level - 1):
+                        base = base.rpartition(".")[0]
+                    target = node.module if not node.level else (f"{base}.{node.module}" if node.module else base)
+                    for a in node.names:
+                        name = f"{target}.{a.name}"
+                        deps.add(name if name in mods else target)
+        graph[mod] = {d for d in deps if d in mods and d != mod}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles_even_through_function_level_imports():
+    graph = _import_graph()
+    assert "walctl.ops.segments" in graph["walctl.ops.verify_kinds"]  # it sees imports inside functions
+    assert _cycles(graph) == []
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the check can fail
+
+
+def test_layers_import_one_way():
+    """cli -> ops -> store -> format: format imports no other layer, store never ops or cli, ops never cli."""
+    below = {"format": {"store", "ops", "cli"}, "store": {"ops", "cli"}, "ops": {"cli"}}
+    wrong = []
+    for mod, deps in _import_graph().items():
+        layer = mod.split(".")[1] if mod.count(".") >= 1 else None
+        for d in deps:
+            if layer in below and d.count(".") >= 1 and d.split(".")[1] in below[layer]:
+                wrong.append((mod, d))
+    assert wrong == []

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+LEDGER_DIR = ".walctl"  # the directory ledger (format/ledger.py): ours, not a chunk, not foreign
+
 _CHUNK_RE = re.compile(r"wal-([0-9]+)\.bin")
 
 

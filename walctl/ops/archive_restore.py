@@ -142,7 +142,8 @@ def _end_of_event(path: str, kind: str, seq: int) -> int | None:
 
 def _last_before(staging: str, to_time_ms: int) -> int | None:
     """The last sequence before the first event stamped after the time (V2: ms; segments: seconds)."""
-    from .verify import KIND_DIR, detect_kind
+    from .kinds import KIND_DIR
+    from .verify import detect_kind
 
     last = None
     if detect_kind(staging) == KIND_DIR:

@@ -15,6 +15,7 @@ from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE
 from ..format import segment as seg
 from ..format.names import parse_segment_name
 from . import judge as J
+from .tail import Tail
 
 RECENT = 16_384  # how far back a repeat is recognised as the same entry, as verify does
 
@@ -43,7 +44,6 @@ def _first_entry_seq(path: str) -> int | None:
 def loop(directory, on_entries, after, to, limit, interval, timeout, settle_polls, clock, sleep, stop, result_type,
          writer_alive):
     deadline = None if timeout is None else clock() + timeout
-    from .follow import Tail
     from .replay import covered_prefix
 
     names = _segments(directory)

@@ -19,7 +19,8 @@ from ..format.v2 import FLAG_COMPRESSED, RECORD_HEADER, inflate_bounded, type_na
 from ..store.chunkread import ChunkOutcome, scan_chunk_file
 from ..store.fs import DEFAULT_FS
 from .ledger_check import accepted_gaps_only
-from .verify import PathReport, assemble, resolve_chunks
+from .report import PathReport
+from .verify import assemble, resolve_chunks
 
 
 class Record(NamedTuple):

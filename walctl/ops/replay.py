@@ -30,8 +30,11 @@ from ..format.scan import Damage, Run
 from ..store.chunkread import ChunkOutcome, scan_chunk_file
 from ..store.fs import DEFAULT_FS
 from . import judge as J
+from .fdwrite import write_pieces_to_fd  # noqa: F401 (callers pass its result as `out` with out_fd)
 from .ledger_check import accepted_gaps_only
-from .verify import KIND_SEGMENT, KIND_SEGMENTS, PathReport, assemble, detect_kind, resolve_chunks
+from .kinds import KIND_SEGMENT, KIND_SEGMENTS
+from .report import PathReport
+from .verify import assemble, detect_kind, resolve_chunks
 
 
 class ReplayOptions(NamedTuple):
@@ -135,30 +138,6 @@ class _Sink:
             self.first = enc.marks[start][1]
         self.last = enc.marks[stop - 1][1]
         self.events += stop - start
-
-
-def write_pieces_to_fd(fd: int) -> Callable[[list], None]:
-    """An `out` for a file descriptor: writev in batches of byte strings, finishing partial writes
-    (a descriptor takes a chunk's worth without it being joined first)."""
-    import os
-
-    iov_max = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
-
-    def write(pieces: list) -> None:
-        for batch in ev.expand_pieces(pieces):
-            _writev(batch)
-
-    def _writev(pieces: list) -> None:
-        for i in range(0, len(pieces), iov_max):
-            batch = pieces[i:i + iov_max]
-            n = os.writev(fd, batch)
-            total = sum(map(len, batch))
-            if n < total:  # a pipe took part of it: finish byte by byte-range
-                rest = memoryview(b"".join(batch))[n:]
-                while rest:
-                    rest = rest[os.write(fd, rest):]
-
-    return write
 
 
 def replay(path: str, out: Callable[[list], object], opts: ReplayOptions = ReplayOptions(),

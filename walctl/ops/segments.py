@@ -13,14 +13,15 @@ from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUP
     combine_exit_codes
 from ..format import segment as seg
 from ..format.names import parse_segment_name
+from ..store.chunkdir import LEDGER_DIR, QUARANTINE_DIR, TMP_SUFFIX
 from ..store.fs import DEFAULT_FS
+from ..store.lock import LOCK_NAME
 from . import findings as F
 from . import judge as J
 from .findings import Finding
-from .verify import VERDICTS, ChunkReport, PathReport
+from .kinds import KIND_SEGMENT, KIND_SEGMENTS
+from .report import VERDICTS, ChunkReport, PathReport
 
-KIND_SEGMENTS = "adr003-segments"
-KIND_SEGMENT = "adr003-segment"
 RECENT_CHECKSUMS = 16_384  # how far back a repeat is recognised as the same entry
 
 
@@ -40,7 +41,7 @@ def list_segments(path: str, fs=DEFAULT_FS) -> tuple[list[SegmentFile], list, st
         n = parse_segment_name(x.name)
         if n is not None and x.kind == "file":
             segs.append(SegmentFile(n, x.name, x.path, x.size))
-        elif x.name not in (".quarantine", ".walctl.lock", ".walctl") and not x.name.endswith(".tmp"):
+        elif x.name not in (QUARANTINE_DIR, LOCK_NAME, LEDGER_DIR) and not x.name.endswith(TMP_SUFFIX):
             foreign.append(Finding(F.FOREIGN_FILE, EXIT_OK, "not a segment file; left alone", file=x.name))
     segs.sort(key=lambda s: (s.number, s.name))
     return segs, foreign, KIND_SEGMENTS

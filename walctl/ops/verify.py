@@ -6,7 +6,7 @@ then stitched in directory order, which is where torn-vs-corrupt and sequence co
 from __future__ import annotations
 
 import os
-from typing import Callable, NamedTuple
+from typing import Callable
 
 from ..errors import (
     EXIT_CORRUPT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED, UnsupportedInput,
@@ -22,98 +22,12 @@ from ..store.fs import DEFAULT_FS
 from . import findings as F
 from . import judge as J
 from .findings import Finding
-
-VERDICTS = {
-    EXIT_OK: "clean", EXIT_TORN: "torn", EXIT_CORRUPT: "corrupt", EXIT_SEQUENCE: "discontinuous",
-    EXIT_UNSUPPORTED: "unsupported", EXIT_ENVIRONMENT: "environment",
-}
-
-KIND_DIR = "spector-v2-dir"
-KIND_CHUNK = "spector-v2-chunk"
-
-
-class ChunkReport(NamedTuple):
-    file: str
-    index: int
-    size: int
-    state: str  # file-header state, or "unreadable" / "not-a-file"
-    version: int | None
-    verdict: str
-    exit_code: int
-    records: int
-    first_sequence: int | None
-    last_sequence: int | None
-    valid_bytes: int
-    damaged_bytes: int
-    anomalies: dict
-
-    def to_json(self) -> dict:
-        return {
-            "file": self.file, "index": self.index, "size": self.size, "state": self.state,
-            "version": self.version, "verdict": self.verdict, "exit_code": self.exit_code,
-            "records": self.records, "first_sequence": self.first_sequence,
-            "last_sequence": self.last_sequence, "valid_bytes": self.valid_bytes,
-            "damaged_bytes": self.damaged_bytes, "anomalies": dict(self.anomalies),
-        }
-
-
-class PathReport(NamedTuple):
-    path: str
-    kind: str | None
-    exit_code: int
-    live_writer: str | None
-    chunks: tuple[ChunkReport, ...]
-    findings: tuple[Finding, ...]
-    ledger: dict | None = None  # seals used: {"lines", "verified_by_hash", "trusted_by_stat"}
-
-    @property
-    def verdict(self) -> str:
-        return VERDICTS[self.exit_code]
-
-    @property
-    def records(self) -> int:
-        return sum(c.records for c in self.chunks)
-
-    @property
-    def first_sequence(self) -> int | None:
-        return next((c.first_sequence for c in self.chunks if c.first_sequence is not None), None)
-
-    @property
-    def last_sequence(self) -> int | None:
-        return next((c.last_sequence for c in reversed(self.chunks) if c.last_sequence is not None), None)
-
-    @property
-    def damaged_bytes(self) -> int:
-        return sum(c.damaged_bytes for c in self.chunks)
-
-    def to_json(self) -> dict:
-        return {
-            "path": self.path, "kind": self.kind, "verdict": self.verdict, "exit_code": self.exit_code,
-            "live_writer": self.live_writer,
-            "summary": {
-                "chunks": len(self.chunks), "records": self.records,
-                "first_sequence": self.first_sequence, "last_sequence": self.last_sequence,
-                "bytes": sum(c.size for c in self.chunks), "damaged_bytes": self.damaged_bytes,
-                "findings": len(self.findings),
-            },
-            "ledger": self.ledger,
-            "chunks": [c.to_json() for c in self.chunks],
-            "findings": [f.to_json() for f in self.findings],
-        }
-
-
-class VerifyReport(NamedTuple):
-    paths: tuple[PathReport, ...]
-    strict: bool
-
-    @property
-    def exit_code(self) -> int:
-        return combine_exit_codes(p.exit_code for p in self.paths)
-
-    @property
-    def verdict(self) -> str:
-        return VERDICTS[self.exit_code]
-
+from .kinds import (
+    KIND_CHECKPOINT, KIND_CHECKPOINTS, KIND_CHUNK, KIND_DIR, KIND_SEGMENT, KIND_SEGMENTS, KIND_SUBSTRAT, KIND_TASKLOG,
+    KIND_TASKLOGS, KIND_WORKFLOWS,
+)
+from .report import VERDICTS, ChunkReport, PathReport, VerifyReport
+from .verify_kinds import VERIFIERS, verify_checkpoints, verify_tasklogs, verify_workflows  # noqa: F401 (API)
 
 AUTO_JOBS_BYTES = 256 << 20  # this much scanning is spread over one process per core (forks cost ~10 ms)
 
@@ -123,12 +37,6 @@ def verify_paths(paths, *, strict: bool = False, jobs: int | None = 1, fs=DEFAUL
     """jobs None: chosen per directory (one per core for large directories); an explicit number wins."""
     return VerifyReport(tuple(verify_path(p, strict=strict, jobs=jobs, fs=fs, progress=progress, quick=quick)
                               for p in paths), strict)
-
-
-KIND_SEGMENTS, KIND_SEGMENT = "adr003-segments", "adr003-segment"
-KIND_CHECKPOINTS, KIND_CHECKPOINT = "checkpoint-dir", "checkpoint"
-KIND_TASKLOGS, KIND_TASKLOG = "tasklog-dir", "tasklog"
-KIND_SUBSTRAT, KIND_WORKFLOWS = "substrat-root", "workflow-store"
 
 
 def detect_kind(path: str, fs=DEFAULT_FS) -> str:
@@ -181,23 +89,8 @@ def verify_path(path: str, *, strict: bool = False, jobs: int | None = 1, fs=DEF
 
     try:
         kind = detect_kind(path, fs)
-        if kind in (KIND_SEGMENTS, KIND_SEGMENT):
-            from .segments import verify_segments
-
-            report = verify_segments(path, strict=strict, fs=fs, lock_held_by_us=lock_held_by_us)
-            if kind == KIND_SEGMENTS and report.kind == KIND_SEGMENTS:
-                report = ledger_check.judge(report, ledger_check.load_view(path, fs), {}, strict, fs)
-            return report
-        if kind in (KIND_CHECKPOINTS, KIND_CHECKPOINT):
-            return verify_checkpoints(path, strict=strict, fs=fs)
-        if kind in (KIND_TASKLOGS, KIND_TASKLOG):
-            return verify_tasklogs(path, kind, strict=strict, fs=fs)
-        if kind == KIND_SUBSTRAT:
-            from .agents import to_path_report
-
-            return to_path_report(path, kind, fs)
-        if kind == KIND_WORKFLOWS:
-            return verify_workflows(path, fs)
+        if kind in VERIFIERS:  # every kind but V2 chunks, by table
+            return VERIFIERS[kind](path, kind, strict, fs, lock_held_by_us)
         chunks, foreign, kind, writer = resolve_chunks(path, fs)
         if lock_held_by_us:
             writer = None
@@ -219,59 +112,6 @@ def verify_path(path: str, *, strict: bool = False, jobs: int | None = 1, fs=DEF
     return report._replace(ledger={"lines": len(view.ledger.lines) if view.ledger else 0,
                                    "sealed": len(view.exp.sealed), "verified_by_hash": verified,
                                    "trusted_by_stat": trusted})
-
-
-def verify_checkpoints(path: str, *, strict: bool = False, fs=DEFAULT_FS) -> PathReport:
-    """A checkpoint file, or every *.ckpt of a directory, through all eleven steps."""
-    from .checkpoint import check_path
-
-    if fs.stat(path).kind == "dir":
-        files = sorted(e.path for e in fs.listdir(path) if e.name.endswith(".ckpt") and e.kind == "file")
-        kind = KIND_CHECKPOINTS
-    else:
-        files, kind = [path], KIND_CHECKPOINT
-    chunks, findings = [], []
-    for i, p in enumerate(files):
-        rep = check_path(p, strict=strict, fs=fs)
-        findings.extend(rep.findings)
-        h = rep.header
-        size = fs.stat(p).size
-        chunks.append(ChunkReport(rep.file, i, size, "ok" if rep.checked.ok else "invalid", 2 if h else None,
-                                  VERDICTS[rep.exit_code], rep.exit_code, 1 if rep.checked.ok else 0,
-                                  h.wal_sequence if h else None, h.wal_sequence if h else None,
-                                  size if rep.checked.ok else 0, 0 if rep.checked.ok else size, {}))
-    return PathReport(path, kind, combine_exit_codes(f.exit_code for f in findings), None, tuple(chunks),
-                      tuple(findings))
-
-
-def verify_tasklogs(path: str, kind: str, *, strict: bool = False, fs=DEFAULT_FS) -> PathReport:
-    """Task logs as a PathReport: one "chunk" per task log, its valid entries as records."""
-    from .tasklog import read_all
-
-    chunks, findings = [], []
-    for i, rep in enumerate(read_all(path, strict=strict, fs=fs)):
-        findings.extend(rep.findings)
-        size = fs.stat(rep.path).size
-        damaged = sum((f.end_offset or 0) - (f.offset or 0) for f in rep.findings if f.exit_code)
-        chunks.append(ChunkReport(os.path.basename(rep.path), i, size, rep.read.status, 1, VERDICTS[rep.exit_code],
-                                  rep.exit_code, rep.read.state.valid_entries, None, None, size - damaged, damaged, {}))
-    return PathReport(path, kind, combine_exit_codes(f.exit_code for f in findings), None, tuple(chunks),
-                      tuple(findings))
-
-
-def verify_workflows(root: str, fs=DEFAULT_FS) -> PathReport:
-    """A workflow store: every document must load; one "chunk" per document."""
-    from .workflow import DirectoryWorkflowStore
-
-    store = DirectoryWorkflowStore(root, fs)
-    states = store.list()
-    findings = [Finding("workflow-document", EXIT_CORRUPT, p.reason, p.file) for p in store.problems]
-    chunks = [ChunkReport(f"{s.checkpoint_id}.json", i, 0, "ok", 1, "clean", EXIT_OK, 1, None, None, 0, 0, {})
-              for i, s in enumerate(states)]
-    chunks += [ChunkReport(p.file, len(chunks) + i, 0, "invalid", None, "corrupt", EXIT_CORRUPT, 0, None, None, 0, 0, {})
-               for i, p in enumerate(store.problems)]
-    return PathReport(root, KIND_WORKFLOWS, combine_exit_codes(f.exit_code for f in findings), None, tuple(chunks),
-                      tuple(findings))
 
 
 def resolve_chunks(path: str, fs=DEFAULT_FS):

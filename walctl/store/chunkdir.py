@@ -3,14 +3,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..format.names import parse_chunk_name
+from ..format.names import LEDGER_DIR, parse_chunk_name
+from .durable import TMP_SUFFIX
 from .fs import DEFAULT_FS
 from .lock import LOCK_NAME
 
-QUARANTINE_DIR = ".quarantine"
-LEDGER_DIR = ".walctl"  # the directory ledger: ours, not a chunk, not foreign
+QUARANTINE_DIR = ".quarantine"  # where removed bytes are kept as evidence (store/quarantine.py)
 CHECKPOINT_META = "checkpoint.meta"  # Spector's HWM file: validated by verify, not foreign
-TMP_SUFFIX = ".tmp"
 
 
 class ChunkFile(NamedTuple):

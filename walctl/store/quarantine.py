@@ -10,9 +10,9 @@ import os
 from ..format.jsonload import loads
 from ..format.names import name_problem
 from . import durable
+from .chunkdir import QUARANTINE_DIR
 from .fs import DEFAULT_FS
 
-QUARANTINE_DIR = ".quarantine"
 MANIFEST = "MANIFEST.jsonl"
 
 

@@ -1,0 +1,66 @@
+"""The tail of the log file a follower reads (V2 chunks for ops/follow.py, ADR-003 segments for
+ops/follow_segments.py): what has been streamed, what is pending, and damage left behind on a roll.
+Read-only."""
+from __future__ import annotations
+
+import os
+
+
+def read_tail(path: str, base: int) -> tuple[bytes, int | None]:
+    """(the file's bytes from `base` to its end, or b"" if it is gone; its size when it was cut below
+    `base`, else None). Followers read their whole unconsumed tail again at each poll: it is at most an
+    append in flight, and a repair or a reopening writer may have cut the bytes held and appended after
+    the cut, which no size comparison can tell."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < base:
+                return b"", size
+            f.seek(base)
+            return f.read(), None
+    except FileNotFoundError:
+        return b"", None
+
+
+class Tail:
+    """What both followers keep of the file they read: its name, the file offset `base` where the bytes
+    not yet consumed (`pending`) start, how many polls a suspicious tail has stayed the same
+    (`unsettled`), and the damage left in the file they rolled away from (`closed_tail`), which the next
+    record must prove torn by continuing the sequence."""
+
+    def __init__(self, directory: str, current: str | None, unit: str):
+        self.directory, self.current, self.unit = directory, current, unit
+        self.base, self.pending, self.unsettled = 0, b"", 0
+        self.closed_tail: str | None = None
+
+    def poll(self, names: list[tuple[int, str]], number) -> tuple[list[str], str | None]:
+        """Reads the unconsumed tail again: (the names after the current file, damage when the file was
+        cut below what was already streamed). `names`: (number, name) in order; `number(name)`."""
+        if self.current is None and names:
+            self.current = names[0][1]
+        if self.current is None:
+            return [], None
+        fresh, cut = read_tail(os.path.join(self.directory, self.current), self.base)
+        if cut is not None:
+            return [], (f"{self.current} was cut to {cut} bytes, before {self.unit} already streamed (which "
+                        f"ended at offset {self.base})")
+        if not fresh.startswith(self.pending):
+            self.unsettled = 0
+        self.pending = fresh
+        return [n for i, n in names if i > number(self.current)], None
+
+    def consume(self, n: int) -> None:
+        self.pending, self.base, self.unsettled = self.pending[n:], self.base + n, 0
+
+    def roll(self, to: str) -> None:
+        """The writer has moved on to `to`: the current file will not grow, and what is left in it is
+        damage the next record has to prove torn."""
+        if self.pending:
+            self.closed_tail = f"{len(self.pending)} bytes at {self.current} offset {self.base}"
+        self.current, self.base, self.pending, self.unsettled = to, 0, b"", 0
+
+    def stuck(self, settle_polls: int, writer_alive) -> bool:
+        """One more poll with the same suspicious tail: True once it has outlasted `settle_polls` polls
+        and no writer holds the directory."""
+        self.unsettled += 1
+        return self.unsettled > settle_polls and not writer_alive(self.directory)

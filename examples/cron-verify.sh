@@ -15,6 +15,11 @@ p = json.load(open(sys.argv[1]))["paths"][0]
 s = p["summary"]
 print("%s: %s records, seq %s..%s, %s findings" % (p["verdict"], s["records"], s["first_sequence"],
       s["last_sequence"], s["findings"]))' "$report" 2>/dev/null)
+    # exit 6 lumps the environment's problems; the finding's env_reason tells them apart
+    why=$(python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))["paths"][0]
+print(next((f.get("env_reason") for f in p["findings"] if f.get("env_reason")), "io"))' "$report" 2>/dev/null)
     case $code in
         0) echo "ok      $dir: $summary" ;;
         1) echo "torn    $dir: $summary (the writer died mid-append; nothing acknowledged is lost; cut the tail before the next start)" ;;
@@ -22,7 +27,12 @@ print("%s: %s records, seq %s..%s, %s findings" % (p["verdict"], s["records"], s
            echo "CORRUPT $dir: $summary" ;;
         4) $ALERT "SEQUENCE $dir: $summary: records are missing or repeated" ; echo "SEQUENCE $dir: $summary" ;;
         5) $ALERT "UNSUPPORTED $dir: not a Spector V2 WAL (or an unsupported version)" ; echo "UNSUPPORTED $dir" ;;
-        6) echo "RETRY   $dir: environment problem (I/O, permission, missing, or locked by a live writer)" ;;
+        6) case $why in
+               not-found|not-a-directory)
+                   # a typo in the crontab or a volume not mounted: retrying will not help
+                   $ALERT "MISSING $dir: $why: not a WAL directory that exists" ; echo "MISSING $dir ($why)" ;;
+               *) echo "RETRY   $dir: environment problem ($why: I/O, permission, or locked by a live writer)" ;;
+           esac ;;
         *) $ALERT "walctl verify $dir exited $code" ; echo "ERROR   $dir: exit $code" ;;
     esac
     rm -f "$report"

@@ -113,6 +113,11 @@ def cases(ws: str):
         ("agents set-aside", ["agents", "set-aside", w("agents-crashed"), session, "--session", "--json"], "doc",
          "walctl.agents-set-aside/1"),
         ("agents recover", ["agents", "recover", w("agents-crashed"), "--json"], "doc", "walctl.agents-recover/1"),
+        ("error not-found", ["repair", w("no-such-dir"), "--json"], "doc", "walctl.error/1"),
+        ("error wrong kind", ["workflow", "list", w("state.json"), "--json"], "doc", "walctl.error/1"),
+        ("error refused", ["salvage", w("wal-midlog-corrupt"), "--out", w("wal-healthy"), "--json"], "doc",
+         "walctl.error/1"),
+        ("error usage", ["repair", w("wal-healthy"), "--max-drop-bytes", "-1", "--json"], "doc", "walctl.error/1"),
     ]
 
 

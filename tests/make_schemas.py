@@ -72,6 +72,10 @@ TITLES = {
     "walctl.agents-tree/1": ("walctl agents tree --json", "The agent tree with pending-message counts."),
     "walctl.agents-pending/1": ("walctl agents pending --json", "Undelivered messages per agent."),
     "walctl.agents-recover/1": ("walctl agents recover --json", "The recovery plan or what was done."),
+    "walctl.error/1": ("any --json command that ended in an error or refusal before its own document",
+                       "The outcome, the exit code and the error: its reason word (not-found, not-a-directory, "
+                       "locked, permission, io, usage, refused, corrupt, sequence, unsupported, internal), "
+                       "message, path and offset."),
 }
 
 FIELDS = {
@@ -105,6 +109,10 @@ ENUMS_VERIFY = {
              "checkpoint", "tasklog-dir", "tasklog", "substrat-root", "workflow-store", None],
     "severity": ["error", "torn", "warning", "note"],
 }
+
+# walctl.error/1: error.reason (walctl/errors.py REASON_* and the words of the other exit codes).
+ERROR_REASONS = ["not-found", "not-a-directory", "locked", "permission", "io", "usage", "refused", "corrupt",
+                 "sequence", "unsupported", "torn", "internal"]
 
 # Fields whose type the samples cannot show: the record's `type` is the ordinal when the name is unknown.
 TYPES = {"type": ["integer", "string"], "live_writer": ["null", "string"]}
@@ -184,6 +192,13 @@ def build(name: str, docs: list, what: str) -> dict:
         props["schema"]["const"] = name
     schema["required"] = sorted(k for k in props if all(k in d for d in docs))
     _finding_core(schema)
+    if name == "walctl.error/1":
+        err = props["error"]
+        err["required"] = ["reason", "message", "path"]
+        err["properties"]["reason"] = {"description": "A word a script can branch on.", "type": "string",
+                                       "enum": ERROR_REASONS}
+        err["properties"]["message"]["description"] = "What is wrong, in words (the stderr line's text)."
+        props["outcome"]["enum"] = ["error", "refused"]
     if name == "walctl.verify/1":
         paths = props["paths"]["items"]["properties"]
         paths["kind"]["enum"] = ENUMS_VERIFY["kind"]

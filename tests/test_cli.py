@@ -75,8 +75,8 @@ def test_multiple_paths_exit_with_precedence(cli, tmp_path):
     ["verify", "--bogus", "x"],
     ["verify", "--jobs", "-1", "x"],
     ["inspect", case_dir("basic"), "--type", "NOPE"],
-    ["inspect", "x", "--since", "yesterday"],
-    ["inspect", "x", "--payload", "klingon"],
+    ["inspect", case_dir("basic"), "--since", "yesterday"],  # (a missing path would be exit 6)
+    ["inspect", case_dir("basic"), "--payload", "klingon"],
     ["nosuchcommand"],
 ])
 def test_usage_errors_are_exit_2_and_one_line(cli, args):

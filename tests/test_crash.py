@@ -184,6 +184,9 @@ def test_crash_at_every_operation_of_repair_keeps_evidence_first():
         assert_evidence_covers_cuts(fs, before)
         files = [e.name for e in fs.listdir(os.path.join(WAL, q.QUARANTINE_DIR)) if e.name != q.MANIFEST]
         assert len([f for f in files if not f.endswith(".tmp")]) == 1, files
+        # one cut, one manifest line (a crash between the line and the truncate must not give two)
+        lines = [e for e in q.read_manifest(WAL, fs)[0] if e["action"] == "truncate"]
+        assert len(lines) == 1, (n, lines)
         check_recovered(fs, acked, attempted, f"repair crash at {n}")
 
 
@@ -205,6 +208,46 @@ def test_crash_during_salvage_leaves_no_output_or_a_whole_one():
         rep = salvage(WAL, "/data/out2", fs=fs)
         assert [r.sequence for r in RecordWalk("/data/out2", fs=fs) if isinstance(r, Record)] == expected
         assert rep.records == len(expected)
+
+
+def test_crash_at_every_operation_of_salvage_then_one_rerun_to_the_same_out_finishes():
+    """Killed before its mark is durable, at the final rename or after it: the rerun with the same OUT
+    finishes (no exit 7 with the copy left in OUT.tmp), and ends as an uninterrupted run does."""
+    probe, _, _ = _torn_fs(0)
+    start = probe.ops
+    whole = salvage(WAL, "/data/out", fs=probe)
+    steps = probe.ops - start
+    expected = [r.sequence for r in read_back(probe)[0]]
+    assert whole.records == len(expected) == 8
+    want = {e.name: probe.read_range(e.path, 0, e.size) for e in probe.listdir("/data/out")}
+    for n in range(1, steps + 1):
+        fs, _, _ = _torn_fs(n)
+        source = chunk_bytes(fs)
+        fs.crash_at = fs.ops + n
+        with pytest.raises(SimCrash):
+            salvage(WAL, "/data/out", fs=fs)
+        fs.crash()
+        rep = salvage(WAL, "/data/out", fs=fs)
+        assert rep.records == len(expected) and rep.exit_code == 0, n
+        assert [r.sequence for r in RecordWalk("/data/out", fs=fs) if isinstance(r, Record)] == expected
+        got = {e.name: fs.read_range(e.path, 0, e.size) for e in fs.listdir("/data/out")}
+        assert got == want, f"crash at {n}: {sorted(got)} vs {sorted(want)}"  # no mark, no extra file
+        assert not fs.exists("/data/out.tmp") and chunk_bytes(fs) == source
+
+
+def test_salvage_of_a_source_without_a_valid_record_creates_nothing():
+    fs = fresh_fs(0)
+    fs.makedirs_durable(WAL)
+    from walctl.format.v2 import encode_file_header
+
+    fd = fs.open_append(os.path.join(WAL, "wal-000000.bin"), create=True)
+    fs.write(fd, encode_file_header())
+    fs.fsync(fd)
+    fs.close(fd)
+    with pytest.raises(WalctlError) as err:
+        salvage(WAL, "/data/out", fs=fs)
+    assert err.value.exit_code == 7 and "no valid record" in err.value.reason
+    assert not fs.exists("/data/out") and not fs.exists("/data/out.tmp")
 
 
 def quarantined(fs, directory=WAL) -> dict[str, bytes]:
@@ -389,6 +432,8 @@ class WalStory(RuleBasedStateMachine):
             salvage(WAL, out, fs=self.fs)
         except SimCrash:
             self._crashed()
+        except WalctlError as e:  # a log with no valid record yet: refused, nothing created
+            assert e.exit_code == 7 and not expected, e
         finally:
             self.fs.crash_at = None
         if self.fs.exists(out):

@@ -125,7 +125,7 @@ def test_follow_refuses_what_it_cannot_follow(tmp_path, cli):
     r = cli("replay", seg, "--follow", "--sync-blob", "--timeout", "1")
     assert r.code == 2 and "ADR-003" in r.err
     r = cli("replay", tmp_path / "nope", "--follow", "--timeout", "1")
-    assert r.code == 2
+    assert r.code == 6 and "nope: no such file or directory" in r.err  # a missing path: cli-contract.md
 
 
 SEGMENT_WRITER = textwrap.dedent("""

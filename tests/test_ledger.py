@@ -610,7 +610,7 @@ def test_accept_loss_refusals_change_nothing_and_still_print_one_json_document(t
 
 def test_seal_json_on_failure_and_on_a_live_writer(tmp_path, cli):
     r = cli("seal", str(tmp_path / "nope"), "--json")
-    assert r.code == 6 and r.json()["exit_code"] == 6 and r.json()["applied"] is False
+    assert r.code == 6 and r.json()["exit_code"] == 6 and r.json()["error"]["reason"] == "not-found"
     d = written(tmp_path, 100)
     with WalWriter(d):
         r = cli("seal", d, "--apply", "--json")

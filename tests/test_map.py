@@ -224,7 +224,8 @@ def test_svg_is_well_formed_shows_every_region_and_is_never_overwritten(cli, tmp
 def test_map_of_a_missing_path_is_exit_6_with_one_json_document(cli, tmp_path):
     r = cli("map", "--json", tmp_path / "nope")
     doc = r.json()
-    assert r.code == 6 and doc["exit_code"] == 6 and doc["regions"][0]["class"] == "unreadable"
+    assert r.code == 6 and doc["exit_code"] == 6 and doc["schema"] == "walctl.error/1"
+    assert doc["error"]["reason"] == "not-found" and doc["error"]["path"] == str(tmp_path / "nope")
 
 
 def test_svg_refusal_with_json_is_still_one_document(cli, tmp_path):

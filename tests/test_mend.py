@@ -12,7 +12,7 @@ import pytest
 from conftest import (
     case_dir, flip_bit, load_expected, make_chunk, record_offsets, tree_digest, write_dir,
 )
-from walctl.errors import NotClean, Refused, UnsupportedInput, UsageError
+from walctl.errors import EnvironmentProblem, NotClean, Refused, UnsupportedInput, UsageError
 from walctl.format.ckptmeta import encode_checkpoint_meta
 from walctl.ops import quarantine as Q
 from walctl.ops.compact import compact
@@ -121,8 +121,9 @@ def test_repair_never_overwrites_earlier_evidence(tmp_path):
 
 
 def test_repair_needs_a_directory(tmp_path):
-    with pytest.raises(UsageError):
+    with pytest.raises(EnvironmentProblem) as err:  # a wrong path is exit 6, never "nothing to cut"
         repair(os.path.join(case_dir("basic"), "wal-000000.bin"))
+    assert err.value.exit_code == 6 and err.value.kind == "not-a-directory"
 
 
 # ---- salvage --------------------------------------------------------------------------------------

@@ -326,9 +326,13 @@ def test_repair_and_cli_write_on_segments(tmp_path, cli, monkeypatch):
     assert cli("write", d, "--format", "segments").code == 2  # sequence is the writer's
 
 
-def test_missing_paths_are_a_fresh_start_that_says_so(cli, tmp_path):
+def test_missing_paths_are_exit_6_empty_directories_a_fresh_start(cli, tmp_path):
+    # a typo in --checkpoints or --log is not a fresh start (cli-contract.md: a missing path is exit 6)
     r = cli("recover", "--checkpoints", tmp_path / "no-ckpt", "--log", tmp_path / "no-log", "--json")
     doc = r.json()
+    assert r.code == 6 and doc["error"]["reason"] == "not-found" and doc["error"]["path"] == str(tmp_path / "no-ckpt")
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "log").mkdir()
+    r = cli("recover", "--checkpoints", tmp_path / "ckpt", "--log", tmp_path / "log", "--json")
+    doc = r.json()
     assert r.code == 0 and doc["outcome"] == "fresh-start" and doc["final_sequence"] == 0
-    assert sorted(w.split(" ")[0] for w in doc["warnings"]) == ["checkpoint", "log"]
-    assert all("does not exist" in w for w in doc["warnings"])

@@ -22,9 +22,26 @@ def combine_exit_codes(codes) -> int:
     return EXIT_OK
 
 
+# The `reason` of an error in a JSON document: a word a script can branch on (cron alerts on not-found,
+# retries on locked). Exit 6 keeps lumping the environment's problems; its reasons tell them apart.
+REASON_NOT_FOUND = "not-found"        # the path does not exist (or a component of it)
+REASON_WRONG_KIND = "not-a-directory"  # a file (or FIFO, device) where a directory is expected
+REASON_LOCKED = "locked"              # a live writer holds the directory's lock
+REASON_PERMISSION = "permission"
+REASON_IO = "io"                      # any other I/O failure: disk full, EIO, a dead worker...
+_REASON_BY_CODE = {EXIT_USAGE: "usage", EXIT_CORRUPT: "corrupt", EXIT_SEQUENCE: "sequence",
+                   EXIT_UNSUPPORTED: "unsupported", EXIT_ENVIRONMENT: REASON_IO, EXIT_REFUSED: "refused",
+                   EXIT_TORN: "torn"}
+
+
 class WalctlError(Exception):
     """A failure the user can act on: one line, a path, maybe an offset."""
     exit_code = EXIT_ENVIRONMENT
+
+    @property
+    def kind(self) -> str:
+        """The error's `reason` word for JSON (usage, corrupt, refused, not-found, locked, ...)."""
+        return _REASON_BY_CODE.get(self.exit_code, REASON_IO)
 
     def __init__(self, reason: str, path: str | None = None, offset: int | None = None):
         super().__init__(reason)
@@ -45,8 +62,33 @@ class UsageError(WalctlError):
 
 
 class EnvironmentProblem(WalctlError):
-    """I/O error, permission, missing path, or a live writer holding the lock."""
+    """I/O error, permission, missing path, or a live writer holding the lock. `kind` says which
+    (REASON_*); it is set where the problem is raised (the fs seam maps errno, the lock says locked)."""
     exit_code = EXIT_ENVIRONMENT
+
+    def __init__(self, reason: str, path: str | None = None, offset: int | None = None, kind: str = REASON_IO):
+        super().__init__(reason, path, offset)
+        self._kind = kind
+
+    @property
+    def kind(self) -> str:
+        return self._kind
+
+    def __reduce__(self):
+        return (self.__class__, (self.reason, self.path, self.offset, self._kind))
+
+
+def os_error_kind(e: OSError) -> str:
+    """The REASON_* of an OSError."""
+    import errno
+
+    if e.errno == errno.ENOENT:
+        return REASON_NOT_FOUND
+    if e.errno == errno.ENOTDIR:
+        return REASON_WRONG_KIND
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return REASON_PERMISSION
+    return REASON_IO
 
 
 class UnsupportedInput(WalctlError):

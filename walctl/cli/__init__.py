@@ -130,6 +130,35 @@ def _command_in(args: list[str]) -> str | None:
     return None
 
 
+def _command_words(args: list[str]) -> str | None:
+    """"repair", "quarantine restore": the command a failed run was, for its error document."""
+    name = _command_in(args)
+    if name is None:
+        return None
+    if COMMANDS[name][2] == "group":
+        rest = [a for a in args[args.index(name) + 1:] if not a.startswith("-")]
+        if rest:
+            return f"{name} {rest[0]}"
+    return name
+
+
+def _fail(args: list[str], code: int, reason: str, message: str, path=None, offset=None, json_ok=True) -> int:
+    """The one place a failed run is reported: the one-line error on stderr and, with --json, the one
+    document on stdout (unless the command already printed its own)."""
+    from .render import DOCUMENTS, emit, error_document
+
+    line = ": ".join(str(p) for p in (path, None if offset is None else f"offset {offset}") if p is not None)
+    error_line(f"{line}: {message}" if line else message)
+    if json_ok and "--json" in args and not DOCUMENTS["built"]:
+        emit(error_document(_command_words(args), code, reason, message, path, offset))
+    return code
+
+
+def _takes_json(e) -> bool:
+    ctx = getattr(e, "ctx", None)
+    return ctx is not None and any("--json" in getattr(p, "opts", ()) for p in ctx.command.params)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point. Returns (and exits with) the documented exit code."""
     if hasattr(signal, "SIGPIPE"):
@@ -170,13 +199,22 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str] | None = None) -> int:
+    from .render import DOCUMENTS
+
+    from .render import RUN
+
+    DOCUMENTS["built"] = 0  # (tests run many commands in one process)
     args = sys.argv[1:] if argv is None else list(argv)
+    RUN["argv"] = [a for a in args if a != "--debug"]
     if "--debug" in args:
         _debug["on"] = True
     command = typer.main.get_command(build_app(_command_in(args)))
     from .fastparams import install
 
     install(command)  # typer 0.28+: no pydantic at start-up for walctl's plain parameters
+    from . import targets
+
+    targets.install(command)  # a missing or wrong path is exit 6, after the usage errors
     try:
         rv = command.main(args=args, prog_name="walctl", standalone_mode=False)
         if rv == EXIT_INTERRUPTED:  # typer 0.28+ turns Ctrl-C into a silent Exit(130); no command exits 130
@@ -188,30 +226,29 @@ def _run(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         # the full path (`walctl quarantine purge --help`), not the last word
         path = e.ctx.command_path if e.ctx is not None and e.ctx.command_path else "walctl"
-        error_line(f"{e.format_message()} (see '{path} --help')")
-        return EXIT_USAGE
+        return _fail(args, EXIT_USAGE, "usage", f"{e.format_message()} (see '{path} --help')",
+                     json_ok=_takes_json(e))
     except click_exceptions.ClickException as e:
-        error_line(e.format_message())
-        return e.exit_code
+        return _fail(args, e.exit_code, "usage", e.format_message(), json_ok=_takes_json(e))
     except (typer.Abort, KeyboardInterrupt):
         return _interrupted()
     except WalctlError as e:
-        error_line(str(e))
-        return e.exit_code
+        return _fail(args, e.exit_code, e.kind, e.reason, e.path, e.offset)
     except OutputClosed:
         # The reader of our output went away (`| head`): end quietly, as SIGPIPE would.
         _quiet_stdout()
         return 128 + signal.SIGPIPE if hasattr(signal, "SIGPIPE") else EXIT_ENVIRONMENT
     except MemoryError:
-        error_line("out of memory")
-        return EXIT_ENVIRONMENT
+        return _fail(args, EXIT_ENVIRONMENT, "io", "out of memory")
     except OSError as e:
         if _debug["on"]:
             raise
-        error_line(f"{getattr(e, 'filename', None) or 'I/O'}: {e.strerror or e}")
-        return EXIT_ENVIRONMENT
+        from ..errors import os_error_kind
+
+        return _fail(args, EXIT_ENVIRONMENT, os_error_kind(e), str(e.strerror or e),
+                     getattr(e, "filename", None) or "I/O")
     except Exception as e:  # the one place: never show a traceback to an operator unless asked
         if _debug["on"]:
             raise
-        error_line(f"internal error: {type(e).__name__}: {e} (run with --debug for a traceback)")
-        return EXIT_ENVIRONMENT
+        return _fail(args, EXIT_ENVIRONMENT, "internal",
+                     f"internal error: {type(e).__name__}: {e} (run with --debug for a traceback)")

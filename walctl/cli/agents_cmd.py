@@ -5,7 +5,8 @@ from typing import Optional
 
 import typer
 
-from .render import emit, json_document
+from .render import emit, json_document, rerun, safe
+from .targets import existing_dir
 
 app = typer.Typer(help="""Substrat agent session roots: ROOT/agents/<session_id>/{session.json, events.jsonl,
 events.pending}.
@@ -21,7 +22,7 @@ Example: walctl agents tree ~/.substrat --json""", no_args_is_help=True)
 Exit codes as walctl-verify(1).
 
 Example: walctl agents verify ~/.substrat""")
-def verify(root: str = typer.Argument(..., help="The Substrat root."),
+def verify(root: str = typer.Argument(..., help="The Substrat root.", callback=existing_dir),
            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-verify/1).")):
     from ..ops.agents import exit_code, verify_root
 
@@ -41,7 +42,7 @@ def verify(root: str = typer.Argument(..., help="The Substrat root."),
 @app.command("tree", help="""The agent tree as recovery rebuilds it, with pending-message counts.
 
 Example: walctl agents tree ~/.substrat --json""")
-def tree(root: str = typer.Argument(..., help="The Substrat root."),
+def tree(root: str = typer.Argument(..., help="The Substrat root.", callback=existing_dir),
          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-tree/1).")):
     from ..ops.agents import exit_code, verify_root
 
@@ -66,7 +67,7 @@ def tree(root: str = typer.Argument(..., help="The Substrat root."),
 @app.command("pending", help="""Undelivered messages per agent (enqueued minus delivered).
 
 Example: walctl agents pending ~/.substrat --json""")
-def pending(root: str = typer.Argument(..., help="The Substrat root."),
+def pending(root: str = typer.Argument(..., help="The Substrat root.", callback=existing_dir),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-pending/1).")):
     from ..ops.agents import exit_code, verify_root
 
@@ -90,7 +91,7 @@ def pending(root: str = typer.Argument(..., help="The Substrat root."),
 lines (kept in ROOT/.quarantine/ first). Everything is read before anything is written. Dry run unless --apply.
 
 Example: walctl agents recover ~/.substrat --apply""")
-def recover(root: str = typer.Argument(..., help="The Substrat root."),
+def recover(root: str = typer.Argument(..., help="The Substrat root.", callback=existing_dir),
             apply: bool = typer.Option(False, "--apply", help="Do it (default: print the plan)."),
             force: bool = typer.Option(False, "--force", help="Also terminate sessions that may be orphans only "
                                        "because a line or session.json could not be read."),
@@ -116,7 +117,7 @@ def recover(root: str = typer.Argument(..., help="The Substrat root."),
         if not plan:
             emit("nothing to recover")
         elif not apply:
-            emit("dry run: nothing was changed; run again with --apply")
+            emit(f"dry run: nothing was changed; to do it: {safe(rerun('--apply'))}")
     raise typer.Exit(code)
 
 
@@ -127,7 +128,7 @@ written by durable replace. Only a line or file walctl cannot read is set aside.
 --apply needs --force because it rewrites acknowledged history.
 
 Example: walctl agents set-aside ~/.substrat 1860aabdf4444c9ca26cda431ac886de --line 4 --apply --force""")
-def set_aside(root: str = typer.Argument(..., help="The Substrat root."),
+def set_aside(root: str = typer.Argument(..., help="The Substrat root.", callback=existing_dir),
               session_id: str = typer.Argument(..., help="The session id (its directory name, 32 hex digits)."),
               line: Optional[int] = typer.Option(None, "--line", help="The events.jsonl line number (from 1)."),
               session: bool = typer.Option(False, "--session", help="Set aside session.json."),
@@ -154,5 +155,5 @@ def set_aside(root: str = typer.Argument(..., help="The Substrat root."),
         if r.applied:
             emit(f"the old file is kept as {r.evidence}")
         else:
-            emit("dry run: nothing was changed; run again with --apply --force")
+            emit(f"dry run: nothing was changed; to do it: {safe(rerun('--apply', '--force'))}")
     raise typer.Exit(0)

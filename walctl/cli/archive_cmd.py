@@ -9,6 +9,7 @@ from ..errors import UsageError
 from .ages import seconds
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
 from .render import emit, json_document, plain_table, warn_line
+from .targets import existing_archive, existing_dir
 
 app = typer.Typer(help="""Ship sealed WAL chunks, segments and checkpoints to object storage; list, verify,
 restore to a point in time, prune.
@@ -32,10 +33,10 @@ chunks the archive holds and compaction would remove (below the HWM), with --app
 .quarantine/MANIFEST.jsonl.
 
 Example: walctl archive push /var/lib/agent/wal s3://backups/agents --namespace agent-7 --jobs 8""")
-def push(wal_dir: str = typer.Argument(..., help="A V2 chunk or ADR-003 segment directory."),
-         dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix."),
+def push(wal_dir: str = typer.Argument(..., help="A V2 chunk or ADR-003 segment directory.", callback=existing_dir),
+         dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix."),  # (created if missing)
          namespace: Optional[str] = typer.Option(None, "--namespace", help="Default: the directory's name."),
-         checkpoints: Optional[str] = typer.Option(None, "--checkpoints", help="Also push this checkpoint directory."),
+         checkpoints: Optional[str] = typer.Option(None, "--checkpoints", help="Also push this checkpoint directory.", callback=existing_dir),
          jobs: int = JOBS,
          delete_local: bool = typer.Option(False, "--delete-local", help="Remove archived chunks below the HWM "
                                                                          "(with --apply)."),
@@ -77,7 +78,7 @@ def push(wal_dir: str = typer.Argument(..., help="A V2 chunk or ADR-003 segment 
 from a listing, with a warning, when missing or stale).
 
 Example: walctl archive list s3://backups/agents --json""")
-def list_(dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix."),
+def list_(dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix.", callback=existing_archive),
           namespace: Optional[str] = typer.Option(None, "--namespace", help="Only this namespace."),
           endpoint_url: Optional[str] = ENDPOINT,
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-list/1).")):
@@ -109,7 +110,7 @@ local verify, against the SHA-256 it was pushed with; report sequences missing a
 objects the manifest lists but the store lacks. Exit codes as for verify.
 
 Example: walctl archive verify s3://backups/agents --namespace agent-7""")
-def verify(dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix."),
+def verify(dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix.", callback=existing_archive),
            namespace: Optional[str] = typer.Option(None, "--namespace", help="Only this namespace."),
            jobs: int = JOBS, endpoint_url: Optional[str] = ENDPOINT,
            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-verify/1)."),
@@ -144,7 +145,7 @@ verifies (falling back past damaged ones), then verify OUT/wal. OUT must be new 
 state with: walctl recover --checkpoints OUT/checkpoints --log OUT/wal.
 
 Example: walctl archive restore s3://backups/agents /srv/agent-7 --namespace agent-7 --to-time 2026-11-21T12:00Z""")
-def restore(dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix."),
+def restore(dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix.", callback=existing_archive),
             out: str = typer.Argument(..., help="A new (or empty) directory."),
             namespace: Optional[str] = typer.Option(None, "--namespace", help="Needed when DEST holds several."),
             to_seq: Optional[int] = typer.Option(None, "--to-seq", min=1, help="The last sequence to restore."),
@@ -183,7 +184,7 @@ older checkpoints). With fewer valid checkpoints nothing is deleted. Dry run unl
 manifest is rewritten before any object is deleted.
 
 Example: walctl archive prune s3://backups/agents --namespace agent-7 --keep 3 --max-age 30d --apply""")
-def prune(dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix."),
+def prune(dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix.", callback=existing_archive),
           namespace: str = typer.Option(..., "--namespace", help="The namespace to prune."),
           keep: int = typer.Option(2, "--keep", min=1, help="Keep what the newest K valid checkpoints need."),
           max_age: str = typer.Option("7d", "--max-age", help="Only objects older than this (s, m, h, d)."),

@@ -8,7 +8,8 @@ from ..errors import UsageError
 from .ages import seconds
 from .recover_cmd import REDUCER_HELP
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
-from .render import emit, json_document, plain_table
+from .render import emit, json_document, plain_table, rerun, safe
+from .targets import existing_dir, existing_path
 
 app = typer.Typer(help="""O_CKPT_V2 checkpoints: create, verify, inspect, list, prune, restore.
 
@@ -43,7 +44,7 @@ Example: walctl checkpoint create ckpts/ --state state.json --wal-seq 1200""")
 def create(directory: str = typer.Argument(..., help="The checkpoint directory (created if missing)."),
            state: Optional[str] = typer.Option(None, "--state", help="A JSON or msgpack state file."),
            wal_seq: Optional[int] = typer.Option(None, "--wal-seq", min=0, help="The last log sequence the state holds."),
-           log: Optional[str] = typer.Option(None, "--log", help="Fold this log from empty instead of --state."),
+           log: Optional[str] = typer.Option(None, "--log", help="Fold this log from empty instead of --state.", callback=existing_path),
            reducer: str = typer.Option("auto", "--reducer", metavar="[auto|adr003|spector|MODULE:FUNCTION]", help=REDUCER_HELP + " With --log."),
            level: int = typer.Option(9, "--level", min=1, max=22, help="zstd level."),
            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-create/1)."),
@@ -78,7 +79,7 @@ def create(directory: str = typer.Argument(..., help="The checkpoint directory (
 @app.command("verify", help="""Check checkpoint files (or every *.ckpt of a directory) through all eleven steps.
 
 Example: walctl checkpoint verify ckpts/ --json""")
-def verify(paths: List[str] = typer.Argument(..., help="Checkpoint files or directories."),
+def verify(paths: List[str] = typer.Argument(..., help="Checkpoint files or directories.", callback=existing_path),
            strict: bool = typer.Option(False, "--strict", help="Treat anomalies as corruption."),
            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.verify/1).")):
     from . import verify_cmd
@@ -90,7 +91,7 @@ def verify(paths: List[str] = typer.Argument(..., help="Checkpoint files or dire
 checkpoint file or of every *.ckpt of a directory (exit code as for verify).
 
 Example: walctl checkpoint inspect ckpts/3f2a...e1.ckpt""")
-def inspect(path: str = typer.Argument(..., help="A checkpoint file or directory."),
+def inspect(path: str = typer.Argument(..., help="A checkpoint file or directory.", callback=existing_path),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-inspect/1).")):
     from ..errors import combine_exit_codes
     from ..ops.checkpoint import inspect_path
@@ -138,7 +139,7 @@ def _describe(v) -> str:
 @app.command("list", help="""Checkpoints newest first (latest order), each valid or why not.
 
 Example: walctl checkpoint list ckpts/""")
-def list_(directory: str = typer.Argument(..., help="The checkpoint directory."),
+def list_(directory: str = typer.Argument(..., help="The checkpoint directory.", callback=existing_dir),
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-list/1).")):
     from ..ops.checkpoint import list_checkpoints
 
@@ -162,7 +163,7 @@ unless --apply; each move is recorded in .quarantine/MANIFEST.jsonl. walctl dele
 .quarantine/ files yourself once they cannot be needed.
 
 Example: walctl checkpoint prune ckpts/ --max-age 24h --apply""")
-def prune(directory: str = typer.Argument(..., help="The checkpoint directory."),
+def prune(directory: str = typer.Argument(..., help="The checkpoint directory.", callback=existing_dir),
           max_age: str = typer.Option("24h", "--max-age", help="Older than this (s, m, h, d) may go."),
           keep: int = typer.Option(2, "--keep", min=1, help="Always keep this many newest valid checkpoints."),
           apply: bool = typer.Option(False, "--apply", help="Move them (default: print the plan only)."),
@@ -182,7 +183,7 @@ def prune(directory: str = typer.Argument(..., help="The checkpoint directory.")
     for r in rep.left_alone:
         emit(f"left alone (invalid, evidence): {r.file}")
     if rep.removals and not rep.applied:
-        emit("dry run: nothing was changed; run again with --apply")
+        emit(f"dry run: nothing was changed; to do it: {safe(rerun('--apply'))}")
     raise typer.Exit(0)
 
 
@@ -190,7 +191,7 @@ def prune(directory: str = typer.Argument(..., help="The checkpoint directory.")
 new file as JSON or msgpack. Never overwrites.
 
 Example: walctl checkpoint restore ckpts/ --out state.json""")
-def restore(path: str = typer.Argument(..., help="A checkpoint file or directory."),
+def restore(path: str = typer.Argument(..., help="A checkpoint file or directory.", callback=existing_path),
             out: str = typer.Option(..., "--out", help="The state file to create."),
             fmt: str = typer.Option("json", "--format", metavar="[json|msgpack]", help="json or msgpack.")):
     from ..ops.checkpoint import resolve

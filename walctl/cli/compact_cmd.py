@@ -4,7 +4,8 @@ from typing import Optional
 
 import typer
 
-from .render import emit, json_document, seq_range
+from .render import emit, json_document, rerun, safe, seq_range
+from .targets import existing_dir
 
 HELP = """Move closed chunks whose records a checkpoint covers into DIR/.quarantine/ (or --archive-to another
 directory). Dry run unless --apply.
@@ -22,7 +23,7 @@ Example: walctl compact /var/lib/agent/wal --checkpoint-meta /var/lib/agent/chec
 
 
 def compact(
-    directory: str = typer.Argument(..., help="The WAL directory."),
+    directory: str = typer.Argument(..., help="The WAL directory.", callback=existing_dir),
     before: Optional[int] = typer.Option(None, "--before", help="The HWM: sequences <= N are covered."),
     checkpoint_meta: Optional[str] = typer.Option(None, "--checkpoint-meta", help="Take the HWM from this file."),
     checkpoints: Optional[str] = typer.Option(None, "--checkpoints",
@@ -47,5 +48,5 @@ def compact(
     if rep.stopped_at:
         emit(f"kept from here on: {rep.stopped_at}")
     if not rep.applied and rep.removals:
-        emit("dry run: nothing was changed; run again with --apply")
+        emit(f"dry run: nothing was changed; to do it: {safe(rerun('--apply'))}")
     raise typer.Exit(rep.exit_code)

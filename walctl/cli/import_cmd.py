@@ -9,6 +9,7 @@ from ..errors import UsageError
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
 from .render import emit, json_document
 from .writer_options import BATCH_MS, BATCH_RECORDS, COMPRESS_THRESHOLD, MAX_CHUNK_BYTES, SYNC, check_sync
+from .targets import existing_path
 
 HELP = """Apply a replay stream (from walctl replay) to a WAL directory, idempotently and durably.
 
@@ -26,7 +27,7 @@ Example: walctl import restored/wal --from outbox/wal-000000005000.bin --sync al
 
 def import_(
     directory: str = typer.Argument(..., help="The WAL (or ADR-003 segment) directory to apply to."),
-    from_: Optional[str] = typer.Option(None, "--from", help="Read the stream from FILE instead of stdin."),
+    from_: Optional[str] = typer.Option(None, "--from", help="Read the stream from FILE instead of stdin.", callback=existing_path),
     form: Optional[str] = typer.Option(None, "--form", metavar="[jsonl|msgpack|sync]", help="jsonl, msgpack or sync (default: detected)."),
     sync: str = SYNC,
     batch_records: int = BATCH_RECORDS,

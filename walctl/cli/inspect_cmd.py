@@ -10,6 +10,7 @@ from ..errors import UsageError
 from .progress import PROGRESS, Bar, path_bytes
 from .render import emit, paint, rich_console, safe, warn_line
 from .shown import shown
+from .targets import existing_path
 
 # Kept here, not imported: the command modules load their ops only when run (cold start of verify).
 PAYLOAD_MODES = ("auto", "text", "hex", "base64", "json", "msgpack")
@@ -47,7 +48,7 @@ def _parse_time(text: str | None, name: str) -> int | None:
 
 
 def inspect(
-    path: str = typer.Argument(..., help="A chunk directory or one chunk file (also a quarantined one)."),
+    path: str = typer.Argument(..., help="A chunk directory or one chunk file (also a quarantined one).", callback=existing_path),
     jsonl: bool = typer.Option(False, "--jsonl", help="One JSON object per valid record on stdout."),
     from_seq: Optional[int] = typer.Option(None, "--from-seq", help="Only sequences >= N."),
     to_seq: Optional[int] = typer.Option(None, "--to-seq", help="Only sequences <= N."),

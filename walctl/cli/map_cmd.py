@@ -5,6 +5,7 @@ from typing import Optional
 import typer
 
 from .render import emit, json_document, use_color
+from .targets import existing_path
 
 HELP = """Draw where the damage is: one line per chunk (segment, checkpoint, task log) with its sequence
 range and a bar of its bytes, damaged regions marked by class, gaps between chunks, and the pieces set
@@ -17,7 +18,7 @@ Example: walctl map /var/lib/agent/wal --svg incident-4711.svg"""
 
 
 def map_(
-    path: str = typer.Argument(..., help="A chunk directory or chunk file (or segments, checkpoints, task logs)."),
+    path: str = typer.Argument(..., help="A chunk directory or chunk file (or segments, checkpoints, task logs).", callback=existing_path),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.map/1) on stdout."),
     svg: Optional[str] = typer.Option(None, "--svg", metavar="FILE",
                                       help="Also write the map as a self-contained SVG to FILE (never overwritten)."),

@@ -6,6 +6,7 @@ import typer
 
 from ..errors import EXIT_OK, UsageError, combine_exit_codes
 from .render import emit, json_document, warn_line
+from .targets import existing_path
 
 HELP = """Merge Spector memory state from several WALs with CRDT rules: commutative, associative, idempotent.
 
@@ -20,7 +21,7 @@ Example: walctl merge agent-a/wal agent-b/wal --out merged/ --json | jq .changes
 
 
 def merge(
-    inputs: List[str] = typer.Argument(..., help="Two or more WAL directories or state.json files."),
+    inputs: List[str] = typer.Argument(..., help="Two or more WAL directories or state.json files.", callback=existing_path),
     out: Optional[str] = typer.Option(None, "--out", help="Write OUT/state.json (a new directory or one "
                                                           "without state.json)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.merge/1) on stdout."),

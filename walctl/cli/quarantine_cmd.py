@@ -3,6 +3,7 @@ from __future__ import annotations
 import typer
 
 from .render import emit, json_document, plain_table
+from .targets import existing_dir
 
 app = typer.Typer(help="""What walctl set aside in DIR/.quarantine/, what it holds, putting it back, purging it.
 
@@ -15,7 +16,7 @@ Example: walctl quarantine list /var/lib/agent/wal""", no_args_is_help=True)
 @app.command("list", help="""List the quarantined files with the manifest line that put each there.
 
 Example: walctl quarantine list /var/lib/agent/wal --json""")
-def list_(directory: str = typer.Argument(..., help="The WAL directory."),
+def list_(directory: str = typer.Argument(..., help="The WAL directory.", callback=existing_dir),
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine/1).")):
     from ..ops.quarantine import list_quarantine
 
@@ -49,7 +50,7 @@ bytes are read at the offset they were cut from: every record in them decoded as
 checkable), the payload bytes present shown, and the hex dump at the chunk's own offsets.
 
 Example: walctl quarantine show /var/lib/agent/wal wal-000003.bin""")
-def show(directory: str = typer.Argument(..., help="The WAL directory."),
+def show(directory: str = typer.Argument(..., help="The WAL directory.", callback=existing_dir),
          name: str = typer.Argument(..., help="A file name from `quarantine list`."),
          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine-show/1).")):
     from ..ops.quarantine import show as run_show
@@ -96,7 +97,7 @@ to verify, by design; a rotten checkpoint stops being listed as a candidate.
 
 Example: walctl quarantine move /var/lib/agent/wal wal-000003.bin --reason "bit rot, salvaged" --apply
 Example: walctl quarantine move ckpts/ 3f2a...e1.ckpt --reason "step 8: body SHA-256 mismatch" --apply""")
-def move(directory: str = typer.Argument(..., help="The WAL, segment or checkpoint directory."),
+def move(directory: str = typer.Argument(..., help="The WAL, segment or checkpoint directory.", callback=existing_dir),
          chunk: str = typer.Argument(..., help="The file name: wal-000003.bin, wal_00000003.log or <uuid>.ckpt."),
          reason: str = typer.Option(..., "--reason", help="Why, for the manifest."),
          apply: bool = typer.Option(False, "--apply", help="Move it (default: print the plan only)."),
@@ -115,7 +116,7 @@ taken), cut tail bytes onto the end of their chunk (refused unless the chunk sti
 cut). Dry run unless --apply.
 
 Example: walctl quarantine restore /var/lib/agent/wal wal-000003.bin --apply""")
-def restore(directory: str = typer.Argument(..., help="The WAL directory."),
+def restore(directory: str = typer.Argument(..., help="The WAL directory.", callback=existing_dir),
             name: str = typer.Argument(..., help="A file name from `quarantine list`."),
             apply: bool = typer.Option(False, "--apply", help="Restore it (default: print the plan only)."),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine-restore/1).")):
@@ -133,7 +134,7 @@ the file's sha256); files no manifest line describes are never purged. Dry run u
 directory's lock.
 
 Example: walctl quarantine purge /var/lib/agent/wal --older-than 30d --apply""")
-def purge(directory: str = typer.Argument(..., help="The directory whose .quarantine/ to purge."),
+def purge(directory: str = typer.Argument(..., help="The directory whose .quarantine/ to purge.", callback=existing_dir),
           older_than: str = typer.Option(..., "--older-than", help="Only files quarantined longer ago than this "
                                                                    "(s, m, h, d; 0 for all)."),
           apply: bool = typer.Option(False, "--apply", help="Delete them (default: print the plan only)."),

@@ -6,6 +6,7 @@ import typer
 
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
 from .render import emit, json_document
+from .targets import existing_dir, existing_path
 
 HELP = """Recover state: the newest checkpoint that fully verifies, plus replay of the log after its wal_sequence.
 
@@ -20,8 +21,8 @@ REDUCER_HELP = "auto (spector for a Spector V2 log, else adr003), adr003, specto
 
 
 def recover(
-    checkpoints: Optional[str] = typer.Option(None, "--checkpoints", help="The checkpoint directory."),
-    log: Optional[str] = typer.Option(None, "--log", help="The log: ADR-003 segments or V2 chunks."),
+    checkpoints: Optional[str] = typer.Option(None, "--checkpoints", help="The checkpoint directory.", callback=existing_dir),
+    log: Optional[str] = typer.Option(None, "--log", help="The log: ADR-003 segments or V2 chunks.", callback=existing_path),
     reducer: str = typer.Option("auto", "--reducer", metavar="[auto|adr003|spector|MODULE:FUNCTION]",
                                  help=REDUCER_HELP),
     allow_gap: bool = typer.Option(False, "--allow-gap", help="Stop at the checkpoint when the log has a gap after it; "

@@ -87,12 +87,44 @@ def _one_line(message: str) -> str:
     return " ".join(str(message).split("\n"))
 
 
+# Whether this run built its --json document: the CLI edge prints the error document only when the
+# command did not (cli-contract.md: --json is one document, on failure and refusal too).
+DOCUMENTS = {"built": 0}
+
+
 def json_document(schema: str, body: dict) -> str:
     import json
 
+    DOCUMENTS["built"] += 1
     doc = {"schema": schema, "walctl_version": __version__}
     doc.update(body)
     return json.dumps(doc, indent=2, ensure_ascii=False)
+
+
+# The command line of this run, as typed: what a dry run's "to do it" line repeats, with --apply.
+RUN = {"argv": []}
+
+
+def rerun(*add: str) -> str:
+    """This run's exact command line (shell-quoted, --json left out) with the flags in `add` appended:
+    `walctl compact /srv/wal --before 40 --apply`."""
+    from ..ops.advice import cmd
+
+    words = [a for a in RUN["argv"] if a != "--json" and a not in add]
+    return cmd(*words, *add)
+
+
+ERROR_SCHEMA = "walctl.error/1"
+
+
+def error_document(command: str | None, exit_code: int, reason: str, message: str, path: str | None = None,
+                   offset: int | None = None) -> str:
+    """The one document a --json command prints when it ends in an error or refusal before it could build its
+    own (docs/json.md, walctl.error/1): the outcome, the exit code and the error with its reason word."""
+    outcome = "refused" if reason == "refused" else "error"
+    return json_document(ERROR_SCHEMA, {"command": command, "outcome": outcome, "exit_code": exit_code,
+                                        "error": {"reason": reason, "message": message, "path": path,
+                                                  "offset": offset}})
 
 
 def emit(text: str) -> None:

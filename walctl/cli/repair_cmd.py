@@ -4,7 +4,8 @@ from typing import Optional
 
 import typer
 
-from .render import emit, json_document
+from .render import emit, json_document, rerun, safe
+from .targets import existing_dir
 
 HELP = """Cut torn tails, keeping every cut byte in .quarantine/ first. Dry run unless --apply.
 
@@ -23,7 +24,7 @@ Example: walctl repair /srv/wal.salvaged --accept-loss 41..57 --reason "chunk 3 
 
 
 def repair(
-    path: str = typer.Argument(..., help="The WAL directory."),
+    path: str = typer.Argument(..., help="The WAL directory.", callback=existing_dir),
     apply: bool = typer.Option(False, "--apply", help="Cut the tails (default: print the plan only)."),
     max_drop_bytes: int = typer.Option(64 << 20, "--max-drop-bytes", min=0,
                                        help="Refuse (exit 7) to remove more than this many bytes in all."),
@@ -85,5 +86,5 @@ def _accept(path, rng, reason, apply, json_out) -> int:
              f"(exit {rep.exit_code})")
     else:
         emit(f"would record: sequences {first}..{last} accepted as lost ({reason})")
-        emit("dry run: nothing was changed; run again with --apply to record it")
+        emit(f"dry run: nothing was changed; to record it: {safe(rerun('--apply'))}")
     raise typer.Exit(rep.exit_code)

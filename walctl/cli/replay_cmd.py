@@ -9,6 +9,7 @@ import typer
 from ..errors import UsageError
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
 from .render import error_line, json_document, warn_line
+from .targets import existing_path
 
 HELP = """Stream every event after a high-water mark, in order, for a follower or another tool. Read-only.
 
@@ -25,7 +26,7 @@ Example: walctl replay wal/ --after 5000 --sync-blob --out outbox/"""
 
 
 def replay(
-    path: str = typer.Argument(..., help="A V2 chunk directory (or chunk) or an ADR-003 segment directory."),
+    path: str = typer.Argument(..., help="A V2 chunk directory (or chunk) or an ADR-003 segment directory.", callback=existing_path),
     after: int = typer.Option(0, "--after", min=0, help="Only events with sequence > N (the follower's HWM)."),
     to: Optional[int] = typer.Option(None, "--to", min=0, help="Only events with sequence <= N."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Stop after N events."),

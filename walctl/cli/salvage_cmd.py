@@ -6,6 +6,7 @@ import typer
 
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
 from .render import emit, json_document, seq_range
+from .targets import existing_path
 
 HELP = """Copy every valid record of a damaged WAL into a new directory; the original is untouched.
 
@@ -17,7 +18,7 @@ Example: walctl salvage /var/lib/agent/wal --out /var/lib/agent/wal.salvaged --j
 
 
 def salvage(
-    path: str = typer.Argument(..., help="The damaged WAL directory (or one chunk file)."),
+    path: str = typer.Argument(..., help="The damaged WAL directory (or one chunk file).", callback=existing_path),
     out: str = typer.Option(..., "--out", help="The new directory to create."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.salvage/1) on stdout."),
     progress: Optional[bool] = PROGRESS,

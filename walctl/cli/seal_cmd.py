@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import typer
 
-from .render import emit, json_document
+from .render import emit, json_document, rerun, safe
+from .targets import existing_dir
 
 HELP = """Seal the closed chunks of a directory written by other software (the Java writer): record each
 one's size, SHA-256, records and sequences in DIR/.walctl/ledger.jsonl. Dry run unless --apply.
@@ -16,7 +17,7 @@ Example: walctl seal /var/lib/agent/wal && walctl seal /var/lib/agent/wal --appl
 
 
 def seal(
-    directory: str = typer.Argument(..., help="The chunk (or segment) directory."),
+    directory: str = typer.Argument(..., help="The chunk (or segment) directory.", callback=existing_dir),
     apply: bool = typer.Option(False, "--apply", help="Write the seal lines (default: print the plan only)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.seal/1) on stdout."),
 ) -> int:
@@ -43,5 +44,5 @@ def seal(
             emit(f"not sealed {i.file}: {i.reason}")
     todo = sum(i.action == "seal" for i in rep.items)
     if not rep.applied and todo:
-        emit(f"dry run: nothing was changed; run again with --apply to seal {todo} chunk(s)")
+        emit(f"dry run: nothing was changed; to seal {todo} chunk(s): {safe(rerun('--apply'))}")
     raise typer.Exit(rep.exit_code)

@@ -6,6 +6,7 @@ import typer
 
 from .progress import PROGRESS, Bar, path_bytes
 from .render import emit, json_document, rich_console, safe, seq_range
+from .targets import existing_path
 
 HELP = """Counts and bytes per event type, compression ratio, sequence and time ranges, per chunk. Read-only.
 
@@ -15,7 +16,7 @@ Example: walctl stats /var/lib/agent/wal --json | jq '.types[] | {type, records}
 
 
 def stats(
-    path: str = typer.Argument(..., help="A chunk directory or one chunk file."),
+    path: str = typer.Argument(..., help="A chunk directory or one chunk file.", callback=existing_path),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.stats/1) on stdout."),
     progress: Optional[bool] = PROGRESS,
 ) -> int:

@@ -6,6 +6,7 @@ from typing import List, Optional
 import typer
 
 from .render import emit, json_document, plain_table
+from .targets import existing_path
 
 app = typer.Typer(help="""Tiffany ADR-0006 task logs: <task_id>.wal, one JSON entry per line.
 
@@ -34,7 +35,7 @@ def _table(reps) -> None:
 corrupt line or broken rule 3, seq problem 4, unknown entry version 5).
 
 Example: walctl tasklog verify wal/ --json""")
-def verify(path: str = typer.Argument(..., help="A task log or a directory of them."),
+def verify(path: str = typer.Argument(..., help="A task log or a directory of them.", callback=existing_path),
            strict: bool = typer.Option(False, "--strict", help="ts going backwards counts as corruption."),
            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.tasklog-verify/1).")):
     from ..errors import combine_exit_codes
@@ -54,7 +55,7 @@ def verify(path: str = typer.Argument(..., help="A task log or a directory of th
 @app.command("inspect", help="""The task's state from its log, read-only; a directory gives a summary table.
 
 Example: walctl tasklog inspect wal/ --json""")
-def inspect(path: str = typer.Argument(..., help="A task log or a directory of them."),
+def inspect(path: str = typer.Argument(..., help="A task log or a directory of them.", callback=existing_path),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.tasklog-inspect/1).")):
     import json
 
@@ -82,7 +83,7 @@ log, print the state as JSON for the runtime. Dry run unless --apply; refuses a 
 unless --force; says "nothing to resume" for a completed or failed task.
 
 Example: walctl tasklog resume wal/3f2a...77.wal --apply""")
-def resume(path: str = typer.Argument(..., help="A task log."),
+def resume(path: str = typer.Argument(..., help="A task log.", callback=existing_path),
            apply: bool = typer.Option(False, "--apply", help="Cut the torn tail (default: say what would happen)."),
            force: bool = typer.Option(False, "--force", help="Go on although the log breaks a rule."),
            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.tasklog-resume/1), "
@@ -116,7 +117,7 @@ def resume(path: str = typer.Argument(..., help="A task log."),
 nothing is re-executed); --until stops at a line.
 
 Example: walctl tasklog replay wal/3f2a...77.wal --until 12""")
-def replay(path: str = typer.Argument(..., help="A task log."),
+def replay(path: str = typer.Argument(..., help="A task log.", callback=existing_path),
            until: Optional[int] = typer.Option(None, "--until", min=1, help="Stop after this line number."),
            json_out: bool = typer.Option(False, "--json", help="One JSON object per entry (JSON lines).")):
     import json

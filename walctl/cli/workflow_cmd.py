@@ -4,7 +4,8 @@ from typing import Optional
 
 import typer
 
-from .render import emit, json_document, plain_table
+from .render import emit, json_document, plain_table, rerun, safe
+from .targets import existing_dir
 
 app = typer.Typer(help="""The ADR-002 workflow checkpoint store: ROOT/workflow-checkpoints/<id>.json.
 
@@ -32,7 +33,7 @@ def _summary(s) -> dict:
 @app.command("list", help="""Checkpoints sorted by (created_at, id); unreadable documents are listed as problems.
 
 Example: walctl workflow list /var/lib/workflows --workflow deploy --json""")
-def list_(root: str = typer.Argument(..., help="The store's root directory."),
+def list_(root: str = typer.Argument(..., help="The store's root directory.", callback=existing_dir),
           workflow: Optional[str] = typer.Option(None, "--workflow", help="Only this workflow_name."),
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-list/1).")):
     store = _store(root)
@@ -55,7 +56,7 @@ def list_(root: str = typer.Argument(..., help="The store's root directory."),
 @app.command("show", help="""One checkpoint document, validated.
 
 Example: walctl workflow show /var/lib/workflows 3f2a...""")
-def show(root: str = typer.Argument(..., help="The store's root directory."),
+def show(root: str = typer.Argument(..., help="The store's root directory.", callback=existing_dir),
          checkpoint_id: str = typer.Argument(..., help="The checkpoint id."),
          json_out: bool = typer.Option(False, "--json", help="The document itself, as stored.")):
     import json
@@ -86,7 +87,7 @@ existed, and whether the document validates. Dry run unless --apply; --apply hol
 and refuses a symlinked entry (exit 7).
 
 Example: walctl workflow delete /var/lib/workflows 3f2a... --apply""")
-def delete(root: str = typer.Argument(..., help="The store's root directory."),
+def delete(root: str = typer.Argument(..., help="The store's root directory.", callback=existing_dir),
            checkpoint_id: str = typer.Argument(..., help="The checkpoint id."),
            apply: bool = typer.Option(False, "--apply", help="Do it (default: say what would happen)."),
            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-delete/1).")):
@@ -121,7 +122,7 @@ do not validate are reported (exit 3), never judged expired nor moved. Dry run u
 the store's walctl lock and refuses a symlinked entry (exit 7, nothing moved).
 
 Example: walctl workflow cleanup /var/lib/workflows --max-age 24h --apply""")
-def cleanup(root: str = typer.Argument(..., help="The store's root directory."),
+def cleanup(root: str = typer.Argument(..., help="The store's root directory.", callback=existing_dir),
             max_age: str = typer.Option("24h", "--max-age", help="Older than this (s, m, h, d) expires."),
             apply: bool = typer.Option(False, "--apply", help="Do it (default: list what would go)."),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-cleanup/1).")):
@@ -145,7 +146,7 @@ def cleanup(root: str = typer.Argument(..., help="The store's root directory."),
         for cid in p.expired:
             emit(f"{'set aside' if apply else 'would set aside'} {cid}")
         if p.expired and not apply:
-            emit("dry run: nothing was changed; run again with --apply")
+            emit(f"dry run: nothing was changed; to do it: {safe(rerun('--apply'))}")
         if not p.expired:
             emit("nothing has expired")
         for x in p.problems:

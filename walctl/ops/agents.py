@@ -391,7 +391,7 @@ def recover(root: str, *, apply: bool = False, force: bool = False,
     daemon = live_daemon(root, fs)
     if daemon and apply:
         raise EnvironmentProblem(f"a live daemon holds daemon.lock ({daemon}); stop it first; nothing was changed",
-                                 root)
+                                 root, kind="locked")
     if not apply:
         return _recover(root, False, force, fs)
     with DirectoryLock(root, holder_text("agents recover"), fs):  # against another walctl doing the same
@@ -567,7 +567,7 @@ def set_aside(root: str, session_id: str, *, line: int | None = None, session: b
         raise UsageError("give one of --line N or --session")
     d = os.path.join(root, "agents", session_id)
     if not fs.exists(d) or fs.stat(d).kind != "dir":
-        raise EnvironmentProblem("no such session directory (not-found)", d)
+        raise EnvironmentProblem("no such session directory", d, kind="not-found")
     if not apply:
         return _set_aside(root, session_id, line, False, force, fs)
     with DirectoryLock(root, holder_text("agents set-aside"), fs):

@@ -9,7 +9,6 @@ import base64
 import json
 from typing import Callable, Iterator, NamedTuple
 
-from ..errors import WalctlError
 from ..format import scan as fscan
 from ..format.jsonload import loads
 from ..format.record import FLAGS, HEADER_CRC, PAYLOAD_CRC, SEQUENCE, STORED_LEN, TIMESTAMP_MS, TYPE, VERSION
@@ -20,7 +19,7 @@ from ..store.chunkread import ChunkOutcome, scan_chunk_file
 from ..store.fs import DEFAULT_FS
 from .ledger_check import accepted_gaps_only
 from .report import PathReport
-from .verify import assemble, resolve_chunks
+from .verify import assemble, not_a_file, resolve_chunks
 
 
 class Record(NamedTuple):
@@ -111,7 +110,7 @@ class RecordWalk:
             if self.truncated:
                 break
             if c.kind != "file":
-                outcomes.append(ChunkOutcome(None, WalctlError("not a regular file", c.path)))
+                outcomes.append(not_a_file(c))
                 continue
             found: list = []
             # The scan only checks compressed payloads (in pieces); the walk inflates each one it keeps

@@ -16,11 +16,11 @@ import os
 from typing import NamedTuple
 
 from .. import __version__
-from ..errors import EXIT_OK, EXIT_TORN, EnvironmentProblem, Refused, UsageError
+from ..errors import EXIT_OK, EXIT_TORN, REASON_LOCKED, EnvironmentProblem, Refused
 from ..format.ledger import CUT, is_log_file_name
 from ..store import ledger, quarantine
 from ..store import durable
-from ..store.fs import DEFAULT_FS
+from ..store.fs import DEFAULT_FS, require_dir
 from ..store.contain import refuse_links
 from ..store.lock import DirectoryLock, holder_text
 from . import findings as F
@@ -125,15 +125,14 @@ def repair(path: str, *, apply: bool = False, max_drop_bytes: int = DEFAULT_MAX_
            lock: DirectoryLock | None = None) -> RepairReport:
     """Dry run unless `apply`. `lock`: the caller already holds the directory's lock (a writer opening)."""
     fs = fs.beneath(path)
-    if fs.stat(path).kind != "dir":
-        raise UsageError("repair works on a chunk directory (the chunks after a torn chunk decide what is torn)",
-                         path)
+    require_dir(path, fs)  # a missing or wrong path is exit 6, never "nothing to cut"
     if lock is not None:
         return _repair(path, apply, max_drop_bytes, fs)
     if not apply:  # a dry run writes nothing, not even the lock file; it still refuses a live writer
         holder = fs.probe_writer(path)
         if holder:
-            raise EnvironmentProblem(f"locked by a live writer ({holder}); --apply would be refused", path)
+            raise EnvironmentProblem(f"locked by a live writer ({holder}); --apply would be refused", path,
+                                     kind=REASON_LOCKED)
         return _repair(path, False, max_drop_bytes, fs)
     # The plan first, without the lock: a repair refused by a bound or a link leaves even the lock file
     # as it found it.

@@ -22,7 +22,7 @@ import json
 from bisect import bisect_left
 from typing import Callable, NamedTuple
 
-from ..errors import EXIT_OK, UsageError
+from ..errors import EXIT_CORRUPT, EXIT_ENVIRONMENT, EXIT_OK, UsageError
 from ..format import events as ev
 from ..format import scan as fscan
 from ..format.record import HEADER_SIZE, SEQUENCE, TIMESTAMP_MS, TYPE
@@ -34,7 +34,7 @@ from .fdwrite import write_pieces_to_fd  # noqa: F401 (callers pass its result a
 from .ledger_check import accepted_gaps_only
 from .kinds import KIND_SEGMENT, KIND_SEGMENTS
 from .report import PathReport
-from .verify import assemble, detect_kind, resolve_chunks
+from .verify import assemble, detect_kind, not_a_file, resolve_chunks
 
 
 class ReplayOptions(NamedTuple):
@@ -75,7 +75,9 @@ class ReplayReport(NamedTuple):
 
     @property
     def exit_code(self) -> int:
-        return self.verify.exit_code if self.verify is not None else EXIT_OK
+        code = self.verify.exit_code if self.verify is not None else EXIT_OK
+        # A stream that stopped at damage never ends clean, whatever the verdict of what was read says.
+        return EXIT_CORRUPT if code == EXIT_OK and self.stopped is not None else code
 
     def to_json(self) -> dict:
         return {"path": self.path, "kind": self.kind, "events": self.events, "first_sequence": self.first_sequence,
@@ -183,7 +185,7 @@ def _replay_v2(path: str, out, opts: ReplayOptions, fs, out_fd: int | None = Non
 
     def encode_chunk(c, draining: bool = False):
         enc = _Encoder(opts.form, c.name, opts.after, opts.to)
-        outcome = ChunkOutcome(None, UsageError("not a regular file", c.path)) if c.kind != "file" else \
+        outcome = not_a_file(c) if c.kind != "file" else \
             scan_chunk_file(c.path, fs, None if draining else enc.visit)
         return outcome, enc.pieces, enc.marks
 
@@ -323,7 +325,8 @@ def _run_block(name: str, judged: J.Judged, blocker, prev: int) -> Blocked:
 def _chunk_block(name: str, outcome: ChunkOutcome) -> Blocked | None:
     """A chunk whose records cannot be read at all blocks the stream (a header-only chunk does not)."""
     if outcome.scan is None:
-        return Blocked(name, None, None, "unreadable", outcome.error.reason, None)
+        cls = "unreadable" if outcome.error.exit_code == EXIT_ENVIRONMENT else "unsupported"
+        return Blocked(name, None, None, cls, outcome.error.reason, None)
     s = outcome.scan
     if s.header == fscan.HEADER_OK:
         return None

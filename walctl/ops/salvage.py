@@ -58,6 +58,9 @@ def salvage(source: str, out: str, *, fs=DEFAULT_FS, max_chunk_bytes: int = 8 <<
             progress: Callable[[int], None] | None = None) -> SalvageReport:
     fs = fs.beneath(os.path.dirname(os.path.abspath(out)))  # OUT and OUT.tmp, side by side
     out = os.path.normpath(out)
+    # A crash after the final rename leaves OUT whole but still marked: ours to clear and redo (its
+    # records are copies of records still in the source), so one rerun ends as an uninterrupted run.
+    _clear_own_leftover(out, fs, keep_dir=True)
     if fs.exists(out) and (fs.stat(out).kind != "dir" or fs.listdir(out)):
         raise Refused("the output exists and is not an empty directory; salvage never writes over anything",
                       out)
@@ -90,6 +93,8 @@ def salvage(source: str, out: str, *, fs=DEFAULT_FS, max_chunk_bytes: int = 8 <<
         if appender is not None:
             appender.close()  # syncs every chunk and the directory
             appender = None
+        if copied == 0:
+            raise Refused("the source holds no valid record to copy; nothing was created", source)
     except BaseException:
         if appender is not None:
             appender.close()
@@ -97,10 +102,10 @@ def salvage(source: str, out: str, *, fs=DEFAULT_FS, max_chunk_bytes: int = 8 <<
         if fs.exists(tmp):
             durable.remove_dir(tmp, fs)
         raise
-    durable.remove(os.path.join(tmp, OWNER_MARK), fs)
     if fs.exists(out):
         durable.remove_dir(out, fs)  # it was empty (checked above); the rename needs the name free
-    durable.move(tmp, out, fs)
+    durable.move(tmp, out, fs)  # the mark goes along: until it is removed, a rerun redoes the copy
+    durable.remove(os.path.join(out, OWNER_MARK), fs)
     src_report = walk.report
     out_report = verify_path(out, fs=fs)
     lost = _lost_ranges(src_report)
@@ -117,13 +122,23 @@ def _lost_ranges(report: PathReport) -> tuple[tuple[int, int], ...]:
     return tuple(sorted(set(out)))
 
 
-def _clear_own_leftover(tmp: str, fs) -> None:
-    if not fs.exists(tmp):
+def _clear_own_leftover(tmp: str, fs, keep_dir: bool = False) -> None:
+    """Clears a directory an interrupted salvage left (it holds OWNER_MARK). An empty OUT.tmp is a crash
+    before the mark was durable: nothing in it to lose. `keep_dir`: OUT itself, whose absence of the
+    mark means it is the operator's (or a finished copy), never ours to touch."""
+    if not fs.exists(tmp) or fs.stat(tmp).kind != "dir":
         return
     names = {e.name for e in fs.listdir(tmp)}
     if OWNER_MARK not in names:
+        if keep_dir:
+            return
+        if not names:
+            durable.remove_dir(tmp, fs)
+            return
         raise Refused("exists and was not left by walctl salvage; nothing was changed", tmp)
     for e in fs.listdir(tmp):  # copies of records that are still in the source: safe to clear
         if e.name != OWNER_MARK:
             durable.remove(e.path, fs)
     durable.remove(os.path.join(tmp, OWNER_MARK), fs)
+    if keep_dir:
+        durable.remove_dir(tmp, fs)  # OUT: the rerun's copy takes the name again

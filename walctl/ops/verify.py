@@ -95,9 +95,10 @@ def verify_path(path: str, *, strict: bool = False, jobs: int | None = 1, fs=DEF
         if lock_held_by_us:
             writer = None
     except WalctlError as e:
+        extra = {"env_reason": e.kind} if e.exit_code == EXIT_ENVIRONMENT else {}  # not-found, locked...
         return PathReport(path, None, e.exit_code, None, (),
                           (Finding(F.UNSUPPORTED if e.exit_code == EXIT_UNSUPPORTED else F.UNREADABLE,
-                                   e.exit_code, e.reason, file=e.path),))
+                                   e.exit_code, e.reason, file=e.path, extra=extra),))
     view = ledger_check.load_view(path, fs) if kind == KIND_DIR else None
     expects = ledger_check.expects_for(chunks, view, quick) if view is not None else None
     if jobs is None:  # by the work to do: hashing a sealed chunk costs about half a scan
@@ -150,11 +151,14 @@ def _unsupported_dir(path):
     return UnsupportedInput("no Spector V2 chunk files (wal-NNNNNN.bin) in this directory", path)
 
 
+def not_a_file(c: ChunkFile) -> ChunkOutcome:
+    """The one judgement of an entry with a chunk's name that is not a regular file (a directory, a FIFO,
+    a dangling link): unsupported (exit 5) for verify, inspect, stats, map and replay alike."""
+    return ChunkOutcome(None, UnsupportedInput("not a regular file", c.path))
+
+
 def scan_chunks(chunks: list[ChunkFile], *, jobs: int = 1, fs=DEFAULT_FS,
                 progress: Callable[[int], None] | None = None, expects=None) -> list[ChunkOutcome]:
-    def not_a_file(c):
-        return ChunkOutcome(None, UnsupportedInput("not a regular file", c.path))
-
     expect_of = dict(zip((c.path for c in chunks), expects or [None] * len(chunks)))
     readable = [c for c in chunks if c.kind == "file"]
     if jobs > 1 and len(readable) > 1 and fs.real and hasattr(os, "fork"):

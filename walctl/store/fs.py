@@ -16,7 +16,7 @@ import stat
 from contextlib import contextmanager
 from typing import Iterator, NamedTuple
 
-from ..errors import EnvironmentProblem, Refused, UnsupportedInput
+from ..errors import REASON_WRONG_KIND, EnvironmentProblem, Refused, UnsupportedInput, os_error_kind
 
 
 class Entry(NamedTuple):
@@ -38,6 +38,49 @@ def describe_os_error(e: OSError) -> str:
     return e.strerror or str(e)
 
 
+def os_problem(e: OSError, path: str | None) -> EnvironmentProblem:
+    """The EnvironmentProblem for an OSError, with its reason kind (not-found, permission, ...)."""
+    return EnvironmentProblem(describe_os_error(e), path, kind=os_error_kind(e))
+
+
+def require_dir(path: str, fs=None) -> None:
+    """A target directory the operator named: missing or the wrong kind is exit 6 (not-found,
+    not-a-directory), never an empty, clean result. A link to a directory is the operator's choice.
+    `fs`: ask this file system (a test's simulated one) instead of the operating system."""
+    if fs is not None and not getattr(fs, "real", False):
+        if fs.stat(path).kind != "dir":
+            raise EnvironmentProblem("not a directory (a file where a directory is expected)", path,
+                                     kind=REASON_WRONG_KIND)
+        return
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise os_problem(e, path) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise EnvironmentProblem(f"not a directory (a {_kind_word(st.st_mode)} where a directory is expected)",
+                                 path, kind=REASON_WRONG_KIND)
+
+
+def require_path(path: str) -> None:
+    """A file or directory the operator named must exist (exit 6, not-found)."""
+    try:
+        os.stat(path)
+    except OSError as e:
+        raise os_problem(e, path) from None
+
+
+def _kind_word(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return "special file"
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISREG(mode):
         return "file"
@@ -51,14 +94,14 @@ class OsFileSystem:
         try:
             st = os.stat(path)
         except OSError as e:
-            raise EnvironmentProblem(describe_os_error(e), path) from None
+            raise os_problem(e, path) from None
         return Entry(os.path.basename(path), path, _kind(st.st_mode), st.st_size)
 
     def listdir(self, path: str) -> list[Entry]:
         try:
             names = os.listdir(path)
         except OSError as e:
-            raise EnvironmentProblem(describe_os_error(e), path) from None
+            raise os_problem(e, path) from None
         out = []
         for name in names:
             full = os.path.join(path, name)
@@ -75,7 +118,7 @@ class OsFileSystem:
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
         except OSError as e:
-            raise EnvironmentProblem(describe_os_error(e), path) from None
+            raise os_problem(e, path) from None
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
@@ -113,7 +156,7 @@ class OsFileSystem:
         try:
             st = os.stat(path, follow_symlinks=False)
         except OSError as e:
-            raise EnvironmentProblem(describe_os_error(e), path) from None
+            raise os_problem(e, path) from None
         return st.st_ino, st.st_mtime_ns
 
     def is_symlink(self, path: str) -> bool:
@@ -168,15 +211,16 @@ class OsFileSystem:
                         if e.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(step):
                             raise Refused(f"{step} is a symbolic link; walctl never {what} through a link "
                                           f"(nothing was changed there)", path) from None
-                        raise EnvironmentProblem(describe_os_error(e), step) from None
+                        raise os_problem(e, step) from None
                     os.close(fd)
                     fd = nfd
                 yield fd, parts[-1]
             finally:
                 os.close(fd)
             return
-        where = " or ".join(self.roots) if self.roots else "no target directory"
-        raise Refused(f"outside {where}; walctl never {what} anything outside its target", path)
+        if not self.roots:  # a use case that forgot fs.beneath(target): refuse rather than guess
+            raise Refused(f"no target directory was named for this change; walctl never {what} unconfined", path)
+        raise Refused(f"outside {' or '.join(self.roots)}; walctl never {what} anything outside its target", path)
 
     def _regular_only(self, fd: int, path: str, what: str) -> None:
         """Refuses to change a file that is not a plain regular file of its own (a FIFO, a device, or a
@@ -198,7 +242,7 @@ class OsFileSystem:
             except OSError as e:
                 if e.errno == errno.ELOOP:
                     raise Refused(f"a symbolic link; walctl never {what} through a link", path) from None
-                raise EnvironmentProblem(describe_os_error(e), path) from None
+                raise os_problem(e, path) from None
 
     def open_append(self, path: str, create: bool = False, exclusive: bool = False, dsync: bool = False) -> int:
         """dsync: every write on this descriptor returns only once its data is on disk (O_DSYNC), one
@@ -226,7 +270,7 @@ class OsFileSystem:
         try:
             done = os.write(fd, data)  # whole, nearly always: the loop below is for the rest
         except OSError as e:
-            raise EnvironmentProblem(describe_os_error(e), path) from None
+            raise os_problem(e, path) from None
         if done < len(data):
             view = memoryview(data)[done:]
             while view:
@@ -303,7 +347,7 @@ class OsFileSystem:
         try:
             st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
         except OSError as e:
-            raise EnvironmentProblem(describe_os_error(e), path) from None
+            raise os_problem(e, path) from None
         if stat.S_ISLNK(st.st_mode):
             raise Refused(f"a symbolic link; walctl never {what} a link", path)
 
@@ -343,7 +387,7 @@ class OsFileSystem:
         try:
             return func(path, *args, **kw) if _pass_path else func(*args, **kw)
         except OSError as e:
-            raise EnvironmentProblem(describe_os_error(e), path) from None
+            raise os_problem(e, path) from None
 
 
 DEFAULT_FS = OsFileSystem()

@@ -43,13 +43,14 @@ class DirectoryLock:
         self.handle = None
 
     def __enter__(self) -> "DirectoryLock":
-        from ..errors import EnvironmentProblem
+        from ..errors import REASON_LOCKED, EnvironmentProblem
 
         path = os.path.join(self.directory, LOCK_NAME)
         self.handle = self.fs.lock(path, self.holder)
         if self.handle is None:
             other = self.fs.probe_writer(self.directory) or "another process"
-            raise EnvironmentProblem(f"locked by a live writer ({other}); nothing was changed", self.directory)
+            raise EnvironmentProblem(f"locked by a live writer ({other}); nothing was changed", self.directory,
+                                     kind=REASON_LOCKED)
         return self
 
     def release(self) -> None:

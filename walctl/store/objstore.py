@@ -107,7 +107,7 @@ class FileStore:
                     f.write(block)
                     n += len(block)
         except FileNotFoundError:
-            raise EnvironmentProblem("no such object", f"{self.url}/{key}") from None
+            raise EnvironmentProblem("no such object", f"{self.url}/{key}", kind="not-found") from None
 
     def get_bytes(self, key: str) -> bytes | None:
         try:

@@ -48,6 +48,13 @@ def keep_bytes(directory: str, source: str, offset: int, data: bytes, *, action:
     name, there = _free_name(directory, f"{source}.{offset}-{offset + len(data)}.{sha[:12]}", fs, sha)
     if not there:
         durable.create_file(os.path.join(qdir(directory), name), data, fs)
+    else:
+        # A rerun after a crash between the manifest line and the cut: the line is already there; a
+        # second one would record one cut twice.
+        done = holding_lines(read_manifest(directory, fs)[0]).get(name)
+        if done is not None and done.get("action") == action and done.get("source") == source \
+                and done.get("offset") == offset and done.get("sha256") == sha:
+            return done
     line = entry(now, action, source, offset, len(data), sha, f"{QUARANTINE_DIR}/{name}", reason, version)
     record(directory, line, fs)
     return line

@@ -22,6 +22,10 @@ _MAGIC_BYTES = RECORD_MAGIC.to_bytes(2, "big")
 _N_TYPES = len(EVENT_TYPES)
 
 
+# (The value classes below skip dataclass's generated __eq__/__repr__: each generated method costs
+# `walctl verify` start-up time, and these compare by identity, as they always have.)
+
+
 class DamageKind(StrEnum):
     """What a Damage item is (the values are what the JSON shows)."""
     MID_LOG = "mid-log"  # invalid bytes followed by an intact record in the same chunk
@@ -47,7 +51,7 @@ HEADER_LEGACY = "legacy-v1"
 HEADER_BAD_VERSION = "bad-version"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)  # identity equality, as before
 class Damage:
     """Bytes that do not hold a valid record."""
     kind: DamageKind
@@ -61,8 +65,11 @@ class Damage:
     sequence: int | None = None  # the sequence the damaged header claims, when its header CRC passes
     resync_sequence: int | None = None  # MID_LOG: sequence of the intact record at `end`
 
+    def __repr__(self):
+        return f"Damage({', '.join(f'{k}={getattr(self, k)!r}' for k in self.__slots__)})"
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)  # identity equality, as before
 class Run:
     """Consecutive valid records whose sequences rise by exactly one."""
     first_seq: int
@@ -96,7 +103,7 @@ class Anomalies:
             self.details.append(Anomaly(code, offset, sequence, detail))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)  # identity equality, as before
 class ChunkScan:
     """What one chunk holds: `items` are Run and Damage in file order."""
     size: int

@@ -26,9 +26,8 @@ the first block.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from ..format.scan import MID_LOG, TAIL, UNDECODABLE, Damage, Run
 
@@ -44,8 +43,7 @@ class Continuity(StrEnum):
 SHORT, UNREADABLE, UNSUPPORTED = "short", "unreadable", "unsupported"  # Barrier kinds
 
 
-@dataclass(frozen=True, slots=True)
-class Barrier:
+class Barrier(NamedTuple):
     """A file whose records cannot be read: SHORT (fewer bytes than a file header), UNREADABLE,
     UNSUPPORTED. `torn`: it is itself torn (a short last chunk, or one a live writer is creating), so
     tail damage right before it is torn too. `note`: the caller's own value (its finding, its block)."""
@@ -54,8 +52,7 @@ class Barrier:
     note: object = None
 
 
-@dataclass(frozen=True, slots=True)
-class Judged:
+class Judged(NamedTuple):
     """The judge's final word on one item."""
     index: int  # the item's position in the order fed
     pos: int  # the caller's file position for it

@@ -27,7 +27,6 @@ from .kinds import (
     KIND_TASKLOGS, KIND_WORKFLOWS,
 )
 from .report import VERDICTS, ChunkReport, PathReport, VerifyReport
-from .verify_kinds import VERIFIERS, verify_checkpoints, verify_tasklogs, verify_workflows  # noqa: F401 (API)
 
 AUTO_JOBS_BYTES = 256 << 20  # this much scanning is spread over one process per core (forks cost ~10 ms)
 
@@ -89,7 +88,9 @@ def verify_path(path: str, *, strict: bool = False, jobs: int | None = 1, fs=DEF
 
     try:
         kind = detect_kind(path, fs)
-        if kind in VERIFIERS:  # every kind but V2 chunks, by table
+        if kind not in (KIND_DIR, KIND_CHUNK):  # every other kind, by table (loaded only for them)
+            from .verify_kinds import VERIFIERS
+
             return VERIFIERS[kind](path, kind, strict, fs, lock_held_by_us)
         chunks, foreign, kind, writer = resolve_chunks(path, fs)
         if lock_held_by_us:

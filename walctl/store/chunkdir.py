@@ -3,12 +3,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..format.names import LEDGER_DIR, parse_chunk_name
-from .durable import TMP_SUFFIX
+from ..format.names import LEDGER_DIR, QUARANTINE_DIR, TMP_SUFFIX, parse_chunk_name
 from .fs import DEFAULT_FS
 from .lock import LOCK_NAME
 
-QUARANTINE_DIR = ".quarantine"  # where removed bytes are kept as evidence (store/quarantine.py)
 CHECKPOINT_META = "checkpoint.meta"  # Spector's HWM file: validated by verify, not foreign
 
 

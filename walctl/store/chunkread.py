@@ -2,10 +2,10 @@
 send it back."""
 from __future__ import annotations
 
-import hashlib
 from typing import NamedTuple
 
 from ..errors import WalctlError
+from ..format.digest import sha256_hex
 from ..format.scan import ChunkScan, Run, clean_scan, scan_chunk
 from ..format.v2 import FILE_HEADER
 from .fs import DEFAULT_FS
@@ -40,7 +40,7 @@ def scan_chunk_file(path: str, fs=DEFAULT_FS, visit=None, expect: Expect | None 
         with fs.map_read(path) as buf:
             if expect is None:
                 return ChunkOutcome(scan_chunk(buf, visit, materialize=materialize))
-            sha = hashlib.sha256(buf).hexdigest()
+            sha = sha256_hex(buf)
             if sha == expect.sha256 and len(buf) == expect.size:
                 return ChunkOutcome(sealed_scan(expect), None, (SEAL_VERIFIED, sha))
             return ChunkOutcome(scan_chunk(buf, visit, materialize=materialize), None, (SEAL_MISMATCH, sha))

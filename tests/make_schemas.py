@@ -59,8 +59,11 @@ TITLES = {
     "walctl.merge/1": ("walctl merge --json", "The sources, the merged state's summary."),
     "walctl.memory-state/1": ("OUT/state.json written by walctl merge", "Spector memory state."),
     "walctl.archive-push/1": ("walctl archive push --json", "Objects uploaded, already archived, held back."),
+    "walctl.archive-follow/1": ("walctl archive push --follow --json", "Live pieces and sealed files shipped, "
+                                "pieces deleted after their seal, how the shipper stopped."),
     "walctl.archive-manifest/1": ("<namespace>/MANIFEST.json in an archive", "Every archived object."),
-    "walctl.archive-list/1": ("walctl archive list --json", "Namespaces, objects, sequence ranges, gaps."),
+    "walctl.archive-list/1": ("walctl archive list --json", "Namespaces, objects, sequence ranges, gaps, live "
+                              "pieces, lag."),
     "walctl.archive-verify/1": ("walctl archive verify --json", "Every archived object checked."),
     "walctl.archive-restore/1": ("walctl archive restore --json", "What was restored, to which point."),
     "walctl.archive-prune/1": ("walctl archive prune --json", "Objects deleted (or the plan)."),
@@ -115,7 +118,11 @@ ERROR_REASONS = ["not-found", "not-a-directory", "locked", "permission", "io", "
                  "sequence", "unsupported", "torn", "internal"]
 
 # Fields whose type the samples cannot show: the record's `type` is the ordinal when the name is unknown.
-TYPES = {"type": ["integer", "string"], "live_writer": ["null", "string"]}
+TYPES = {"type": ["integer", "string"], "live_writer": ["null", "string"],
+         # archive list lag / push --follow: null when there is no record (yet) to measure from
+         "local_sequence": ["integer", "null"], "local_time_ms": ["integer", "null"],
+         "archived_sequence": ["integer", "null"], "newest_uploaded_at": ["string", "null"],
+         "shipped_through": ["integer", "null"], "live_pieces": "integer"}
 _INT_KEY = re.compile(r"offset|sequence|size|bytes|exit_code|records|count|length|index|_ms$|entries|events|"
                       r"version|hwm|step|chunks|objects|lines|findings|ordinal|applied|received|skipped|level|"
                       r"duplicates|uploaded|removed|kept|rank|total|start|end|stored|computed|time")
@@ -203,6 +210,10 @@ def build(name: str, docs: list, what: str) -> dict:
         paths = props["paths"]["items"]["properties"]
         paths["kind"]["enum"] = ENUMS_VERIFY["kind"]
         paths["kind"]["type"] = ["string", "null"]
+    if name == "walctl.archive-list/1":  # lag: null when there is no record to measure from
+        lag = props["namespaces"]["items"]["properties"]["lag"]["properties"]
+        lag["seconds"]["type"] = ["number", "null"]
+        lag["archived_time_ms"]["type"] = ["integer", "null"]
     return schema
 
 

@@ -288,9 +288,10 @@ def test_quarantine_move_list_show_restore(tmp_path, cli):
     assert item["name"] == "wal-000002.bin" and item["recorded"] and item["size"] == len(data)
     shown = cli("quarantine", "show", d, "wal-000002.bin")
     assert "as a chunk: clean, 10 valid records" in shown.out
-    # a second chunk of the same name never overwrites the first
+    # a second chunk of the same name never overwrites the first (other bytes: a copy of the very same
+    # bytes is what a crash between a recorded move and the move leaves, and the rerun finishes that move)
     with open(os.path.join(d, "wal-000002.bin"), "wb") as f:
-        f.write(make_chunk(range(21, 31)))
+        f.write(make_chunk(range(21, 31), payload_for=lambda s: b"second %d" % s))
     Q.move(d, "wal-000002.bin", reason="again", apply=True)
     assert sorted(os.listdir(os.path.join(d, ".quarantine"))) == ["MANIFEST.jsonl", "wal-000002.bin",
                                                                   "wal-000002.bin.1"]
@@ -445,3 +446,94 @@ def test_quarantine_purge_is_refused_under_the_lock_and_a_crash_at_every_step_is
         if seed == 2:
             break
     assert crashes >= 18
+
+
+@pytest.mark.parametrize("kind", ["file", "bytes"])
+def test_crash_at_every_step_of_quarantine_restore_then_one_rerun_finishes(tmp_path, kind):
+    """The restore line goes first, then the act: after a crash anywhere, the next `quarantine restore` of
+    the same name ends exactly as an uninterrupted restore (the bytes back, the file gone from
+    .quarantine/, one restore line), or, when the crash came before the line, restores it then."""
+    from simfs import SimCrash, load_tree
+
+    d = five_chunks(tmp_path)
+    with open(os.path.join(d, "wal-000004.bin"), "rb") as f:
+        whole = f.read()
+    if kind == "file":
+        Q.move(d, "wal-000002.bin", reason="rot", apply=True)
+        name, source = "wal-000002.bin", "wal-000002.bin"
+        with open(os.path.join(d, ".quarantine", name), "rb") as f:
+            expected = f.read()
+    else:
+        with open(os.path.join(d, "wal-000004.bin"), "r+b") as f:
+            f.truncate(len(whole) - 40)
+        rep = repair(d, apply=True)
+        (ev,) = rep.evidence
+        name, source, expected = ev["evidence"].split("/", 1)[1], "wal-000004.bin", whole[:-40]  # torn, as cut
+
+    def load(crash_at=None):
+        return load_tree(d, "/r", crash_at=crash_at)
+
+    start = load().ops
+    done = load()
+    Q.restore("/r", name, apply=True, fs=done)
+    steps = done.ops - start
+    assert steps >= 3
+    for n in range(1, steps + 1):
+        fs = load(crash_at=start + n)
+        with pytest.raises(SimCrash):
+            Q.restore("/r", name, apply=True, fs=fs)
+        fs.crash()
+        # nothing is lost at any point: the bytes are in .quarantine/ or back in place
+        back = fs.exists(f"/r/{source}") and fs.read_range(f"/r/{source}", 0, 1 << 20) == expected
+        assert back or fs.exists(f"/r/.quarantine/{name}"), n
+        act = Q.restore("/r", name, apply=True, fs=fs)  # one rerun finishes it
+        assert act.applied, n
+        assert fs.read_range(f"/r/{source}", 0, 1 << 20) == expected, n
+        assert not fs.exists(f"/r/.quarantine/{name}"), n
+        restores = [e for e in q.read_manifest("/r", fs)[0] if e["action"] == "restore"]
+        assert len(restores) == 1 and restores[0]["restore"] == kind, (n, restores)
+        assert Q.list_quarantine("/r", fs).problems == (), n
+
+
+def test_an_unfinished_restore_is_named_by_quarantine_list(tmp_path):
+    d = five_chunks(tmp_path)
+    Q.move(d, "wal-000002.bin", reason="rot", apply=True)
+    line = dict(q.read_manifest(d)[0][0], action="restore", restore="file", reason="moved back")
+    q.record(d, line, DEFAULT_FS.beneath(d))  # the state a crash between the line and the move leaves
+    (problem,) = Q.list_quarantine(d).problems
+    assert "its restore is recorded but the file is still here" in problem and "--apply" in problem
+    Q.restore(d, "wal-000002.bin", apply=True)
+    assert os.path.exists(os.path.join(d, "wal-000002.bin")) and Q.list_quarantine(d).problems == ()
+    assert len([e for e in q.read_manifest(d)[0] if e["action"] == "restore"]) == 1
+
+
+def test_crash_at_every_step_of_setting_aside_a_short_last_chunk_then_one_rerun_finishes(tmp_path):
+    """repair moves a short last chunk into .quarantine/: the manifest line goes first, so a crash between
+    the move and its line can no longer leave evidence nobody recorded (which restore refused and purge kept
+    forever); the rerun finishes the same move under the same line."""
+    from simfs import SimCrash, load_tree
+
+    d = five_chunks(tmp_path)
+    with open(os.path.join(d, "wal-000005.bin"), "wb") as f:
+        f.write(b"SPEC\x00")  # a writer died while creating its next chunk
+
+    def load(crash_at=None):
+        return load_tree(d, "/r", crash_at=crash_at)
+
+    start = load().ops
+    done = load()
+    repair("/r", apply=True, fs=done)
+    steps = done.ops - start
+    assert steps >= 3
+    for n in range(1, steps + 1):
+        fs = load(crash_at=start + n)
+        with pytest.raises(SimCrash):
+            repair("/r", apply=True, fs=fs)
+        fs.crash()
+        assert Q.list_quarantine("/r", fs).items == () or all(i.entry for i in Q.list_quarantine("/r", fs).items), n
+        assert repair("/r", apply=True, fs=fs).exit_code == 0, n
+        lst = Q.list_quarantine("/r", fs)
+        assert [(i.name, i.entry["action"]) for i in lst.items] == [("wal-000005.bin", "quarantine-chunk")], n
+        assert not fs.exists("/r/wal-000005.bin") and fs.read_range("/r/.quarantine/wal-000005.bin", 0, 99) == \
+            b"SPEC\x00", n
+        assert all("MANIFEST.jsonl line" in p for p in lst.problems), (n, lst.problems)

@@ -242,3 +242,42 @@ def test_a_symlinked_store_directory_is_refused_by_every_mutation(cli, tmp_path)
                  ("workflow", "delete", root, "stale", "--apply", "--json")):
         r = cli(*args)
         assert r.code == 7 and r.json()["outcome"] == "refused" and r.json()["exit_code"] == 7, args
+
+
+def test_crash_at_every_step_of_cleanup_then_one_rerun_finishes(tmp_path):
+    """cleanup's line goes before its move (store/quarantine.py move_in_recorded): after a crash anywhere,
+    one rerun leaves every expired document in .quarantine/ under exactly one manifest line."""
+    from datetime import datetime, timedelta, timezone
+
+    from simfs import SimCrash, load_tree
+    from walctl.format.workflow import CheckpointState, PauseMetadata
+    from walctl.ops import quarantine as Q, workflow as W
+    from walctl.store import quarantine as q
+
+    root = tmp_path / "flows"
+    store = W.DirectoryWorkflowStore(str(root))
+    old = datetime.now(timezone.utc) - timedelta(days=3)
+    for cid in ("a-old", "b-old"):
+        store.save(CheckpointState(cid, "deploy", {}, [[{"id": "x"}]], 0, {"blocks": {}}, old,
+                                   PauseMetadata("ask", "Go?", None)))
+    qroot = "/r/" + W.SUBDIR
+
+    def load(crash_at=None):
+        return load_tree(str(root), "/r", crash_at=crash_at)
+
+    start = load().ops
+    done = load()
+    W.cleanup("/r", 24, apply=True, fs=done)
+    steps = done.ops - start
+    assert steps >= 4
+    for n in range(1, steps + 1):
+        fs = load(crash_at=start + n)
+        with pytest.raises(SimCrash):
+            W.cleanup("/r", 24, apply=True, fs=fs)
+        fs.crash()
+        W.cleanup("/r", 24, apply=True, fs=fs)  # one rerun
+        entries, _ = q.read_manifest(qroot, fs)
+        moved = sorted(e["source"] for e in entries if e["action"] == "workflow-delete")
+        assert moved == ["a-old.json", "b-old.json"], (n, moved)
+        held = sorted(i.name for i in Q.list_quarantine(qroot, fs).items if i.entry is not None)
+        assert held == ["a-old.json", "b-old.json"], (n, held)

@@ -8,7 +8,7 @@ import typer
 from ..errors import UsageError
 from .ages import seconds
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
-from .render import emit, json_document, plain_table, warn_line
+from .render import emit, error_line, json_document, plain_table, warn_line
 from .targets import existing_archive, existing_dir
 
 app = typer.Typer(help="""Ship sealed WAL chunks, segments and checkpoints to object storage; list, verify,
@@ -32,7 +32,14 @@ service vouches for or the object read back); the manifest is written last. --de
 chunks the archive holds and compaction would remove (below the HWM), with --apply, each recorded in
 .quarantine/MANIFEST.jsonl.
 
-Example: walctl archive push /var/lib/agent/wal s3://backups/agents --namespace agent-7 --jobs 8""")
+--follow keeps running after that: the file the writer appends to is shipped as it grows, as small
+immutable live pieces under <namespace>/live/ (whole valid records only, never past a torn tail; at
+most one per --interval, none while the writer is quiet); when the writer moves on to a new file, the
+closed one is pushed sealed and replaces its pieces. SIGTERM stops it cleanly (exit 0), Ctrl-C too
+(exit 130), after the buffered piece and the manifest; a rerun resumes where the archive ends.
+
+Example: walctl archive push /var/lib/agent/wal s3://backups/agents --namespace agent-7 --jobs 8
+         walctl archive push /var/lib/agent/wal s3://backups/agents --follow --interval 1s""")
 def push(wal_dir: str = typer.Argument(..., help="A V2 chunk or ADR-003 segment directory.", callback=existing_dir),
          dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix."),  # (created if missing)
          namespace: Optional[str] = typer.Option(None, "--namespace", help="Default: the directory's name."),
@@ -45,12 +52,27 @@ def push(wal_dir: str = typer.Argument(..., help="A V2 chunk or ADR-003 segment 
                                                        help="--delete-local: the HWM from Spector's checkpoint.meta."),
          apply: bool = typer.Option(False, "--apply", help="--delete-local: really remove."),
          endpoint_url: Optional[str] = ENDPOINT,
-         json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-push/1)."),
+         follow: bool = typer.Option(False, "--follow", "-f", help="Keep shipping the active file as it grows."),
+         interval: str = typer.Option("1s", "--interval", help="--follow: at most one live piece per interval "
+                                                                "(s, m, h)."),
+         min_piece_bytes: int = typer.Option(0, "--min-piece-bytes", min=0,
+                                             help="--follow: a smaller piece waits up to --max-wait."),
+         max_wait: Optional[str] = typer.Option(None, "--max-wait", help="--follow: the longest a piece under "
+                                                                          "--min-piece-bytes waits (default: --interval)."),
+         timeout: Optional[str] = typer.Option(None, "--timeout", help="--follow: stop after this long."),
+         json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-push/1; "
+                                                             "--follow: walctl.archive-follow/1)."),
          progress: Optional[bool] = PROGRESS):
     from ..ops.archive_push import push as run_push
 
     if (before is not None or checkpoint_meta) and not delete_local:
         raise UsageError("--before/--checkpoint-meta set the HWM for --delete-local")
+    if follow:
+        if delete_local or apply:
+            raise UsageError("--follow ships; --delete-local belongs to a one-shot push")
+        return _push_follow(wal_dir, dest, namespace, checkpoints, endpoint_url, seconds(interval, "--interval"),
+                            min_piece_bytes, None if max_wait is None else seconds(max_wait, "--max-wait"),
+                            None if timeout is None else seconds(timeout, "--timeout"), json_out)
     with Bar("push", path_bytes(wal_dir, checkpoints), progress) as bar:
         rep = run_push(wal_dir, dest, namespace=namespace, checkpoints=checkpoints, jobs=jobs,
                        delete_local=delete_local, hwm_before=before, checkpoint_meta=checkpoint_meta, apply=apply,
@@ -74,15 +96,45 @@ def push(wal_dir: str = typer.Argument(..., help="A V2 chunk or ADR-003 segment 
     return rep.exit_code
 
 
+def _push_follow(wal_dir, dest, namespace, checkpoints, endpoint_url, interval, min_piece_bytes, max_wait, timeout,
+                 json_out) -> int:
+    from ..ops.archive_follow import push_follow
+
+    if interval <= 0:
+        raise UsageError("--interval must be more than 0")
+    rep = push_follow(wal_dir, dest, namespace=namespace, checkpoints=checkpoints, endpoint_url=endpoint_url,
+                      interval=interval, min_piece_bytes=min_piece_bytes, max_wait=max_wait, timeout=timeout)
+    for w in rep.warnings:
+        warn_line(w)
+    if json_out:
+        emit(json_document("walctl.archive-follow/1", rep.to_json()))
+    else:
+        emit(f"{rep.destination}/{rep.namespace}: shipped through sequence {rep.shipped_through}; "
+             f"{rep.pieces_uploaded} live pieces, {len(rep.sealed_uploaded)} sealed files uploaded "
+             f"({rep.bytes_uploaded / 2**20:.1f} MiB), {len(rep.pieces_deleted)} pieces deleted after their seal; "
+             f"stopped by {rep.ended_by}")
+    if rep.problem:
+        error_line(rep.problem)
+    if rep.exit_code == 130:
+        on_interrupt(f"stopped; archived and verified through sequence {rep.shipped_through}, the manifest "
+                     "written; run the same command to resume")
+    return rep.exit_code
+
+
 @app.command("list", help="""Namespaces, objects, sequence ranges, sizes and gaps. Reads the manifests (rebuilt
-from a listing, with a warning, when missing or stale).
+from a listing, with a warning, when missing or stale). `lag`: with --dir (the local log), sequences and
+seconds between its newest record and the newest archived one; without, the newest archived record's age.
 
 Example: walctl archive list s3://backups/agents --json""")
 def list_(dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix.", callback=existing_archive),
           namespace: Optional[str] = typer.Option(None, "--namespace", help="Only this namespace."),
           endpoint_url: Optional[str] = ENDPOINT,
+          wal_dir: Optional[str] = typer.Option(None, "--dir", help="The local log, for lag against its newest "
+                                                                    "record (read-only)."),
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-list/1).")):
-    from ..ops.archive import namespaces, read_manifest, summary
+    import time
+
+    from ..ops.archive import lag, namespaces, read_manifest, summary
     from ..store.objstore import open_store
 
     store = open_store(dest, endpoint_url)
@@ -92,17 +144,30 @@ def list_(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pref
         man = read_manifest(store, ns)
         for w in man.warnings:
             warn_line(w)
-        out.append(summary(man))
+        s = summary(man)
+        s["lag"] = lag(s, wal_dir, int(time.time() * 1000))
+        out.append(s)
     if json_out:
         emit(json_document("walctl.archive-list/1", {"destination": store.url, "namespaces": out}))
         return 0
     rows = [[s["namespace"], s["wal_objects"], len(s["checkpoints"]), f"{s['bytes'] / 2**20:.1f}",
              f"{s['first_sequence']}..{s['last_sequence']}" if s["first_sequence"] is not None else "-",
-             ", ".join(f"{a}..{b}" for a, b in s["gaps"]) or "-", len(s["missing_objects"])] for s in out]
-    for line in plain_table(["namespace", "wal objects", "checkpoints", "MiB", "sequences", "gaps", "missing"], rows,
+             ", ".join(f"{a}..{b}" for a, b in s["gaps"]) or "-", len(s["missing_objects"]), s["live_pieces"],
+             _lag_text(s["lag"])] for s in out]
+    for line in plain_table(["namespace", "wal objects", "checkpoints", "MiB", "sequences", "gaps", "missing", "live",
+                             "lag"], rows,
                             indent=""):
         emit(line)
     return 0
+
+
+def _lag_text(lag: dict) -> str:
+    parts = []
+    if lag.get("sequences") is not None:
+        parts.append(f"{lag['sequences']} seq")
+    if lag.get("seconds") is not None:
+        parts.append(f"{lag['seconds']:.1f} s" + (" old" if "age_of" in lag else ""))
+    return ", ".join(parts) or "-"
 
 
 @app.command("verify", help="""Read every archived object (in parallel) and check it with the same scanners as

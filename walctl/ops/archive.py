@@ -2,7 +2,8 @@
 the archive sees it, the listing, and the StorageAdapter API. Rules: docs/format.md section 13.
 
 Under a destination, one namespace per WAL: `<ns>/chunks/wal-NNNNNN.bin`, `<ns>/segments/wal_N.log`,
-`<ns>/checkpoints/<uuid>.ckpt` and `<ns>/MANIFEST.json`, which lists every object with its size,
+`<ns>/checkpoints/<uuid>.ckpt`, `<ns>/live/<piece>` (pieces of the chunk or segment still being
+written, uploaded by `push --follow`, see format/livepiece.py) and `<ns>/MANIFEST.json`, which lists every object with its size,
 SHA-256, sequence range and upload time. The manifest is written last, in one whole-object put, after
 every upload it lists was verified; objects are never overwritten. A manifest that is missing or does
 not list every object is rebuilt from a listing (each unlisted object is read and scanned), with a
@@ -22,6 +23,7 @@ from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, Not
 from ..format.jsonload import loads
 from ..format.names import parse_chunk_name, parse_segment_name
 from ..format.names import CHECKPOINT_SUFFIX, is_plain_name
+from ..format.livepiece import Piece, parse_piece_name
 from ..store.objstore import ObjectInfo, open_store
 from ..store.scratch import Scratch
 from .clock import utc_now
@@ -29,8 +31,9 @@ from .findings import Finding
 
 MANIFEST = "MANIFEST.json"
 MANIFEST_SCHEMA = "walctl.archive-manifest/1"
-CHUNKS, SEGMENTS, CHECKPOINTS = "chunks", "segments", "checkpoints"
+CHUNKS, SEGMENTS, CHECKPOINTS, LIVE = "chunks", "segments", "checkpoints", "live"
 WAL_KINDS = (CHUNKS, SEGMENTS)
+KINDS = (CHUNKS, SEGMENTS, CHECKPOINTS, LIVE)
 
 
 class Entry(NamedTuple):
@@ -44,9 +47,18 @@ class Entry(NamedTuple):
     uploaded_at: str
     wal_sequence: int | None = None  # checkpoints
     checkpoint_time: int | None = None  # checkpoints: header timestamp (ms)
+    last_time_ms: int | None = None  # WAL objects pushed by --follow: the last record's timestamp (ms)
 
     def to_json(self) -> dict:
-        return {k: v for k, v in self._asdict().items() if v is not None or k in ("first_sequence", "last_sequence")}
+        d = {k: v for k, v in self._asdict().items() if v is not None or k in ("first_sequence", "last_sequence")}
+        if self.kind == LIVE:  # spelled out for readers; from_json checks them against the name
+            p = parse_piece_name(self.name)
+            d.update(file=p.file, start=p.start, end=p.end)
+        return d
+
+    @property
+    def piece(self) -> Piece | None:
+        return parse_piece_name(self.name) if self.kind == LIVE else None
 
     @classmethod
     def from_json(cls, obj: dict) -> "Entry":
@@ -54,12 +66,16 @@ class Entry(NamedTuple):
         if not isinstance(obj, dict):
             raise ValueError(f"not a manifest entry: {str(obj)[:120]}")
         e = cls(**{k: obj.get(k) for k in cls._fields})
-        ints = (e.size, e.first_sequence, e.last_sequence, e.wal_sequence, e.checkpoint_time)
+        ints = (e.size, e.first_sequence, e.last_sequence, e.wal_sequence, e.checkpoint_time, e.last_time_ms)
         if (not valid_object(e.kind, e.name)
                 or not isinstance(e.sha256, str) or len(e.sha256) != 64 or not isinstance(e.uploaded_at, str)
                 or any(v is not None and (isinstance(v, bool) or not isinstance(v, int)) for v in ints)
                 or e.size is None):
             raise ValueError(f"not a manifest entry: {str(obj)[:120]}")
+        p = e.piece
+        if p is not None and (e.size != p.size or (e.first_sequence, e.last_sequence) != (p.first_sequence,
+                                                                                          p.last_sequence)):
+            raise ValueError(f"a live piece whose size or sequences differ from its name: {str(obj)[:120]}")
         return e
 
 
@@ -72,6 +88,8 @@ def valid_object(kind, name) -> bool:
         return parse_chunk_name(name) is not None
     if kind == SEGMENTS:
         return parse_segment_name(name) is not None
+    if kind == LIVE:
+        return parse_piece_name(name) is not None
     return kind == CHECKPOINTS and name.endswith(CHECKPOINT_SUFFIX) and len(name) > len(CHECKPOINT_SUFFIX)
 
 
@@ -98,6 +116,13 @@ def describe(path: str, kind: str, md5: list | None = None) -> tuple[Entry | Non
     name = os.path.basename(path)
     size = os.path.getsize(path)
     now = utc_now()
+    if kind == LIVE:
+        with open(path, "rb") as f:
+            data = f.read()
+        e, f = describe_piece(name, data)
+        if md5 is not None:
+            md5.append(hashlib.md5(data).hexdigest())
+        return e, f
     if kind == CHUNKS:  # one mapping for the hashes and the scan
         from ..errors import WalctlError
         from ..format import scan as fscan
@@ -142,6 +167,112 @@ def describe(path: str, kind: str, md5: list | None = None) -> tuple[Entry | Non
     return Entry(name, kind, size, sha, rep.first_sequence, rep.last_sequence, now), None
 
 
+def describe_piece(name: str, data: bytes) -> tuple[Entry | None, Finding | None]:
+    """A live piece judged as the bytes of its file [start, end) must be: whole valid records (frames),
+    with no damage and no partial record, holding exactly the sequences its name says, one by one."""
+    from ..format import scan as fscan
+    from ..format.v2 import FILE_HEADER, encode_file_header
+
+    p = parse_piece_name(name)
+    if p is None:
+        return None, Finding("unsupported", EXIT_UNSUPPORTED, "not a live piece name", name)
+    if len(data) != p.size:
+        return None, Finding("archived-damage", EXIT_CORRUPT, f"{len(data)} bytes, the name says {p.size}", name)
+    if p.is_segment:
+        from ..format import segment as seg
+
+        off, seqs, last_ms = 0, [], None
+        while off < len(data):
+            fr = seg.read_frame(data, off)
+            if fr.entry is None:
+                return None, Finding("archived-damage", EXIT_CORRUPT, f"{fr.kind} frame at piece offset {off}: "
+                                     f"{fr.problem}", name, p.start + off)
+            if not seqs or fr.entry.sequence > seqs[-1]:
+                seqs.append(fr.entry.sequence)
+                ts = fr.entry.value.get("timestamp") if isinstance(fr.entry.value, dict) else None
+                last_ms = int(float(ts) * 1000) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None
+            off += fr.entry.size
+        got = (seqs[0], seqs[-1]) if seqs else (None, None)
+        rising = seqs == list(range(seqs[0], seqs[0] + len(seqs))) if seqs else False
+    else:
+        if p.start == 0:
+            buf = data
+        elif p.start >= FILE_HEADER.size:
+            buf = encode_file_header() + data
+        else:
+            return None, Finding("archived-damage", EXIT_CORRUPT, "a piece that starts inside the file header", name)
+        stamps: list = [None]
+
+        def visit(b, off, h, p_, q, nxt, payload):
+            stamps[0] = h[7]
+            return False
+
+        s = fscan.scan_chunk(buf, visit, materialize=False)
+        last_ms = stamps[0]
+        if s.header != fscan.HEADER_OK:
+            return None, Finding("unsupported", EXIT_UNSUPPORTED, f"not a V2 chunk piece (file header {s.header})",
+                                 name)
+        if s.damage:
+            d = s.damage[0]
+            return None, Finding("archived-damage", EXIT_CORRUPT, f"{d.kind} damage at piece offset "
+                                 f"{d.offset - (FILE_HEADER.size if p.start else 0)}: {d.reason}", name)
+        got, rising = (s.first_seq, s.last_seq), len(s.runs) == 1
+    if not rising or got != (p.first_sequence, p.last_sequence):
+        return None, Finding("manifest-mismatch", EXIT_CORRUPT, f"holds {got[0]}..{got[1]}"
+                             f"{'' if rising else ' (not rising by one)'}, the name says "
+                             f"{p.first_sequence}..{p.last_sequence}", name)
+    return Entry(name, LIVE, len(data), hashlib.sha256(data).hexdigest(), p.first_sequence, p.last_sequence,
+                 utc_now(), last_time_ms=last_ms), None
+
+
+def live_files(entries) -> dict:
+    """file -> its live pieces in offset order, for each chunk or segment that has no sealed object:
+    once a file's sealed object is archived, its pieces are stale (kept only until deleted)."""
+    sealed = {e.name for e in entries if e.kind in WAL_KINDS}
+    out: dict = {}
+    for e in entries:
+        p = e.piece
+        if p is not None and p.file not in sealed:
+            out.setdefault(p.file, []).append(e)
+    for v in out.values():
+        v.sort(key=lambda e: (e.piece.start, e.piece.end))
+    return out
+
+
+def contiguous_pieces(pieces: list) -> tuple[list, list[Finding]]:
+    """The pieces that lay the file out from byte 0 without a hole or an overlap (byte-exact reassembly)
+    and findings for the others: a hole ends the usable prefix; an overlap is a sequence finding."""
+    used, findings, at = [], [], 0
+    for e in pieces:
+        p = e.piece
+        if p.start == at and (not used or p.first_sequence == used[-1].last_sequence + 1 or p.is_segment):
+            used.append(e)
+            at = p.end
+            continue
+        kind = "piece-overlap" if p.start < at else "piece-hole"
+        findings.append(Finding(kind, EXIT_SEQUENCE, f"starts at byte {p.start} of {p.file}, "
+                                f"{'before' if p.start < at else 'after'} the end of the pieces before it ({at})",
+                                e.name, p.start, sequence_range=(p.first_sequence, p.last_sequence)))
+        if p.start > at:
+            break
+    return used, findings
+
+
+def wal_units(entries) -> list[Entry]:
+    """What restore lays out: the sealed WAL objects, and for each file with live pieces and no sealed
+    object, one Entry (kind of the file, sha256 "") for its contiguous pieces from byte 0."""
+    entries = list(entries)
+    out = [e for e in entries if e.kind in WAL_KINDS]
+    for file, pieces in live_files(entries).items():
+        used, _ = contiguous_pieces(pieces)
+        if used:
+            kind = SEGMENTS if used[0].piece.is_segment else CHUNKS
+            out.append(Entry(file, kind, sum(e.size for e in used), "", used[0].first_sequence,
+                             used[-1].last_sequence, max(e.uploaded_at for e in used),
+                             last_time_ms=used[-1].last_time_ms))
+    return out
+
+
 def sealed_candidates(wal_dir: str, checkpoints: str | None) -> tuple[list[tuple[str, str]], str]:
     """(path, kind) of what push considers: every chunk or segment but the last (the writer may still
     append to it), and the checkpoint files; each is then described (verified) by the push itself."""
@@ -175,6 +306,7 @@ class Manifest(NamedTuple):
     entries: dict  # name -> Entry
     warnings: tuple[str, ...]
     missing_objects: tuple[str, ...]  # listed by the manifest, absent from the store
+    stale_pieces: tuple[str, ...] = ()  # live pieces of a file whose sealed object is archived: to delete
 
 
 class HashingSink:
@@ -241,6 +373,13 @@ def read_manifest(store, ns: str, jobs: int = 4) -> Manifest:
             entries = {}
     missing = tuple(sorted(n for n, e in entries.items() if object_key(ns, e.kind, n) not in listed))
     unlisted = [k for k in listed if k.rsplit("/", 1)[-1] not in entries]
+    # A live piece of a file whose sealed object is archived was replaced by it (a shipper stopped
+    # between the manifest and the deletes): not read, not listed again, deleted by the next shipper.
+    sealed = {k.rsplit("/", 1)[-1] for k in listed if k.split("/")[1] in WAL_KINDS}
+    stale = tuple(sorted(k.rsplit("/", 1)[-1] for k in listed if k.split("/")[1] == LIVE
+                         and parse_piece_name(k.rsplit("/", 1)[-1]).file in sealed))
+    unlisted = [k for k in unlisted if k.rsplit("/", 1)[-1] not in stale]
+    entries = {n: e for n, e in entries.items() if n not in stale}
     if unlisted:
         if raw is not None and entries:
             warnings.append(f"{ns}: {MANIFEST} is stale ({len(unlisted)} objects it does not list): rebuilt them "
@@ -259,7 +398,7 @@ def read_manifest(store, ns: str, jobs: int = 4) -> Manifest:
                         entries[e.name] = e._replace(uploaded_at=_iso(listed[key].modified))
                     else:
                         warnings.append(f"{key}: not added to the manifest: {f.reason}")
-    return Manifest(ns, entries, tuple(warnings), missing)
+    return Manifest(ns, entries, tuple(warnings), missing, stale)
 
 
 def _iso(ts: float | None) -> str:
@@ -310,14 +449,14 @@ def namespaces(store) -> list[str]:
     seen = set()
     for o in store.list(""):
         parts = o.key.split("/")
-        if len(parts) >= 2 and (parts[1] == MANIFEST or parts[1] in (CHUNKS, SEGMENTS, CHECKPOINTS)) \
+        if len(parts) >= 2 and (parts[1] == MANIFEST or parts[1] in KINDS) \
                 and valid_namespace(parts[0]):
             seen.add(parts[0])
     return sorted(seen)
 
 
 def gaps(entries) -> list[tuple[int, int]]:
-    wal = sorted((e for e in entries if e.kind in WAL_KINDS and e.first_sequence is not None), key=_order)
+    wal = sorted((e for e in wal_units(entries) if e.first_sequence is not None), key=_order)
     out = []
     for a, b in zip(wal, wal[1:]):
         if b.first_sequence > a.last_sequence + 1:
@@ -334,6 +473,7 @@ def overlaps(ns: str, entries) -> list[Finding]:
         return n if n is not None else -1
 
     out: list[Finding] = []
+    entries = wal_units(entries)
     for kind in WAL_KINDS:
         wal = sorted((e for e in entries if e.kind == kind and e.first_sequence is not None),
                      key=lambda e: (number(e), e.name))
@@ -353,7 +493,8 @@ def overlaps(ns: str, entries) -> list[Finding]:
 
 def summary(man: Manifest) -> dict:
     es = list(man.entries.values())
-    wal = sorted((e for e in es if e.kind in WAL_KINDS), key=_order)
+    wal = sorted(wal_units(e for e in es if e.name not in man.missing_objects), key=_order)
+    live = [e for e in es if e.kind == LIVE]
     cks = sorted((e for e in es if e.kind == CHECKPOINTS), key=lambda e: (e.wal_sequence, e.checkpoint_time or 0))
     return {"namespace": man.namespace, "objects": len(es), "bytes": sum(e.size for e in es),
             "wal_objects": len(wal), "first_sequence": wal[0].first_sequence if wal else None,
@@ -361,7 +502,10 @@ def summary(man: Manifest) -> dict:
             "gaps": [list(g) for g in gaps(e for e in es if e.name not in man.missing_objects)],
             "checkpoints": [{"name": e.name, "wal_sequence": e.wal_sequence} for e in cks],
             "missing_objects": list(man.missing_objects), "warnings": list(man.warnings),
-            "entries": [e.to_json() for e in wal + cks]}
+            "live_pieces": len(live), "live_bytes": sum(e.size for e in live),
+            "newest_uploaded_at": max((e.uploaded_at for e in wal), default=None),
+            "entries": [e.to_json() for e in sorted((e for e in es if e.kind in WAL_KINDS), key=_order)
+                        + sorted(live, key=lambda e: e.name) + cks]}
 
 
 # ---- library API (Spector's StorageAdapter shape) ---------------------------------------------------------
@@ -404,3 +548,74 @@ class StorageAdapter:
 
     def is_available(self) -> bool:
         return self.store.available()
+
+    def ship(self, namespace: str, wal_dir: str, **options):
+        """A Shipper (ops/archive_follow.py) of `wal_dir` into `namespace` on this destination: call its
+        `poll()` after each group commit (or on a timer) and `close()` when done; `poll()` returns the
+        last sequence archived and verified. Options: interval, min_piece_bytes, max_wait,
+        manifest_interval, checkpoints, on_shipped(sequence)."""
+        from .archive_follow import Shipper
+
+        return Shipper(wal_dir, self.store.url, namespace=namespace, store=self.store, **options)
+
+
+# ---- lag: how far behind the writer the archive is ----------------------------------------------------
+
+def newest_local(wal_dir: str) -> tuple[int | None, int | None]:
+    """(sequence, timestamp in ms) of the newest valid record of a V2 chunk or ADR-003 segment directory
+    (the newest file that holds one); (None, None) when there is none. Read-only."""
+    from .follow import _chunk_names
+    from .follow_segments import _segments
+
+    chunks = _chunk_names(wal_dir)
+    if chunks:
+        from ..store.chunkread import scan_chunk_file
+
+        for _, name in reversed(chunks):
+            found: list = []
+
+            def visit(buf, off, h, p, q, nxt, payload):
+                found[:] = [h[6], h[7]]
+                return False
+
+            scan_chunk_file(os.path.join(wal_dir, name), visit=visit)
+            if found:
+                return found[0], found[1]
+        return None, None
+    from .segments import SegmentWalk
+
+    for _, name in reversed(_segments(wal_dir)):
+        last = None
+        for _, e in SegmentWalk(os.path.join(wal_dir, name)):
+            last = e
+        if last is not None:
+            ts = last.value.get("timestamp") if isinstance(last.value, dict) else None
+            return last.sequence, int(float(ts) * 1000) if isinstance(ts, (int, float)) else None
+    return None, None
+
+
+def lag(s: dict, wal_dir: str | None, now_ms: int) -> dict:
+    """`lag` of a namespace summary: with the local directory, sequences and seconds between its newest
+    record and the newest archived one; without, the newest archived record's age (its timestamp, or
+    the upload time of an object pushed without one)."""
+    wal = [e for e in s["entries"] if e["kind"] in WAL_KINDS or e["kind"] == LIVE]
+    times = [e["last_time_ms"] for e in wal if e.get("last_time_ms") is not None and e["last_sequence"] ==
+             s["last_sequence"]]
+    archived_ms = max(times) if times else None
+    out = {"archived_sequence": s["last_sequence"], "archived_time_ms": archived_ms}
+    if wal_dir is not None:
+        seq, ts = newest_local(wal_dir)
+        out.update(local_sequence=seq, local_time_ms=ts,
+                   sequences=None if seq is None else max(0, seq - (s["last_sequence"] or 0)),
+                   seconds=None if ts is None or archived_ms is None else max(0.0, (ts - archived_ms) / 1000))
+        if out["sequences"] == 0:
+            out["seconds"] = 0.0
+    else:
+        if archived_ms is None and s.get("newest_uploaded_at"):
+            import datetime
+
+            up = datetime.datetime.fromisoformat(s["newest_uploaded_at"].replace("Z", "+00:00"))
+            archived_ms = int(up.timestamp() * 1000)
+        out.update(sequences=None, seconds=None if archived_ms is None else max(0.0, (now_ms - archived_ms) / 1000),
+                   age_of="newest archived record" if times else "newest upload")
+    return out

@@ -51,9 +51,13 @@ class PushReport(NamedTuple):
 def push(wal_dir: str, dest: str, *, namespace: str | None = None, checkpoints: str | None = None, jobs: int = 4,
          delete_local: bool = False, hwm_before: int | None = None, checkpoint_meta: str | None = None,
          apply: bool = False, endpoint_url: str | None = None,
-         progress: Callable[[int], None] | None = None) -> PushReport:
+         progress: Callable[[int], None] | None = None, multipart_threshold: int | None = None) -> PushReport:
+    """multipart_threshold: files larger than this go to S3 in parts, each checked by the service
+    (default store.objstore.MULTIPART_THRESHOLD_BYTES, 5 GiB)."""
     t0 = time.perf_counter()
     store = open_store(dest, endpoint_url)
+    if multipart_threshold is not None and hasattr(store, "multipart_threshold"):
+        store.multipart_threshold = multipart_threshold
     ns = namespace or os.path.basename(os.path.abspath(wal_dir))
     check_namespace(ns)
     candidates, _ = sealed_candidates(wal_dir, checkpoints)

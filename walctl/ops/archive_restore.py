@@ -12,8 +12,8 @@ from ..store import durable
 from ..store.fs import DEFAULT_FS
 from ..store.objstore import open_store, sha256_file
 from ..store.scratch import Scratch
-from .archive import CHECKPOINTS, WAL_KINDS, Entry, Manifest, _download, _order, gaps, namespaces, object_key, \
-    read_manifest
+from .archive import CHECKPOINTS, LIVE, WAL_KINDS, Entry, HashingSink, Manifest, _download, _order, \
+    contiguous_pieces, gaps, live_files, namespaces, object_key, read_manifest, wal_units
 from .advice import cmd as _cmd
 
 
@@ -51,8 +51,11 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
     if os.path.exists(out_dir) and os.listdir(out_dir):
         raise Refused(f"{out_dir} is not empty; restore writes a new directory", out_dir)
     man = read_manifest(store, namespace, jobs)
-    wal = sorted((e for e in man.entries.values() if e.kind in WAL_KINDS and e.name not in man.missing_objects),
-                 key=_order)
+    present = [e for e in man.entries.values() if e.name not in man.missing_objects]
+    # Sealed objects, and the file still being written reassembled from its live pieces (byte for byte,
+    # each piece checked against its SHA-256 as it arrives).
+    wal = sorted(wal_units(present), key=_order)
+    pieces = {f: contiguous_pieces(ps)[0] for f, ps in live_files(present).items()}
     if not wal:
         raise NotClean(f"no WAL objects archived under {namespace}", store.url, code=EXIT_SEQUENCE)
     target = to_seq if to_seq is not None else wal[-1].last_sequence
@@ -71,6 +74,14 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
     fs = DEFAULT_FS.beneath(out_dir, staging)
     try:
         def fetch(e: Entry):
+            if e.sha256 == "":  # reassembled from live pieces
+                with scratch.open_write(e.name) as f:
+                    for pe in pieces[e.name]:
+                        sink = HashingSink(f)
+                        store.get_to(object_key(namespace, LIVE, pe.name), sink)
+                        if sink.hexdigest() != pe.sha256:
+                            return pe, sink.hexdigest()
+                return e, ""
             return e, _download(store, object_key(namespace, e.kind, e.name), scratch, hashed=True)
 
         if progress:

@@ -9,7 +9,7 @@ from typing import Callable
 from ..errors import EXIT_CORRUPT, EXIT_SEQUENCE, UsageError, combine_exit_codes
 from ..store.objstore import open_store, sha256_file
 from ..store.scratch import Scratch
-from .archive import Entry, _download, describe, gaps, namespaces, object_key, overlaps, read_manifest, summary
+from .archive import LIVE, Entry, _download, contiguous_pieces, live_files, describe, gaps, namespaces, object_key, overlaps, read_manifest, summary
 from .findings import Finding
 
 
@@ -61,5 +61,7 @@ def verify_archive(dest: str, *, namespace: str | None = None, jobs: int = 4, en
             findings.append(Finding("sequence-gap", EXIT_SEQUENCE, f"sequences {a}..{b} are in no archived object",
                                     f"{ns}", sequence_range=(a, b)))
         findings.extend(overlaps(ns, present))
+        for ps in live_files(present).values():  # pieces of one file: laid out from byte 0, no hole, no overlap
+            findings.extend(f._replace(file=object_key(ns, LIVE, f.file)) for f in contiguous_pieces(ps)[1])
         out.append(summary(man))
     return out, findings, combine_exit_codes(f.exit_code for f in findings)

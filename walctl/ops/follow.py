@@ -23,20 +23,10 @@ from typing import Callable, NamedTuple
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, UsageError
 from ..format import scan as fscan
 from ..format.names import parse_chunk_name
-from ..format.record import FLAGS, SEQUENCE, STORED_LEN, TIMESTAMP_MS, TYPE, VERSION
-from ..format.v2 import FILE_HEADER, RECORD_HEADER, encode_file_header
+from ..format.v2 import FILE_HEADER, encode_file_header
 from . import judge as J
 from .records import Record
-from .tail import Tail
-
-
-class FollowResult(NamedTuple):
-    events: int
-    first: int | None
-    last: int | None
-    ended_by: str  # "signal" | "timeout" | "limit" | "to" | "damage"
-    problem: str | None
-    exit_code: int
+from .tail import FollowResult, Tail, drive, writer_is_alive
 
 
 class _Stop:
@@ -83,7 +73,7 @@ def follow(directory: str, on_records: Callable[[list[Record]], None], *, after:
             from . import follow_segments
 
             return follow_segments.loop(directory, on_records, after, to, limit, interval, timeout, settle_polls,
-                                        clock, sleep, stop, FollowResult, _writer_alive)
+                                        clock, sleep, stop, FollowResult, writer_is_alive)
         return _loop(directory, on_records, after, to, limit, interval, timeout, settle_polls, clock, sleep, stop)
     finally:
         for s, h in old.items():
@@ -91,49 +81,70 @@ def follow(directory: str, on_records: Callable[[list[Record]], None], *, after:
 
 
 def _loop(directory, on_records, after, to, limit, interval, timeout, settle_polls, clock, sleep, stop):
-    deadline = None if timeout is None else clock() + timeout
-    names = _chunk_names(directory)
-    from .replay import covered_prefix, first_record_seq
+    f = ChunkFollower(directory, on_records, after=after, to=to, limit=limit, settle_polls=settle_polls)
+    return drive(f, interval, timeout, clock, sleep, stop)
 
-    pos = covered_prefix([os.path.join(directory, n) for _, n in names], after, first_record_seq)
-    t = Tail(directory, names[pos][1] if names else None, "records")
-    prev: int | None = None  # last valid sequence seen
-    events = 0
-    first = last = None
 
-    def result(ended_by, problem=None, code=EXIT_OK):
-        return FollowResult(events, first, last, ended_by, problem, code)
+class ChunkFollower:
+    """One V2 directory followed poll by poll: step() reads what the current chunk gained, hands on the
+    new valid records (on_records) and, with `on_bytes(file, offset, data)`, the exact bytes it consumed
+    (whole records, the file header with the first of a chunk), and rolls to the next chunk once the
+    current one is closed. `start` = (chunk, offset, last sequence consumed) resumes at a record
+    boundary already known (archive push --follow) instead of searching for `after`."""
 
-    while True:
-        if stop.signal is not None:
-            return result("signal")
-        if deadline is not None and clock() >= deadline:
-            return result("timeout")
+    def __init__(self, directory, on_records, *, after=0, to=None, limit=None, settle_polls=25, start=None,
+                 on_bytes=None):
+        from .replay import covered_prefix, first_record_seq
+
+        self.directory, self.on_records, self.on_bytes = directory, on_records, on_bytes
+        self.after, self.to, self.limit, self.settle_polls = after, to, limit, settle_polls
+        self.prev: int | None = None  # last valid sequence seen
+        if start is not None:
+            self.t = Tail(directory, start[0], "records")
+            self.t.base, self.prev = start[1], start[2]
+        else:
+            names = _chunk_names(directory)
+            pos = covered_prefix([os.path.join(directory, n) for _, n in names], after, first_record_seq)
+            self.t = Tail(directory, names[pos][1] if names else None, "records")
+        self.events = 0
+        self.first = self.last = None
+
+    def result(self, ended_by, problem=None, code=EXIT_OK) -> FollowResult:
+        return FollowResult(self.events, self.first, self.last, ended_by, problem, code)
+
+    def step(self) -> tuple[bool, FollowResult | None]:
+        """(whether records were handed on, the end of the stream or None)."""
+        t, result = self.t, self.result
+        after, to, limit = self.after, self.to, self.limit
         progressed = False
-        newer, cut = t.poll(_chunk_names(directory), lambda n: parse_chunk_name(n) or 0)
-        if cut is not None:
-            return result("damage", cut, EXIT_CORRUPT)
-        if t.current is not None:
+        while True:
+            newer, cut = t.poll(_chunk_names(self.directory), lambda n: parse_chunk_name(n) or 0)
+            if cut is not None:
+                return progressed, result("damage", cut, EXIT_CORRUPT)
+            if t.current is None:
+                return progressed, None
             current, base, pending = t.current, t.base, t.pending
             if base == 0 and len(pending) < FILE_HEADER.size:
                 header_ok = None  # the header itself is in flight
             else:
                 header_ok = base > 0 or pending[:FILE_HEADER.size] == encode_file_header()
             if header_ok is False:
-                return result("damage", f"{current}: not a V2 chunk (file header {pending[:8].hex()})", EXIT_UNSUPPORTED)
+                return progressed, result("damage", f"{current}: not a V2 chunk (file header {pending[:8].hex()})",
+                                          EXIT_UNSUPPORTED)
             recs: list[Record] = []
             consumed = 0
             tail: fscan.Damage | None = None
             broken: str | None = None
+            shift = 0
             if header_ok:
                 body_off = FILE_HEADER.size if base == 0 else 0
                 buf = encode_file_header() + pending[body_off:]
                 shift = base + body_off - FILE_HEADER.size  # file offset = buffer offset + shift
 
                 def visit(b, off, h, p, q, nxt, payload):
-                    recs.append(Record(current, off + shift, nxt - off, h[VERSION], h[FLAGS], h[TYPE], h[SEQUENCE],
-                                       h[TIMESTAMP_MS], bytes(b[off + RECORD_HEADER.size:p]), h[STORED_LEN],
-                                       bytes(b[p:q]) if payload is None else payload))
+                    _, ver, flags, typ, idlen, _, seq, ts, plen, pcrc, _, hcrc = h
+                    recs.append(Record(current, off + shift, nxt - off, ver, flags, typ, seq, ts,
+                                       bytes(b[off + 40:p]), plen, bytes(b[p:q]) if payload is None else payload))
                     return False
 
                 scan = fscan.scan_chunk(buf, visit)
@@ -149,48 +160,47 @@ def _loop(directory, on_records, after, to, limit, interval, timeout, settle_pol
             for r in recs:
                 if r.offset >= base + consumed:
                     break
-                if J.continuity(prev, r.sequence) not in J.FOLLOWS:
+                if J.continuity(self.prev, r.sequence) not in J.FOLLOWS:
                     why = f" after damage left in a closed chunk ({t.closed_tail})" if t.closed_tail else ""
-                    return result("damage", f"{current}: offset {r.offset}: sequence {r.sequence} after {prev}{why}",
-                                  EXIT_CORRUPT if t.closed_tail else EXIT_SEQUENCE)
+                    return progressed, result("damage", f"{current}: offset {r.offset}: sequence {r.sequence} after "
+                                              f"{self.prev}{why}", EXIT_CORRUPT if t.closed_tail else EXIT_SEQUENCE)
                 t.closed_tail = None
-                prev = r.sequence
+                self.prev = r.sequence
                 if r.sequence <= after:
                     continue
                 if to is not None and r.sequence > to:
                     break
                 out.append(r)
-                if limit is not None and events + len(out) >= limit:
+                if limit is not None and self.events + len(out) >= limit:
                     break
             if out:
-                on_records(out)
-                events += len(out)
-                first = out[0].sequence if first is None else first
-                last = out[-1].sequence
+                self.on_records(out)
+                self.events += len(out)
+                self.first = out[0].sequence if self.first is None else self.first
+                self.last = out[-1].sequence
                 progressed = True
             if broken is not None:
-                return result("damage", broken, EXIT_CORRUPT)
-            if limit is not None and events >= limit:
-                return result("limit")
-            if to is not None and prev is not None and prev >= to:
-                return result("to")
+                if consumed and self.on_bytes is not None:  # the intact records before the damage
+                    self.on_bytes(current, base, bytes(pending[:consumed]), [r for r in recs
+                                                                              if r.offset < base + consumed])
+                return progressed, result("damage", broken, EXIT_CORRUPT)
+            if limit is not None and self.events >= limit:
+                return progressed, result("limit")
+            if to is not None and self.prev is not None and self.prev >= to:
+                return progressed, result("to")
             if consumed:
+                if self.on_bytes is not None:
+                    self.on_bytes(current, base, bytes(pending[:consumed]), [r for r in recs
+                                                                              if r.offset < base + consumed])
                 t.consume(consumed)
             if newer and (not t.pending or tail is not None or header_ok is None):
                 t.roll(newer[0])
                 continue
             if tail is not None and tail.tail_kind != fscan.INCOMPLETE:
-                if t.stuck(settle_polls, _writer_alive):
-                    return result("damage", f"{current}: offset {tail.offset + shift}: {tail.tail_kind} tail: "
-                                  f"{tail.reason} (no live writer)", EXIT_CORRUPT)
-        if not progressed:
-            sleep(interval)
-
-
-def _writer_alive(directory: str) -> bool:
-    from ..store.lock import probe_writer
-
-    return probe_writer(directory) is not None
+                if t.stuck(self.settle_polls, writer_is_alive):
+                    return progressed, result("damage", f"{current}: offset {tail.offset + shift}: {tail.tail_kind} "
+                                              f"tail: {tail.reason} (no live writer)", EXIT_CORRUPT)
+            return progressed, None
 
 
 def follow_events(path: str, form: str, out, *, after: int = 0, to: int | None = None, limit: int | None = None,

@@ -15,7 +15,7 @@ from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE
 from ..format import segment as seg
 from ..format.names import parse_segment_name
 from . import judge as J
-from .tail import Tail
+from .tail import FollowResult, Tail, drive, writer_is_alive
 
 RECENT = 16_384  # how far back a repeat is recognised as the same entry, as verify does
 
@@ -43,38 +43,56 @@ def _first_entry_seq(path: str) -> int | None:
 
 def loop(directory, on_entries, after, to, limit, interval, timeout, settle_polls, clock, sleep, stop, result_type,
          writer_alive):
-    deadline = None if timeout is None else clock() + timeout
-    from .replay import covered_prefix
+    f = SegmentFollower(directory, on_entries, after=after, to=to, limit=limit, settle_polls=settle_polls,
+                        result_type=result_type, writer_alive=writer_alive)
+    return drive(f, interval, timeout, clock, sleep, stop)
 
-    names = _segments(directory)
-    start = covered_prefix([os.path.join(directory, n) for _, n in names], after, _first_entry_seq)
-    t = Tail(directory, names[start][1] if names else None, "entries")
-    prev = None
-    recent: dict[int, str] = {}
-    events, first, last = 0, None, None
 
-    def result(ended_by, problem=None, code=EXIT_OK):
-        return result_type(events, first, last, ended_by, problem, code)
+class SegmentFollower:
+    """ChunkFollower's counterpart over frames (see ops/follow.py): step() hands on new intact entries
+    and, with `on_bytes(file, offset, data, entries)`, the exact bytes consumed (whole frames, re-sent
+    repeats included); `start` = (segment, offset, last sequence) resumes at a known frame boundary."""
 
-    def hand_on(out) -> None:
-        nonlocal events, first, last
-        on_entries(out)
-        events += len(out)
-        first = out[0][1].sequence if first is None else first
-        last = out[-1][1].sequence
+    def __init__(self, directory, on_entries, *, after=0, to=None, limit=None, settle_polls=25, start=None,
+                 on_bytes=None, result_type=None, writer_alive=None):
+        from .replay import covered_prefix
 
-    while True:
-        if stop.signal is not None:
-            return result("signal")
-        if deadline is not None and clock() >= deadline:
-            return result("timeout")
+        self.directory, self.on_entries, self.on_bytes = directory, on_entries, on_bytes
+        self.after, self.to, self.limit, self.settle_polls = after, to, limit, settle_polls
+        self.result_type = result_type or FollowResult
+        self.writer_alive = writer_alive or writer_is_alive
+        self.prev = None
+        if start is not None:
+            self.t = Tail(directory, start[0], "entries")
+            self.t.base, self.prev = start[1], start[2]
+        else:
+            names = _segments(directory)
+            pos = covered_prefix([os.path.join(directory, n) for _, n in names], after, _first_entry_seq)
+            self.t = Tail(directory, names[pos][1] if names else None, "entries")
+        self.recent: dict[int, str] = {}
+        self.events, self.first, self.last = 0, None, None
+
+    def result(self, ended_by, problem=None, code=EXIT_OK):
+        return self.result_type(self.events, self.first, self.last, ended_by, problem, code)
+
+    def _hand_on(self, out) -> None:
+        self.on_entries(out)
+        self.events += len(out)
+        self.first = out[0][1].sequence if self.first is None else self.first
+        self.last = out[-1][1].sequence
+
+    def step(self):
+        t, result = self.t, self.result
+        after, to, limit = self.after, self.to, self.limit
         progressed = False
-        newer, cut = t.poll(_segments(directory), parse_segment_name)
-        if cut is not None:
-            return result("damage", cut, EXIT_CORRUPT)
-        if t.current is not None:
+        while True:
+            newer, cut = t.poll(_segments(self.directory), parse_segment_name)
+            if cut is not None:
+                return progressed, result("damage", cut, EXIT_CORRUPT)
+            if t.current is None:
+                return progressed, None
             current, base, pending = t.current, t.base, t.pending
-            out, off, bad = [], 0, None
+            out, off, bad, seen = [], 0, None, []
             while off < len(pending):
                 fr = seg.read_frame(pending, off)
                 if fr.kind == "incomplete":
@@ -84,42 +102,48 @@ def loop(directory, on_entries, after, to, limit, interval, timeout, settle_poll
                     break
                 e = fr.entry
                 q, checksum = e.sequence, e.checksum
-                if prev is not None and q <= prev and recent.get(q) == checksum:
+                if self.prev is not None and q <= self.prev and self.recent.get(q) == checksum:
                     off += e.size  # a re-sent entry: skipped, as verify does
                     continue
-                if J.continuity(prev, q) not in J.FOLLOWS:
+                if J.continuity(self.prev, q) not in J.FOLLOWS:
                     why = f" after damage left in a closed segment ({t.closed_tail})" if t.closed_tail else ""
                     if out:
-                        hand_on(out)
-                    return result("damage", f"{current}: offset {base + off}: sequence {q} after {prev}{why}",
-                                  EXIT_CORRUPT if t.closed_tail else EXIT_SEQUENCE)
-                t.closed_tail, prev = None, q
-                recent[q] = checksum
-                if len(recent) > 2 * RECENT:
-                    recent = dict(list(recent.items())[-RECENT:])
+                        self._hand_on(out)
+                    if off and self.on_bytes is not None:
+                        self.on_bytes(current, base, bytes(pending[:off]), seen)
+                    return progressed, result("damage", f"{current}: offset {base + off}: sequence {q} after "
+                                              f"{self.prev}{why}", EXIT_CORRUPT if t.closed_tail else EXIT_SEQUENCE)
+                t.closed_tail, self.prev = None, q
+                self.recent[q] = checksum
+                if len(self.recent) > 2 * RECENT:
+                    self.recent = dict(list(self.recent.items())[-RECENT:])
                 off += e.size
+                seen.append((current, e._replace(offset=base + off - e.size)))
                 if q <= after:
                     continue
                 if to is not None and q > to:
                     break
-                out.append((current, e._replace(offset=base + off - e.size)))
-                if limit is not None and events + len(out) >= limit:
+                out.append(seen[-1])
+                if limit is not None and self.events + len(out) >= limit:
                     break
             if out:
-                hand_on(out)
+                self._hand_on(out)
                 progressed = True
-            if limit is not None and events >= limit:
-                return result("limit")
-            if to is not None and prev is not None and prev >= to:
-                return result("to")
+            if limit is not None and self.events >= limit:
+                return progressed, result("limit")
+            if to is not None and self.prev is not None and self.prev >= to:
+                return progressed, result("to")
             if off:
+                if self.on_bytes is not None:
+                    self.on_bytes(current, base, bytes(pending[:off]), seen)
                 t.consume(off)
             if bad is not None and seg.resync(t.pending, 1, [16 * len(t.pending) + (1 << 20)]) is not None:
-                return result("damage", f"{current}: offset {t.base}: mid-log damage: {bad.problem}", EXIT_CORRUPT)
+                return progressed, result("damage", f"{current}: offset {t.base}: mid-log damage: {bad.problem}",
+                                          EXIT_CORRUPT)
             if newer and (not t.pending or bad is not None):
                 t.roll(newer[0])
                 continue
-            if bad is not None and t.stuck(settle_polls, writer_alive):
-                return result("damage", f"{current}: offset {t.base}: {bad.problem} (no live writer)", EXIT_CORRUPT)
-        if not progressed:
-            sleep(interval)
+            if bad is not None and t.stuck(self.settle_polls, self.writer_alive):
+                return progressed, result("damage", f"{current}: offset {t.base}: {bad.problem} (no live writer)",
+                                          EXIT_CORRUPT)
+            return progressed, None

@@ -7,7 +7,6 @@ from typing import NamedTuple
 
 from .. import __version__
 from ..errors import Refused, UsageError
-from ..format.ledger import RESTORED, is_log_file_name
 from ..format.names import CHECKPOINT_SUFFIX, parse_chunk_name, parse_segment_name
 from ..store import durable, ledger, quarantine as q
 from ..store.fs import DEFAULT_FS
@@ -60,6 +59,9 @@ def list_quarantine(directory: str, fs=DEFAULT_FS) -> Listing:
             problems.append(f"{f.name}: its purge is recorded but the file is still here (a crash mid-purge? "
                             f"`{cmd('quarantine', 'purge', directory, '--older-than', '36500d', '--apply')}` "
                             f"finishes it)")
+        elif last.get(f.name, {}).get("action") == "restore":
+            problems.append(f"{f.name}: its restore is recorded but the file is still here (a crash mid-restore? "
+                            f"`{cmd('quarantine', 'restore', directory, f.name, '--apply')}` finishes it)")
         else:
             problems.append(f"{f.name}: in .quarantine/ but not in {q.MANIFEST} (a crash between the move and "
                             f"its manifest line?)")
@@ -144,50 +146,96 @@ def move(directory: str, chunk: str, *, reason: str, apply: bool = False, fs=DEF
         return Action(directory, "move", False, chunk, target, None)
     with DirectoryLock(directory, holder_text("quarantine move"), fs):
         now = utc_now()
-        entry = q.move_in(directory, chunk, action="move", reason=reason, now=now, version=__version__, fs=fs,
+        entry = q.move_in_recorded(directory, chunk, action="move", reason=reason, now=now, version=__version__, fs=fs,
                           before_move=lambda to: ledger.record_moved(directory, chunk, to, "quarantine", now, fs))
     return Action(directory, "move", True, chunk, entry["evidence"], entry)
 
 
 def restore(directory: str, name: str, *, apply: bool = False, fs=DEFAULT_FS) -> Action:
+    """Puts a quarantined file back: cut bytes onto the very end they were cut from, a whole file under its
+    old name. The manifest's `restore` line goes first, then the act: a crash in between leaves a restore
+    that is recorded but unfinished, which `quarantine list` names and a rerun of the same command
+    finishes (never a second line, never a restored file that the manifest still calls quarantined)."""
     fs = fs.beneath(directory)
     listing = list_quarantine(directory, fs)
     item = next((i for i in listing.items if i.name == name), None)
+    pending = _unfinished_restore(listing, name)
+    if pending is not None:
+        return _finish_restore(directory, name, pending, apply, fs)
     if item is None or item.entry is None:
         raise UsageError(f"{name} is not a recorded item of .quarantine/ (see `{cmd('quarantine', 'list', directory)}`)",
                          directory)
     e = item.entry
-    qpath = os.path.join(q.qdir(directory), name)
     refuse_links(directory, [e["source"], f"{q.QUARANTINE_DIR}/{name}"], fs, what="restore")
     dest = os.path.join(directory, e["source"])
-    if e["action"] in ("truncate",):
+    kind = "bytes" if e["action"] == "truncate" else "file"
+    if kind == "bytes":
         # Bytes cut from a tail go back only onto the very same end of that chunk.
         size = fs.stat(dest).size if fs.exists(dest) else None
         if size != e["offset"]:
             raise Refused(f"{e['source']} is {size} bytes, not {e['offset']}: the cut bytes no longer fit its end; "
                           f"nothing was changed", directory)
-        if not apply:
-            return Action(directory, "restore-bytes", False, name, e["source"], None)
-        with DirectoryLock(directory, holder_text("quarantine restore"), fs):
-            durable.append(dest, fs.read_range(qpath, 0, item.size), fs)
-            durable.remove(qpath, fs)
-            entry = dict(e, action="restore", time=utc_now(), evidence=f"{q.QUARANTINE_DIR}/{name}",
-                         reason=f"restored {item.size} bytes onto the end of {e['source']}")
-            q.record(directory, entry, fs)
-        return Action(directory, "restore-bytes", True, name, e["source"], entry)
-    if fs.exists(dest):
+    elif fs.exists(dest):
         raise Refused(f"{e['source']} exists again; restore never overwrites it (move it aside first)", directory)
     if not apply:
-        return Action(directory, "restore-file", False, name, e["source"], None)
+        return Action(directory, f"restore-{kind}", False, name, e["source"], None)
     with DirectoryLock(directory, holder_text("quarantine restore"), fs):
-        durable.move(qpath, dest, fs)
-        now = utc_now()
-        if is_log_file_name(e["source"]):
-            ledger.record(directory, RESTORED, now, fs, file=e["source"])
-        entry = dict(e, action="restore", time=now, evidence=f"{q.QUARANTINE_DIR}/{name}",
-                     reason=f"moved back to {e['source']}")
+        what = (f"restored {item.size} bytes onto the end of {e['source']}" if kind == "bytes"
+                else f"moved back to {e['source']}")
+        entry = dict(e, action="restore", restore=kind, time=utc_now(), evidence=f"{q.QUARANTINE_DIR}/{name}",
+                     reason=what)
         q.record(directory, entry, fs)
-    return Action(directory, "restore-file", True, name, e["source"], entry)
+        _restore_act(directory, name, entry, fs)
+    return Action(directory, f"restore-{kind}", True, name, e["source"], entry)
+
+
+def _unfinished_restore(listing: Listing, name: str) -> dict | None:
+    """The `restore` line of a restore a crash interrupted: the last line about `name` is a restore whose
+    file is still in .quarantine/ (the act, or its last step, did not happen)."""
+    last = q.last_lines(list(listing.history)).get(name)
+    if last is None or last.get("action") != "restore" or last.get("restore") not in ("bytes", "file"):
+        return None
+    # A whole file already moved back may still lack the ledger's `restored` line (its last step).
+    present = any(i.name == name for i in listing.items)
+    return last if present or last["restore"] == "file" else None
+
+
+def _finish_restore(directory: str, name: str, line: dict, apply: bool, fs) -> Action:
+    refuse_links(directory, [line["source"], f"{q.QUARANTINE_DIR}/{name}"], fs, what="restore")
+    kind = line["restore"]
+    if apply:
+        with DirectoryLock(directory, holder_text("quarantine restore"), fs):
+            _restore_act(directory, name, line, fs)
+    return Action(directory, f"restore-{kind}", apply, name, line["source"], line)
+
+
+def _restore_act(directory: str, name: str, line: dict, fs) -> None:
+    """The act a `restore` line records, from wherever a crash stopped it: each step is done only when it
+    is not done yet, and only onto bytes that are exactly what the line says."""
+    qpath = os.path.join(q.qdir(directory), name)
+    dest = os.path.join(directory, line["source"])
+    if line["restore"] == "bytes":
+        size = fs.stat(dest).size if fs.exists(dest) else None
+        end = line["offset"] + line["length"]
+        if size == line["offset"]:
+            durable.append(dest, fs.read_range(qpath, 0, line["length"]), fs)
+        elif size != end or q.sha256_bytes(fs.read_range(dest, line["offset"], line["length"])) != line["sha256"]:
+            raise Refused(f"{line['source']} is {size} bytes and does not end with the restored bytes; "
+                          f"{q.QUARANTINE_DIR}/{name} stays where it is", directory)
+        durable.remove(qpath, fs)
+        return
+    if fs.exists(qpath):
+        if not fs.exists(dest):
+            durable.move(qpath, dest, fs)
+        elif q.sha256_file(dest, fs) == line["sha256"] == q.sha256_file(qpath, fs):
+            durable.remove(qpath, fs)  # moved, but a crash before its directory's sync brought the old name back
+        else:
+            raise Refused(f"{line['source']} exists again; restore never overwrites it (move it aside first)",
+                          directory)
+    elif not fs.exists(dest) or q.sha256_file(dest, fs) != line["sha256"]:
+        raise Refused(f"{q.QUARANTINE_DIR}/{name} is gone and {line['source']} is not the restored file; "
+                      f"nothing was changed", directory)
+    ledger.record_restored(directory, line["source"], line["time"], fs)
 
 
 class Purged(NamedTuple):

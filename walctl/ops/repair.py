@@ -168,7 +168,7 @@ def _repair(path, apply, max_drop_bytes, fs) -> RepairReport:
                               last_seq_kept=last_kept, evidence=kept["evidence"])
             durable.truncate(chunk_path, cut.offset, fs)
         else:
-            evidence.append(quarantine.move_in(
+            evidence.append(quarantine.move_in_recorded(
                 path, cut.file, action="quarantine-chunk", reason=cut.reason, now=now, version=__version__, fs=fs,
                 before_move=lambda to, f=cut.file: ledger.record_moved(path, f, to, "quarantine", now, fs)))
     after = verify_path(path, fs=fs, lock_held_by_us=True)

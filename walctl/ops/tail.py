@@ -1,9 +1,19 @@
-"""The tail of the log file a follower reads (V2 chunks for ops/follow.py, ADR-003 segments for
-ops/follow_segments.py): what has been streamed, what is pending, and damage left behind on a roll.
-Read-only."""
+"""What both followers share (V2 chunks in ops/follow.py, ADR-003 segments in ops/follow_segments.py):
+the tail of the file being read (what has been streamed, what is pending, damage left behind on a
+roll), the polling loop around a follower's step(), and its result. Read-only."""
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
+
+
+class FollowResult(NamedTuple):
+    events: int
+    first: int | None
+    last: int | None
+    ended_by: str  # "signal" | "timeout" | "limit" | "to" | "damage"
+    problem: str | None
+    exit_code: int
 
 
 def read_tail(path: str, base: int) -> tuple[bytes, int | None]:
@@ -64,3 +74,25 @@ class Tail:
         and no writer holds the directory."""
         self.unsettled += 1
         return self.unsettled > settle_polls and not writer_alive(self.directory)
+
+
+def drive(follower, interval, timeout, clock, sleep, stop) -> FollowResult:
+    """The polling loop around a follower's step(): stops on a signal, at the deadline, or when the
+    follower ends; sleeps `interval` after a poll that handed nothing on."""
+    deadline = None if timeout is None else clock() + timeout
+    while True:
+        if stop.signal is not None:
+            return follower.result("signal")
+        if deadline is not None and clock() >= deadline:
+            return follower.result("timeout")
+        progressed, end = follower.step()
+        if end is not None:
+            return end
+        if not progressed:
+            sleep(interval)
+
+
+def writer_is_alive(directory: str) -> bool:
+    from ..store.lock import probe_writer
+
+    return probe_writer(directory) is not None

@@ -144,7 +144,7 @@ class DirectoryWorkflowStore:
         path = self._path(checkpoint_id)
         if not self.fs.exists(path):
             return None
-        return quarantine.move_in(self.dir, checkpoint_id + SUFFIX, action="workflow-delete", reason=reason,
+        return quarantine.move_in_recorded(self.dir, checkpoint_id + SUFFIX, action="workflow-delete", reason=reason,
                                   now=utc_now(), version=__version__, fs=self.fs)
 
 

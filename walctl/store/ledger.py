@@ -160,3 +160,13 @@ def record_moved(directory: str, name: str, to: str, why: str, ts: str, fs=DEFAU
         return
     first, last = seqs if seqs is not None else chunk_range(directory, name, fs)
     record(directory, L.MOVED, ts, fs, file=name, first_seq=first, last_seq=last, to=to, why=why)
+
+
+def record_restored(directory: str, name: str, ts: str, fs=DEFAULT_FS) -> None:
+    """A `restored` line for a chunk (or segment) moved back, unless the ledger already has it back (a
+    rerun after a crash that came after this line): the ledger then says once that the file is here."""
+    if not L.is_log_file_name(name):
+        return
+    read = read_ledger(directory, fs)
+    if read is not None and name in L.fold(read.lines).moved:
+        record(directory, L.RESTORED, ts, fs, file=name)

@@ -19,6 +19,8 @@ from . import durable
 from .fs import DEFAULT_FS
 
 COPY_BLOCK = 1 << 20
+MULTIPART_THRESHOLD_BYTES = 5 << 30  # S3's single-put limit: larger files go in parts
+PART_BYTES = 256 << 20  # S3: at least 5 MiB per part but the last, at most 10,000 parts
 
 
 class ObjectInfo(NamedTuple):
@@ -27,6 +29,7 @@ class ObjectInfo(NamedTuple):
     sha256: str | None  # the SHA-256 the service computed and checked itself, when it says
     modified: float | None = None
     md5: str | None = None  # S3's ETag of a single-part upload: the MD5 of the bytes it stored
+    composite: str | None = None  # S3's checksum of a multipart object: base64 SHA-256 of the parts' ones, "-N"
 
 
 def sha256_file(path: str) -> str:
@@ -87,6 +90,11 @@ class FileStore:
         self._make_parents(dst)
         durable.create_file(dst, data, self.fs, replace=True)
 
+    def put_data(self, key: str, data: bytes, sha256: str, metadata: dict | None = None) -> ObjectInfo:
+        """A small object from memory (a live piece), then what the store holds, read back."""
+        self.put_bytes(key, data)
+        return self.head(key, want_sha=True)
+
     def head(self, key: str, want_sha: bool = False) -> ObjectInfo | None:
         p = self._path(key)
         try:
@@ -137,7 +145,9 @@ class S3Store:
     """`s3://bucket/prefix` on any S3-compatible service. Endpoint and credentials: `endpoint_url` or
     AWS_ENDPOINT_URL, and the usual AWS_* variables / config files that boto3 reads."""
 
-    def __init__(self, bucket: str, prefix: str, endpoint_url: str | None = None):
+    def __init__(self, bucket: str, prefix: str, endpoint_url: str | None = None,
+                 multipart_threshold: int = MULTIPART_THRESHOLD_BYTES, part_bytes: int = PART_BYTES):
+        self.multipart_threshold, self.part_bytes = multipart_threshold, part_bytes
         try:
             import boto3
             from botocore.config import Config
@@ -169,6 +179,8 @@ class S3Store:
         import base64
 
         meta = dict(metadata or {}, sha256=sha256)
+        if os.path.getsize(path) > self.multipart_threshold:
+            return self._put_multipart(key, path, sha256, meta)
         try:
             with open(path, "rb") as f:
                 # ChecksumSHA256: a service that supports it rejects a body that does not match.
@@ -178,11 +190,73 @@ class S3Store:
             raise self._fail(e, key) from None
         return self.head(key, want_sha=True)
 
+    def _put_multipart(self, key: str, path: str, sha256: str, meta: dict) -> ObjectInfo:
+        """A file over the threshold, in parts: each part is put with its SHA-256, which the service
+        checks against the bytes it received (a part that does not match is rejected); the object's
+        composite checksum (SHA-256 of the parts' SHA-256s, "-N") is then compared with the one computed
+        here, which proves the parts were assembled in order. A failed upload is aborted (no orphan
+        parts)."""
+        import base64
+
+        k = self._key(key)
+        try:
+            up = self.client.create_multipart_upload(Bucket=self.bucket, Key=k, Metadata=meta,
+                                                     ChecksumAlgorithm="SHA256")
+        except self._errors as e:
+            raise self._fail(e, key) from None
+        uid, parts, digests = up["UploadId"], [], []
+        try:
+            with open(path, "rb") as f:
+                n = 0
+                while True:
+                    block = f.read(self.part_bytes)
+                    if not block and n:
+                        break
+                    n += 1
+                    d = hashlib.sha256(block).digest()
+                    b64 = base64.b64encode(d).decode()
+                    r = self.client.upload_part(Bucket=self.bucket, Key=k, UploadId=uid, PartNumber=n, Body=block,
+                                                ChecksumSHA256=b64)
+                    if r.get("ChecksumSHA256") not in (None, b64):
+                        raise EnvironmentProblem(f"part {n}: the service stored SHA-256 {r['ChecksumSHA256']}, "
+                                                 f"sent {b64}", f"{self.url}/{key}")
+                    parts.append({"PartNumber": n, "ETag": r["ETag"], "ChecksumSHA256": b64})
+                    digests.append(d)
+                    if len(block) < self.part_bytes:
+                        break
+            self.client.complete_multipart_upload(Bucket=self.bucket, Key=k, UploadId=uid,
+                                                  MultipartUpload={"Parts": parts})
+        except BaseException as e:
+            try:
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=k, UploadId=uid)
+            except self._errors:
+                pass
+            if isinstance(e, self._errors):
+                raise self._fail(e, key) from None
+            raise
+        info = self.head(key)
+        composite = base64.b64encode(hashlib.sha256(b"".join(digests)).digest()).decode()
+        if info is not None and info.composite == composite:
+            return info._replace(sha256=sha256)  # every part checked by the service, in our order
+        return info  # no composite checksum from this service: the caller reads the object back
+
     def put_bytes(self, key: str, data: bytes) -> None:
         try:
             self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
         except self._errors as e:
             raise self._fail(e, key) from None
+
+    def put_data(self, key: str, data: bytes, sha256: str, metadata: dict | None = None) -> ObjectInfo:
+        """A small object from memory (a live piece), put with ChecksumSHA256 as put_file does."""
+        import base64
+
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
+                                   Metadata=dict(metadata or {}, sha256=sha256),
+                                   ChecksumSHA256=base64.b64encode(bytes.fromhex(sha256)).decode())
+        except self._errors as e:
+            raise self._fail(e, key) from None
+        return self.head(key, want_sha=True)
 
     def head(self, key: str, want_sha: bool = False) -> ObjectInfo | None:
         import base64
@@ -193,12 +267,15 @@ class S3Store:
             if getattr(e, "response", {}).get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 return None
             raise self._fail(e, key) from None
-        sha = None
-        if h.get("ChecksumSHA256") and "-" not in h["ChecksumSHA256"]:
-            sha = base64.b64decode(h["ChecksumSHA256"]).hex()  # computed and checked by the service
+        sha = composite = None
         etag = h.get("ETag", "").strip('"')
+        multipart = "-" in etag or "-" in h.get("ChecksumSHA256", "")
+        if h.get("ChecksumSHA256") and not multipart:
+            sha = base64.b64decode(h["ChecksumSHA256"]).hex()  # computed and checked by the service
+        elif h.get("ChecksumSHA256"):  # of the parts' checksums, not of the bytes (some services omit "-N")
+            composite = h["ChecksumSHA256"].split("-")[0]
         md5 = etag if len(etag) == 32 and all(c in "0123456789abcdef" for c in etag) else None  # not multipart
-        return ObjectInfo(key, h["ContentLength"], sha, h["LastModified"].timestamp(), md5)
+        return ObjectInfo(key, h["ContentLength"], sha, h["LastModified"].timestamp(), md5, composite)
 
     def get_to(self, key: str, f: BinaryIO) -> int:
         try:

@@ -33,6 +33,10 @@ def _free_name(directory: str, base: str, fs, same_as: str | None = None) -> tup
     raise RuntimeError(f"no free quarantine name for {base}")
 
 
+def sha256_bytes(data) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def sha256_file(path: str, fs=DEFAULT_FS) -> str:
     with fs.map_read(path) as buf:
         return sha256_hex(buf)
@@ -59,33 +63,15 @@ def keep_bytes(directory: str, source: str, offset: int, data: bytes, *, action:
     return line
 
 
-def move_in(directory: str, source: str, *, action: str, reason: str, now: str, version: str,
-            fs=DEFAULT_FS, before_move=None) -> dict:
-    """Moves the file `source` of `directory` into the quarantine under a name never used before.
-    before_move(evidence): called once the name is known, before the move (the ledger's `moved` line)."""
-    durable.make_dir(qdir(directory), fs)
-    src = os.path.join(directory, source)
-    sha = sha256_file(src, fs)
-    size = fs.stat(src).size
-    name, _ = _free_name(directory, source, fs)
-    line = entry(now, action, source, 0, size, sha, f"{QUARANTINE_DIR}/{name}", reason, version)
-    # A crash between the move and the manifest line leaves a quarantined file with no line:
-    # `walctl quarantine list` shows such files as unrecorded, so nothing is ever silently lost.
-    if before_move is not None:
-        before_move(line["evidence"])
-    durable.move(src, os.path.join(qdir(directory), name), fs)
-    record(directory, line, fs)
-    return line
-
-
 def move_in_recorded(directory: str, source: str, *, action: str, reason: str, now: str, version: str,
                      manifest: list[dict] | None = None, fs=DEFAULT_FS, before_move=None) -> dict:
-    """move_in for planned removals (compaction, retention), whose rerun after a crash must finish the
-    same move: the line goes first, then the move. A crash between the two leaves a line for a file still
+    """Moves the file `source` of `directory` into the quarantine under a name never used before, so that a
+    rerun after a crash finishes the same move: the line goes first, then the move. A crash between the two leaves a line for a file still
     in place; the rerun finds that line (same action, source and sha256, its move not finished) and
     finishes the move under the name it gives, so every move has exactly one line and no file is unrecorded.
     `manifest`: the manifest's lines as read before a batch of moves (a pending line can only come from an
-    earlier run), so that moving N files reads the manifest once rather than N times."""
+    earlier run), so that moving N files reads the manifest once rather than N times.
+    before_move(evidence): called once the name is known, before the move (the ledger's `moved` line)."""
     durable.make_dir(qdir(directory), fs)
     src = os.path.join(directory, source)
     sha = sha256_file(src, fs)

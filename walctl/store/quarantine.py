@@ -34,7 +34,7 @@ def _free_name(directory: str, base: str, fs, same_as: str | None = None) -> tup
 
 
 def sha256_bytes(data) -> str:
-    return hashlib.sha256(data).hexdigest()
+    return sha256_hex(data)
 
 
 def sha256_file(path: str, fs=DEFAULT_FS) -> str:

@@ -181,7 +181,7 @@ def verify(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pre
            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-verify/1)."),
            progress: Optional[bool] = PROGRESS):
     from ..ops.archive_verify import verify_archive
-    from ..ops.verify import VERDICTS
+    from ..ops.report import VERDICTS
 
     with Bar("archive verify", None, progress) as bar:
         summaries, findings, code = verify_archive(dest, namespace=namespace, jobs=jobs, endpoint_url=endpoint_url,

@@ -75,7 +75,8 @@ def inspect(
 ) -> int:
     from ..format.v2 import parse_type
     from ..ops.records import RecordFilter, RecordWalk
-    from ..ops.verify import KIND_CHECKPOINT, KIND_CHECKPOINTS, KIND_SEGMENT, KIND_SEGMENTS, detect_kind
+    from ..ops.kinds import KIND_CHECKPOINT, KIND_CHECKPOINTS, KIND_SEGMENT, KIND_SEGMENTS
+    from ..ops.verify import detect_kind
 
     if payload not in PAYLOAD_MODES + ("none",):
         raise UsageError(f"--payload must be one of {', '.join(PAYLOAD_MODES)}, none (got {payload!r})")

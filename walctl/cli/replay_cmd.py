@@ -79,7 +79,7 @@ def _stdout_writer():
     """writev straight to fd 1 when stdout is a real file (the fast path), else through sys.stdout."""
     import io
 
-    from ..ops.replay import write_pieces_to_fd
+    from ..ops.fdwrite import write_pieces_to_fd
 
     sys.stdout.flush()
     try:

@@ -21,7 +21,8 @@ def stats(
     progress: Optional[bool] = PROGRESS,
 ) -> int:
     from ..ops.stats import collect_stats
-    from ..ops.verify import KIND_SEGMENT, KIND_SEGMENTS, detect_kind
+    from ..ops.kinds import KIND_SEGMENT, KIND_SEGMENTS
+    from ..ops.verify import detect_kind
 
     kind = detect_kind(path)
     if kind in (KIND_SEGMENTS, KIND_SEGMENT):

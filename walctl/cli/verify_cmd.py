@@ -5,7 +5,9 @@ from typing import List, Optional
 
 import typer
 
-from ..ops.verify import VerifyReport, verify_paths
+from ..ops.report import VerifyReport
+
+from ..ops.verify import verify_paths
 from .progress import PROGRESS, Bar, path_bytes
 from .render import emit, json_document, paint, plain_table, seq_range
 

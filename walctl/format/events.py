@@ -22,7 +22,8 @@ import re
 import struct
 from typing import Callable, Iterator, NamedTuple
 
-from .v2 import EVENT_TYPES, MAX_ID_BYTES
+from .record import FLAGS, HEADER_SIZE, SEQUENCE, STORED_LEN, TIMESTAMP_MS, TYPE
+from .v2 import EVENT_TYPES, FLAG_COMPRESSED, MAX_ID_BYTES
 
 FORM_JSONL = "jsonl"
 FORM_MSGPACK = "msgpack"
@@ -147,15 +148,16 @@ def jsonl_visitor(file_name: str, after: int, to: int, add: Callable[[bytes], No
     plain = _NEEDS_ESCAPE
 
     def visit(buf, off, h, p, q, nxt, payload):
-        seq = h[6]
+        seq = h[SEQUENCE]
         if after < seq <= to:
-            typ = h[3]
-            mid = buf[off + 40:p]
+            typ = h[TYPE]
+            mid = buf[off + HEADER_SIZE:p]
             body = buf[p:q] if payload is None else payload
             large = len(body) > STREAM_HEX_BYTES
             line = fmt % (seq, types[typ] if typ < n_types else b"%d" % typ, typ,
-                          b'"' + mid + b'"' if plain(mid) is None else json_string(mid), hexl(mid), h[7],
-                          b"true" if h[2] & 1 else b"false", b"" if large else hexl(body), h[8], name, off)
+                          b'"' + mid + b'"' if plain(mid) is None else json_string(mid), hexl(mid), h[TIMESTAMP_MS],
+                          b"true" if h[FLAGS] & FLAG_COMPRESSED else b"false", b"" if large else hexl(body),
+                          h[STORED_LEN], name, off)
             add(HexLine.around(line, _HEX_KEY, body) if large else line)
             mark((off, seq))
         return False

@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
-from .names import chunk_name, parse_chunk_name, parse_segment_name, segment_name
+from .names import LEDGER_DIR, chunk_name, parse_chunk_name, parse_segment_name, segment_name
 
-LEDGER_DIR = ".walctl"
 LEDGER_NAME = "ledger.jsonl"
 LEDGER_VERSION = 1
 

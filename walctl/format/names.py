@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import re
 
+LEDGER_DIR = ".walctl"  # the directory ledger (format/ledger.py): ours, not a chunk, not foreign
+QUARANTINE_DIR = ".quarantine"  # where removed bytes are kept as evidence (store/quarantine.py)
+TMP_SUFFIX = ".tmp"  # a file being written, renamed into place once durable (store/durable.py)
+
 _CHUNK_RE = re.compile(r"wal-([0-9]+)\.bin")
 
 

@@ -7,25 +7,41 @@ from __future__ import annotations
 
 import struct
 import zlib
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Callable, NamedTuple
 
+from . import record as R
 from .v2 import (
-    ALIGNMENT, FILE_HEADER, FILE_MAGIC, FLAG_COMPRESSED, FORMAT_VERSION, HEADER_CRC_SPAN, KNOWN_FLAGS,
-    LEGACY_VERSION, RECORD_HEADER, RECORD_MAGIC, RECORD_VERSION, EVENT_TYPES, inflate_bounded, inflate_check,
+    ALIGNMENT, FILE_HEADER, FILE_MAGIC, FLAG_COMPRESSED, FORMAT_VERSION, KNOWN_FLAGS, LEGACY_VERSION,
+    RECORD_HEADER, RECORD_MAGIC, RECORD_VERSION, EVENT_TYPES, inflate_bounded, inflate_check,
 )
 
 MAX_ANOMALY_DETAILS = 100  # per chunk; counts are always complete
 _MAGIC_BYTES = RECORD_MAGIC.to_bytes(2, "big")
 _N_TYPES = len(EVENT_TYPES)
 
-# Damage kinds
-MID_LOG = "mid-log"  # invalid bytes followed by an intact record in the same chunk
-TAIL = "tail"  # invalid bytes with nothing intact after them in this chunk
-UNDECODABLE = "undecodable"  # CRCs pass, the compressed payload does not inflate
-# Tail kinds
-ZERO_FILL = "zero-fill"
-INCOMPLETE = "incomplete"
-CHECKSUM = "checksum"
+
+# (The value classes below skip dataclass's generated __eq__/__repr__: each generated method costs
+# `walctl verify` start-up time, and these compare by identity, as they always have.)
+
+
+class DamageKind(StrEnum):
+    """What a Damage item is (the values are what the JSON shows)."""
+    MID_LOG = "mid-log"  # invalid bytes followed by an intact record in the same chunk
+    TAIL = "tail"  # invalid bytes with nothing intact after them in this chunk
+    UNDECODABLE = "undecodable"  # CRCs pass, the compressed payload does not inflate
+
+
+class TailKind(StrEnum):
+    """What a TAIL damage looks like."""
+    ZERO_FILL = "zero-fill"  # zeros to the end of the file (preallocated, never written)
+    INCOMPLETE = "incomplete"  # a record cut short: the header says more bytes than the file has
+    CHECKSUM = "checksum"  # a whole record whose magic or CRC is wrong
+
+
+MID_LOG, TAIL, UNDECODABLE = DamageKind.MID_LOG, DamageKind.TAIL, DamageKind.UNDECODABLE
+ZERO_FILL, INCOMPLETE, CHECKSUM = TailKind.ZERO_FILL, TailKind.INCOMPLETE, TailKind.CHECKSUM
 
 # Header states
 HEADER_OK = "ok"
@@ -35,48 +51,32 @@ HEADER_LEGACY = "legacy-v1"
 HEADER_BAD_VERSION = "bad-version"
 
 
+@dataclass(frozen=True, slots=True, eq=False, repr=False)  # identity equality, as before
 class Damage:
-    """Bytes that do not hold a valid record. Built by the scanner, then classified in place."""
-    __slots__ = ("kind", "offset", "end", "reason", "tail_kind", "field", "stored", "computed", "sequence",
-                 "resync_sequence")
-
-    def __init__(self, kind: str, offset: int, end: int, reason: str, tail_kind: str | None = None,
-                 field: str | None = None, stored: int | None = None, computed: int | None = None,
-                 sequence: int | None = None, resync_sequence: int | None = None):
-        self.kind = kind  # MID_LOG | TAIL | UNDECODABLE
-        self.offset = offset  # first damaged byte (where a record should start)
-        self.end = end  # one past the last damaged byte
-        self.reason = reason
-        self.tail_kind = tail_kind  # for TAIL: ZERO_FILL | INCOMPLETE | CHECKSUM
-        self.field = field  # the check that failed: record-magic, header-crc, payload-crc, length, zlib
-        self.stored = stored  # value found in the file
-        self.computed = computed  # value walctl computed
-        self.sequence = sequence  # the sequence the damaged header claims, when its header CRC passes
-        self.resync_sequence = resync_sequence  # MID_LOG: sequence of the intact record at `end`
-
-    def __getstate__(self):
-        return tuple(getattr(self, k) for k in self.__slots__)
-
-    def __setstate__(self, state):
-        for k, v in zip(self.__slots__, state):
-            setattr(self, k, v)
+    """Bytes that do not hold a valid record."""
+    kind: DamageKind
+    offset: int  # first damaged byte (where a record should start)
+    end: int  # one past the last damaged byte
+    reason: str
+    tail_kind: TailKind | None = None  # for TAIL
+    field: str | None = None  # the check that failed: record.FIELD_* (record-magic, header-crc, ...)
+    stored: int | None = None  # value found in the file
+    computed: int | None = None  # value walctl computed
+    sequence: int | None = None  # the sequence the damaged header claims, when its header CRC passes
+    resync_sequence: int | None = None  # MID_LOG: sequence of the intact record at `end`
 
     def __repr__(self):
         return f"Damage({', '.join(f'{k}={getattr(self, k)!r}' for k in self.__slots__)})"
 
 
+@dataclass(frozen=True, slots=True, eq=False, repr=False)  # identity equality, as before
 class Run:
     """Consecutive valid records whose sequences rise by exactly one."""
-    __slots__ = ("first_seq", "last_seq", "count", "offset", "end")
-
-    def __init__(self, first_seq: int, last_seq: int, count: int, offset: int, end: int):
-        self.first_seq, self.last_seq, self.count, self.offset, self.end = first_seq, last_seq, count, offset, end
-
-    def __getstate__(self):
-        return (self.first_seq, self.last_seq, self.count, self.offset, self.end)
-
-    def __setstate__(self, state):
-        self.first_seq, self.last_seq, self.count, self.offset, self.end = state
+    first_seq: int
+    last_seq: int
+    count: int
+    offset: int
+    end: int
 
     def __repr__(self):
         return f"Run(seq {self.first_seq}..{self.last_seq}, {self.count} records, bytes {self.offset}..{self.end})"
@@ -89,37 +89,41 @@ class Anomaly(NamedTuple):
     detail: str
 
 
+class Anomalies:
+    """Collects a chunk's anomalies while it is scanned: the first MAX_ANOMALY_DETAILS, every count."""
+    __slots__ = ("details", "counts")
+
+    def __init__(self):
+        self.details: list[Anomaly] = []
+        self.counts: dict[str, int] = {}
+
+    def add(self, code: str, offset: int, sequence: int, detail: str) -> None:
+        self.counts[code] = self.counts.get(code, 0) + 1
+        if len(self.details) < MAX_ANOMALY_DETAILS:
+            self.details.append(Anomaly(code, offset, sequence, detail))
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)  # identity equality, as before
 class ChunkScan:
     """What one chunk holds: `items` are Run and Damage in file order."""
-    __slots__ = ("size", "header", "version", "magic", "items", "records", "valid_bytes", "anomalies",
-                 "anomaly_counts", "stopped_at")
-
-    def __init__(self, size: int, header: str, version: int | None = None, magic: bytes | None = None):
-        self.size = size
-        self.header = header  # HEADER_* state
-        self.version = version
-        self.magic = magic
-        self.items: list = []
-        self.records = 0  # valid records
-        self.valid_bytes = 0  # bytes covered by valid records
-        self.anomalies: list[Anomaly] = []  # the first MAX_ANOMALY_DETAILS
-        self.anomaly_counts: dict[str, int] = {}
-        self.stopped_at: int | None = None  # offset where a visitor asked to stop
-
-    def __getstate__(self):
-        return tuple(getattr(self, k) for k in self.__slots__)
-
-    def __setstate__(self, state):
-        for k, v in zip(self.__slots__, state):
-            setattr(self, k, v)
+    size: int
+    header: str  # HEADER_* state
+    version: int | None = None
+    magic: bytes | None = None
+    items: tuple = ()
+    records: int = 0  # valid records
+    valid_bytes: int = 0  # bytes covered by valid records
+    anomalies: tuple[Anomaly, ...] = ()  # the first MAX_ANOMALY_DETAILS
+    anomaly_counts: dict[str, int] = field(default_factory=dict)
+    stopped_at: int | None = None  # offset where a visitor asked to stop
 
     @property
     def runs(self) -> list[Run]:
-        return [i for i in self.items if isinstance(i, Run)]
+        return [i for i in self.items if type(i) is Run]
 
     @property
     def damage(self) -> list[Damage]:
-        return [i for i in self.items if isinstance(i, Damage)]
+        return [i for i in self.items if type(i) is Damage]
 
     @property
     def first_seq(self) -> int | None:
@@ -135,10 +139,11 @@ class ChunkScan:
     def header_only(self) -> bool:
         return self.header == HEADER_OK and self.size == FILE_HEADER.size
 
-    def add_anomaly(self, code: str, offset: int, sequence: int, detail: str) -> None:
-        self.anomaly_counts[code] = self.anomaly_counts.get(code, 0) + 1
-        if len(self.anomalies) < MAX_ANOMALY_DETAILS:
-            self.anomalies.append(Anomaly(code, offset, sequence, detail))
+
+def clean_scan(size: int, runs: tuple[Run, ...]) -> ChunkScan:
+    """The scan of a V2 chunk holding exactly these runs and nothing else (a seal stands in for it)."""
+    return ChunkScan(size, HEADER_OK, FORMAT_VERSION, FILE_MAGIC, tuple(runs), sum(r.count for r in runs),
+                     sum(r.end - r.offset for r in runs))
 
 
 # visit(buf, offset, header_fields, payload_start, payload_end, record_end, inflated_or_None) is called
@@ -170,32 +175,20 @@ def scan_chunk(buf, visit: Visitor | None = None, *, materialize: bool = True) -
         buf = buf.tobytes()
     size = len(buf)
     state, magic, version = classify_file_header(buf)
-    scan = ChunkScan(size=size, header=state, version=version, magic=magic)
-    if state == HEADER_OK:
-        _scan_records(buf, FILE_HEADER.size, scan, visit, materialize and visit is not None)
-    return scan
+    if state != HEADER_OK:
+        return ChunkScan(size, state, version, magic)
+    items: list = []
+    notes = Anomalies()
+    stopped_at = _scan_records(buf, FILE_HEADER.size, items, notes, visit, materialize and visit is not None)
+    runs = [i for i in items if type(i) is Run]
+    return ChunkScan(size, state, version, magic, tuple(items), sum(r.count for r in runs),
+                     sum(r.end - r.offset for r in runs), tuple(notes.details), notes.counts, stopped_at)
 
 
-def check_intact(buf, off: int, end: int, budget: "ResyncBudget | None" = None) -> tuple | None:
-    """The header fields when the record at off is intact (magic, header CRC, whole record inside the
-    buffer, payload CRC), else None. It need not decode. `budget` is charged the bytes CRC'd."""
-    if end - off < RECORD_HEADER.size:
-        return None
-    h = RECORD_HEADER.unpack_from(buf, off)
-    if h[0] != RECORD_MAGIC:
-        return None
-    mv = memoryview(buf)
-    if zlib.crc32(mv[off:off + HEADER_CRC_SPAN]) != h[11]:
-        return None
-    p = off + RECORD_HEADER.size + h[4]
-    q = p + h[8]
-    if q + (-(h[4] + h[8]) % ALIGNMENT) > end:
-        return None
-    if budget is not None:
-        budget.left -= q - p
-    if zlib.crc32(mv[p:q]) != h[9]:
-        return None
-    return h
+def check_intact(buf, off: int, end: int, budget: "ResyncBudget | None" = None) -> R.RecordHeader | None:
+    """The header fields when the record at off is intact (record.check_record), else None."""
+    h = R.check_record(buf, off, end, budget)
+    return None if type(h) is R.Invalid else h
 
 
 class ResyncBudget:
@@ -236,41 +229,32 @@ def _is_zero(buf, start: int, end: int) -> bool:
 
 
 def describe_invalid(buf, off: int, end: int) -> Damage:
-    """Why the record at off is not intact, as a Damage whose `end` is still to be decided."""
-    if end - off < RECORD_HEADER.size:
-        return Damage(TAIL, off, end, f"{end - off} bytes left, fewer than a 40-byte record header",
-                      field="length")
-    h = RECORD_HEADER.unpack_from(buf, off)
-    if h[0] != RECORD_MAGIC:
-        return Damage(TAIL, off, end, "bad record magic", field="record-magic", stored=h[0],
-                      computed=RECORD_MAGIC)
-    mv = memoryview(buf)
-    computed = zlib.crc32(mv[off:off + HEADER_CRC_SPAN])
-    if computed != h[11]:
-        return Damage(TAIL, off, end, "header CRC mismatch", field="header-crc", stored=h[11],
-                      computed=computed)
-    p = off + RECORD_HEADER.size + h[4]
-    q = p + h[8]
-    rec_end = q + (-(h[4] + h[8]) % ALIGNMENT)
-    if rec_end > end:
-        return Damage(TAIL, off, end, f"record of {rec_end - off} bytes runs past the end of the file "
-                                      f"({end - off} bytes present)", field="length", sequence=h[6])
-    computed = zlib.crc32(mv[p:q])
-    return Damage(TAIL, off, end, "payload CRC mismatch", field="payload-crc", stored=h[9],
-                  computed=computed, sequence=h[6])
+    """Why the record at off is not intact (record.check_record), as a TAIL Damage running to `end`;
+    the scanner then decides whether it is mid-log or tail."""
+    why = R.check_record(buf, off, end)
+    if type(why) is not R.Invalid:  # (the scanner asks only about records that are not intact)
+        why = R.Invalid(R.FIELD_PAYLOAD_CRC, why.payload_crc, why.payload_crc, why.sequence)
+    if why.field == R.FIELD_LENGTH and why.record_end is None:
+        reason = f"{end - off} bytes left, fewer than a 40-byte record header"
+    elif why.field == R.FIELD_LENGTH:
+        reason = (f"record of {why.record_end - off} bytes runs past the end of the file "
+                  f"({end - off} bytes present)")
+    else:
+        reason = _REASONS[why.field]
+    return Damage(TAIL, off, end, reason, field=why.field, stored=why.stored, computed=why.computed,
+                  sequence=why.sequence)
+
+
+_REASONS = {R.FIELD_RECORD_MAGIC: "bad record magic", R.FIELD_HEADER_CRC: "header CRC mismatch",
+            R.FIELD_PAYLOAD_CRC: "payload CRC mismatch"}
 
 
 def classify_tail(buf, dmg: Damage, end: int) -> Damage:
-    dmg.kind = TAIL
-    dmg.end = end
+    """The damage as a TAIL running to `end`: zeros, a record cut short, or a bad checksum."""
     if _is_zero(buf, dmg.offset, end):
-        dmg.tail_kind = ZERO_FILL
-        dmg.reason = f"{end - dmg.offset} zero bytes to the end of the file"
-    elif dmg.field == "length":
-        dmg.tail_kind = INCOMPLETE
-    else:
-        dmg.tail_kind = CHECKSUM
-    return dmg
+        return replace(dmg, kind=TAIL, end=end, tail_kind=ZERO_FILL,
+                       reason=f"{end - dmg.offset} zero bytes to the end of the file")
+    return replace(dmg, kind=TAIL, end=end, tail_kind=INCOMPLETE if dmg.field == R.FIELD_LENGTH else CHECKSUM)
 
 
 # The 8 bytes before a record header are the last 8 bytes of the previous record (or the file header):
@@ -280,15 +264,17 @@ assert _PREFIXED_HEADER.size == 8 + RECORD_HEADER.size
 _PAD_MASKS = tuple((1 << (8 * n)) - 1 for n in range(ALIGNMENT))
 
 
-def _scan_records(buf, off: int, scan: ChunkScan, visit: Visitor | None, materialize: bool) -> None:
+def _scan_records(buf, off: int, items: list, notes: Anomalies, visit: Visitor | None,
+                  materialize: bool) -> int | None:
     # The hot loop: locals only, one unpack and two CRCs per healthy record; everything else is on the
-    # rare path. Runs are tracked in locals and materialised only where they break. Keep the validity
-    # predicate in step with check_intact/describe_invalid.
+    # rare path. Runs are tracked in locals and materialised only where they break. The validity
+    # predicate is record.check_record's, inlined (tests/test_record_view.py checks they agree).
+    # Returns the offset where the visitor asked to stop, else None.
     end = len(buf)
     mv = memoryview(buf)
     unpack = _PREFIXED_HEADER.unpack_from
     crc = zlib.crc32
-    items = scan.items
+    stopped_at = None
     pad_masks = _PAD_MASKS
     hsize = RECORD_HEADER.size
     n_types = _N_TYPES
@@ -300,7 +286,7 @@ def _scan_records(buf, off: int, scan: ChunkScan, visit: Visitor | None, materia
         if end - off >= hsize:
             (word, magic, ver, flags, typ, idlen, r8, seq, ts, plen, pcrc, r32, hcrc) = unpack(buf, off - 8)
             if word & pmask:
-                _padding_anomaly(buf, scan, last_off, off, run_last)
+                _padding_anomaly(buf, notes, last_off, off, run_last)
             pmask = 0
             if magic == 0x5741 and crc(mv[off:off + 36]) == hcrc:
                 p = off + hsize + idlen
@@ -316,16 +302,16 @@ def _scan_records(buf, off: int, scan: ChunkScan, visit: Visitor | None, materia
                                 if run_last is not None:
                                     items.append(Run(run_first, run_last, run_last - run_first + 1, run_off, off))
                                     run_first = run_last = None
-                                items.append(Damage(UNDECODABLE, off, nxt, inf.error, field="zlib", sequence=seq))
+                                items.append(Damage(UNDECODABLE, off, nxt, inf.error, field=R.FIELD_ZLIB, sequence=seq))
                                 off = nxt
                                 continue
                             payload = inf[0]  # the bytes, or (not materialized) the decoded length
                             if inf.trailing:
-                                scan.add_anomaly("zlib-trailing-bytes", off, seq,
+                                notes.add("zlib-trailing-bytes", off, seq,
                                                  f"{inf.trailing} bytes after the end of the zlib stream")
-                        _record_anomalies(scan, off, seq, ver, flags, typ, r8, r32)
+                        _record_anomalies(notes, off, seq, ver, flags, typ, r8, r32)
                     if idlen and not buf[off + hsize:p].isascii():
-                        _check_id_utf8(mv, scan, off, p, seq)
+                        _check_id_utf8(mv, notes, off, p, seq)
                     if seq - 1 != run_last:
                         if run_last is not None:
                             items.append(Run(run_first, run_last, run_last - run_first + 1, run_off, off))
@@ -336,12 +322,12 @@ def _scan_records(buf, off: int, scan: ChunkScan, visit: Visitor | None, materia
                     last_off = off
                     if visit is not None and visit(buf, off, (magic, ver, flags, typ, idlen, r8, seq, ts, plen,
                                                               pcrc, r32, hcrc), p, q, nxt, payload):
-                        scan.stopped_at = off = nxt
+                        stopped_at = off = nxt
                         break
                     off = nxt
                     continue
         elif pmask:
-            _check_padding(buf, scan, last_off, off, run_last, pmask)
+            _check_padding(buf, notes, last_off, off, run_last, pmask)
             pmask = 0
         # Not intact: find the next intact record or call the rest tail damage.
         if run_last is not None:
@@ -352,45 +338,40 @@ def _scan_records(buf, off: int, scan: ChunkScan, visit: Visitor | None, materia
         if nxt is None:
             items.append(classify_tail(buf, dmg, end))
             break
-        dmg.kind = MID_LOG
-        dmg.end = nxt
-        dmg.resync_sequence = RECORD_HEADER.unpack_from(buf, nxt)[6]
-        items.append(dmg)
+        items.append(replace(dmg, kind=MID_LOG, end=nxt,
+                             resync_sequence=RECORD_HEADER.unpack_from(buf, nxt)[R.SEQUENCE]))
         off = nxt
     if pmask:
-        _check_padding(buf, scan, last_off, off, run_last, pmask)
+        _check_padding(buf, notes, last_off, off, run_last, pmask)
     if run_last is not None:
         items.append(Run(run_first, run_last, run_last - run_first + 1, run_off, off))
-    runs = [i for i in items if type(i) is Run]
-    scan.records = sum(r.count for r in runs)
-    scan.valid_bytes = sum(r.end - r.offset for r in runs)
+    return stopped_at
 
 
-def _check_padding(buf, scan, rec_off, rec_end, seq, pmask) -> None:
+def _check_padding(buf, notes, rec_off, rec_end, seq, pmask) -> None:
     if int.from_bytes(buf[rec_end - 8:rec_end], "big") & pmask:
-        _padding_anomaly(buf, scan, rec_off, rec_end, seq)
+        _padding_anomaly(buf, notes, rec_off, rec_end, seq)
 
 
-def _padding_anomaly(buf, scan, rec_off, rec_end, seq) -> None:
-    idlen, plen = RECORD_HEADER.unpack_from(buf, rec_off)[4], RECORD_HEADER.unpack_from(buf, rec_off)[8]
-    q = rec_off + RECORD_HEADER.size + idlen + plen
-    scan.add_anomaly("padding-nonzero", rec_off, seq, f"padding bytes {bytes(buf[q:rec_end]).hex()} are not zero")
+def _padding_anomaly(buf, notes, rec_off, rec_end, seq) -> None:
+    q = R.payload_span(RECORD_HEADER.unpack_from(buf, rec_off), rec_off)[1]
+    notes.add("padding-nonzero", rec_off, seq, f"padding bytes {bytes(buf[q:rec_end]).hex()} are not zero")
 
 
-def _check_id_utf8(mv, scan, off, p, seq) -> None:
+def _check_id_utf8(mv, notes, off, p, seq) -> None:
     try:
         bytes(mv[off + RECORD_HEADER.size:p]).decode("utf-8")
     except UnicodeDecodeError as e:
-        scan.add_anomaly("memory-id-utf8", off, seq, f"memoryId is not valid UTF-8 ({e.reason} at id byte {e.start})")
+        notes.add("memory-id-utf8", off, seq, f"memoryId is not valid UTF-8 ({e.reason} at id byte {e.start})")
 
 
-def _record_anomalies(scan, off, seq, ver, flags, typ, r8, r32) -> None:
+def _record_anomalies(notes, off, seq, ver, flags, typ, r8, r32) -> None:
     if ver != RECORD_VERSION:
-        scan.add_anomaly("record-version", off, seq, f"record version {ver}, expected {RECORD_VERSION}")
+        notes.add("record-version", off, seq, f"record version {ver}, expected {RECORD_VERSION}")
     if flags & ~KNOWN_FLAGS & 0xFF:
-        scan.add_anomaly("flag-bits", off, seq, f"unknown flag bits 0x{flags & ~KNOWN_FLAGS & 0xFF:02x}")
+        notes.add("flag-bits", off, seq, f"unknown flag bits 0x{flags & ~KNOWN_FLAGS & 0xFF:02x}")
     if typ >= _N_TYPES:
-        scan.add_anomaly("unknown-type", off, seq, f"type ordinal {typ} is outside 0..{_N_TYPES - 1}")
+        notes.add("unknown-type", off, seq, f"type ordinal {typ} is outside 0..{_N_TYPES - 1}")
     if r8 or r32:
-        scan.add_anomaly("reserved-nonzero", off, seq,
+        notes.add("reserved-nonzero", off, seq,
                          f"reserved fields not zero (byte 7 = 0x{r8:02x}, bytes 32..35 = 0x{r32:08x})")

@@ -60,6 +60,7 @@ INFLATE_SLACK_BYTES = 1024
 
 
 class RecordHeader(NamedTuple):
+    """RECORD_HEADER's fields by name, in layout order (format/record.py reads records through it)."""
     magic: int
     version: int
     flags: int
@@ -107,14 +108,6 @@ def encode_file_header(version: int = FORMAT_VERSION) -> bytes:
     return FILE_HEADER.pack(FILE_MAGIC, version)
 
 
-def decode_file_header(buf) -> tuple[bytes, int] | None:
-    """(magic, version), or None when fewer than 8 bytes are there."""
-    if len(buf) < FILE_HEADER.size:
-        return None
-    magic, version = FILE_HEADER.unpack_from(buf, 0)
-    return magic, version
-
-
 def compress_payload(payload: bytes, threshold: int | None) -> tuple[bytes, int]:
     """(stored bytes, flags). Compresses when strictly longer than threshold, as the Java writer does,
     even when the result is larger."""
@@ -136,17 +129,6 @@ def encode_record(sequence: int, type_ordinal: int, memory_id: bytes, timestamp_
     head = _pack_covered(RECORD_MAGIC, version, flags, type_ordinal, id_len, reserved8, sequence, timestamp_ms,
                          stored_len, _crc32(stored), reserved32)
     return b"".join((head, _pack_u32(_crc32(head)), memory_id, stored, _PADDING[-(id_len + stored_len) & 7]))
-
-
-def decode_header(buf, offset: int) -> RecordHeader | None:
-    """The 40 header bytes at offset as fields, unchecked; None when they are not all there."""
-    if offset < 0 or len(buf) - offset < RECORD_HEADER.size:
-        return None
-    return RecordHeader(*RECORD_HEADER.unpack_from(buf, offset))
-
-
-def header_crc(buf, offset: int) -> int:
-    return zlib.crc32(memoryview(buf)[offset:offset + HEADER_CRC_SPAN])
 
 
 class Inflated(NamedTuple):

@@ -23,7 +23,7 @@ def chunk_path(directory: str, chunk: str) -> str:
 def next_steps(report) -> list[str]:
     """After verify: the commands that take an operator from the alert to the bytes, for this path."""
     from ..errors import EXIT_CORRUPT, EXIT_SEQUENCE, EXIT_TORN
-    from .verify import KIND_DIR
+    from .kinds import KIND_DIR
 
     code, p = report.exit_code, report.path
     if code == 0 or report.kind is None:

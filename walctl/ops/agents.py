@@ -110,7 +110,7 @@ def read_session(directory: str, fs=DEFAULT_FS) -> Session:
         with fs.map_read(pf) as buf:
             pending = bytes(buf)
     tmp = tmp_raw = None
-    tf = sj + ".tmp"
+    tf = sj + durable.TMP_SUFFIX
     if fs.exists(tf):
         with fs.map_read(tf) as buf:
             tmp_raw = bytes(buf)
@@ -525,7 +525,7 @@ def append_event(session_dir: str, event: dict, fs=DEFAULT_FS) -> None:
 
 def to_path_report(root: str, kind: str, fs=DEFAULT_FS):
     """verify's view: one "chunk" per session, its valid events as records."""
-    from .verify import VERDICTS, ChunkReport, PathReport
+    from .report import VERDICTS, ChunkReport, PathReport
 
     findings, _, sessions = verify_root(root, fs)
     chunks = []

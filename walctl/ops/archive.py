@@ -279,7 +279,8 @@ def wal_units(entries) -> list[Entry]:
 def sealed_candidates(wal_dir: str, checkpoints: str | None) -> tuple[list[tuple[str, str]], str]:
     """(path, kind) of what push considers: every chunk or segment but the last (the writer may still
     append to it), and the checkpoint files; each is then described (verified) by the push itself."""
-    from .verify import KIND_DIR, KIND_SEGMENTS, detect_kind
+    from .kinds import KIND_DIR, KIND_SEGMENTS
+    from .verify import detect_kind
 
     kind = detect_kind(wal_dir)
     if kind == KIND_DIR:

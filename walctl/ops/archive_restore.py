@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, NotClean, Refused, UsageError
+from ..format.record import SEQUENCE
 from ..store import durable
 from ..store.fs import DEFAULT_FS
 from ..store.objstore import open_store, sha256_file
@@ -135,7 +136,7 @@ def _end_of_event(path: str, kind: str, seq: int) -> int | None:
         found: list[int] = []
 
         def visit(buf, off, h, p, q, nxt, payload):
-            if h[6] == seq:
+            if h[SEQUENCE] == seq:
                 found.append(nxt)
                 return True
             return False
@@ -152,7 +153,8 @@ def _end_of_event(path: str, kind: str, seq: int) -> int | None:
 
 def _last_before(staging: str, to_time_ms: int) -> int | None:
     """The last sequence before the first event stamped after the time (V2: ms; segments: seconds)."""
-    from .verify import KIND_DIR, detect_kind
+    from .kinds import KIND_DIR
+    from .verify import detect_kind
 
     last = None
     if detect_kind(staging) == KIND_DIR:

@@ -12,14 +12,14 @@ reference implementation, which parses every old record and deletes chunks it ca
 from __future__ import annotations
 
 import os
-import zlib
 from typing import NamedTuple
 
 from .. import __version__
 from ..errors import EXIT_SEQUENCE, NotClean, Refused, UnsupportedInput, UsageError
 from ..format.ckptmeta import decode_checkpoint_meta
 from ..format.names import parse_chunk_name
-from ..format.v2 import FILE_HEADER, FILE_MAGIC, FORMAT_VERSION, HEADER_CRC_SPAN, RECORD_HEADER, RECORD_MAGIC
+from ..format.record import Invalid, check_header
+from ..format.v2 import FILE_HEADER, FILE_MAGIC, FORMAT_VERSION, RECORD_HEADER
 from ..store import durable, ledger, quarantine
 from ..store.chunkdir import list_chunks
 from ..store.fs import DEFAULT_FS
@@ -112,10 +112,10 @@ def first_sequence(head: bytes, size: int) -> tuple[int | None, str | None]:
         return None, None
     if len(head) < FILE_HEADER.size + RECORD_HEADER.size:
         return None, "first record header is incomplete"
-    h = RECORD_HEADER.unpack_from(head, FILE_HEADER.size)
-    if h[0] != RECORD_MAGIC or zlib.crc32(head[8:8 + HEADER_CRC_SPAN]) != h[11]:
+    h = check_header(head, FILE_HEADER.size, len(head))
+    if type(h) is Invalid:
         return None, "first record header is damaged"
-    return h[6], None
+    return h.sequence, None
 
 
 def plan(directory: str, hwm: int, fs=DEFAULT_FS, lock_held_by_us: bool = False) -> tuple[list[Removal], str | None]:

@@ -15,7 +15,8 @@ from ..store.fs import DEFAULT_FS
 from . import findings as F
 from .findings import Finding
 from .pieces import Piece, read_pieces
-from .verify import PathReport, verify_path
+from .report import PathReport
+from .verify import verify_path
 
 # What a region looks like on the map: a mark per kind of trouble (the legend, in this order).
 MARK_MID_LOG = "mid-log"

@@ -14,6 +14,8 @@ import os
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE
 from ..format import segment as seg
 from ..format.names import parse_segment_name
+from . import judge as J
+from .tail import FollowResult, Tail, drive, writer_is_alive
 
 RECENT = 16_384  # how far back a repeat is recognised as the same entry, as verify does
 
@@ -41,8 +43,6 @@ def _first_entry_seq(path: str) -> int | None:
 
 def loop(directory, on_entries, after, to, limit, interval, timeout, settle_polls, clock, sleep, stop, result_type,
          writer_alive):
-    from .follow import drive
-
     f = SegmentFollower(directory, on_entries, after=after, to=to, limit=limit, settle_polls=settle_polls,
                         result_type=result_type, writer_alive=writer_alive)
     return drive(f, interval, timeout, clock, sleep, stop)
@@ -55,13 +55,12 @@ class SegmentFollower:
 
     def __init__(self, directory, on_entries, *, after=0, to=None, limit=None, settle_polls=25, start=None,
                  on_bytes=None, result_type=None, writer_alive=None):
-        from .follow import FollowResult, Tail, _writer_alive
         from .replay import covered_prefix
 
         self.directory, self.on_entries, self.on_bytes = directory, on_entries, on_bytes
         self.after, self.to, self.limit, self.settle_polls = after, to, limit, settle_polls
         self.result_type = result_type or FollowResult
-        self.writer_alive = writer_alive or _writer_alive
+        self.writer_alive = writer_alive or writer_is_alive
         self.prev = None
         if start is not None:
             self.t = Tail(directory, start[0], "entries")
@@ -106,7 +105,7 @@ class SegmentFollower:
                 if self.prev is not None and q <= self.prev and self.recent.get(q) == checksum:
                     off += e.size  # a re-sent entry: skipped, as verify does
                     continue
-                if self.prev is not None and q != self.prev + 1:
+                if J.continuity(self.prev, q) not in J.FOLLOWS:
                     why = f" after damage left in a closed segment ({t.closed_tail})" if t.closed_tail else ""
                     if out:
                         self._hand_on(out)

@@ -93,7 +93,7 @@ def damaged_views(path: str, context: int = 32, fs=DEFAULT_FS) -> tuple[object, 
     file offset (an unreadable chunk) gets no bytes, only its text."""
     from .verify import verify_path
 
-    from .verify import KIND_CHUNK, KIND_DIR
+    from .kinds import KIND_CHUNK, KIND_DIR
 
     report = verify_path(path, fs=fs)
     is_dir = fs.stat(path).kind == "dir"

@@ -230,7 +230,7 @@ def judge(report, view: View, seals: dict, strict: bool, fs=DEFAULT_FS):
 def _with_findings(report, findings):
     """The report with these findings, its exit code, and each chunk's verdict judged again from the findings
     that name it (an accepted gap no longer makes its chunk discontinuous; a seal mismatch makes it corrupt)."""
-    from .verify import VERDICTS
+    from .report import VERDICTS
 
     by_file: dict = {}
     for f in findings:

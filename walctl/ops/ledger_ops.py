@@ -22,8 +22,10 @@ from ..store.lock import DirectoryLock, holder_text
 from . import findings as F
 from .ledger_check import LEDGER_FILE
 from .clock import utc_now
-from .verify import KIND_DIR, PathReport, verify_path
-from .segments import KIND_SEGMENTS
+from .kinds import KIND_DIR
+from .report import PathReport
+from .verify import verify_path
+from .kinds import KIND_SEGMENTS
 
 
 class SealItem(NamedTuple):

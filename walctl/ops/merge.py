@@ -87,7 +87,8 @@ def load_state(path: str) -> Folded:
 
 
 def load_input(path: str, fs=DEFAULT_FS) -> Folded:
-    from .verify import KIND_CHUNK, KIND_DIR, detect_kind
+    from .kinds import KIND_CHUNK, KIND_DIR
+    from .verify import detect_kind
 
     if os.path.isdir(path) and os.path.isfile(os.path.join(path, STATE_FILE)):
         return load_state(os.path.join(path, STATE_FILE))

@@ -14,7 +14,8 @@ from ..store.contain import refuse_links
 from ..store.lock import DirectoryLock, holder_text
 from .advice import cmd
 from .clock import utc_now
-from .verify import PathReport, verify_path
+from .report import PathReport
+from .verify import verify_path
 
 
 class Item(NamedTuple):
@@ -41,7 +42,7 @@ def list_quarantine(directory: str, fs=DEFAULT_FS) -> Listing:
     entries, problems = q.read_manifest(directory, fs)
     by_name = q.holding_lines(entries)
     files = sorted((e for e in fs.listdir(q.qdir(directory))
-                    if e.name != q.MANIFEST and not e.name.endswith(".tmp") and e.kind == "file"),
+                    if e.name != q.MANIFEST and not e.name.endswith(durable.TMP_SUFFIX) and e.kind == "file"),
                    key=lambda e: e.name) if fs.exists(q.qdir(directory)) else []
     present = {f.name for f in files}
     for name, e in by_name.items():
@@ -91,7 +92,7 @@ def show(directory: str, name: str, fs=DEFAULT_FS) -> Shown:
         return Shown(item, "chunk", verify_path(path, fs=fs), ())
     whole = movable_kind(str((item.entry or {}).get("source", ""))) if (item.entry or {}).get("offset") == 0 else None
     if whole == "checkpoint":
-        from .verify import verify_checkpoints
+        from .verify_kinds import verify_checkpoints
 
         return Shown(item, "checkpoint", verify_checkpoints(path, fs=fs), ())
     if whole == "segment":

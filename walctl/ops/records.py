@@ -11,13 +11,15 @@ from typing import Callable, Iterator, NamedTuple
 
 from ..format import scan as fscan
 from ..format.jsonload import loads
+from ..format.record import FLAGS, HEADER_CRC, PAYLOAD_CRC, SEQUENCE, STORED_LEN, TIMESTAMP_MS, TYPE, VERSION
 from ..format.scan import Damage
 from ..format.v1 import V1Record, iter_v1_records
-from ..format.v2 import FLAG_COMPRESSED, inflate_bounded, type_name
+from ..format.v2 import FLAG_COMPRESSED, RECORD_HEADER, inflate_bounded, type_name
 from ..store.chunkread import ChunkOutcome, scan_chunk_file
 from ..store.fs import DEFAULT_FS
 from .ledger_check import accepted_gaps_only
-from .verify import PathReport, assemble, not_a_file, resolve_chunks
+from .report import PathReport
+from .verify import assemble, not_a_file, resolve_chunks
 
 
 class Record(NamedTuple):
@@ -138,10 +140,10 @@ class RecordWalk:
         want = self.payloads
 
         def visit(buf, off, h, p, q, nxt, payload):
-            _, ver, flags, typ, idlen, _, seq, ts, plen, pcrc, _, hcrc = h
+            seq, typ, ts, plen = h[SEQUENCE], h[TYPE], h[TIMESTAMP_MS], h[STORED_LEN]
             if not flt.header_matches(seq, typ, ts):
                 return False
-            memory_id = bytes(buf[off + 40:p])
+            memory_id = bytes(buf[off + RECORD_HEADER.size:p])
             if mid is not None and memory_id != mid:
                 return False
             # payload: None (stored as is) or the decoded length of a compressed payload, which keeps
@@ -150,7 +152,8 @@ class RecordWalk:
                 body, decoded = bytes(buf[p:q]), plen
             else:
                 body, decoded = (bytes(buf[p:q]) if want else b""), payload
-            found.append(Record(name, off, nxt - off, ver, flags, typ, seq, ts, memory_id, plen, body, pcrc, hcrc,
+            found.append(Record(name, off, nxt - off, h[VERSION], h[FLAGS], typ, seq, ts, memory_id, plen, body,
+                                h[PAYLOAD_CRC], h[HEADER_CRC],
                                 bytes(buf[off:nxt]) if keep_raw else None, decoded))
             return self._count()
 

@@ -19,7 +19,9 @@ from ..format.v2 import type_name
 from ..store.fs import DEFAULT_FS
 from .checkpoint import latest
 from .findings import Finding
-from .verify import KIND_CHUNK, KIND_DIR, KIND_SEGMENT, KIND_SEGMENTS, PathReport, detect_kind
+from .kinds import KIND_CHUNK, KIND_DIR, KIND_SEGMENT, KIND_SEGMENTS
+from .report import PathReport
+from .verify import detect_kind
 
 OUTCOME_CHECKPOINT = "checkpoint+replay"
 OUTCOME_FROM_EMPTY = "replayed-from-empty"

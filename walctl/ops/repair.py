@@ -26,7 +26,8 @@ from ..store.lock import DirectoryLock, holder_text
 from . import findings as F
 from .advice import cmd as _cmd
 from .clock import utc_now
-from .verify import PathReport, verify_path
+from .report import PathReport
+from .verify import verify_path
 
 DEFAULT_MAX_DROP_BYTES = 64 << 20  # a preallocated zero tail can be large; more than this needs a look
 

@@ -25,11 +25,16 @@ from typing import Callable, NamedTuple
 from ..errors import EXIT_CORRUPT, EXIT_ENVIRONMENT, EXIT_OK, UsageError
 from ..format import events as ev
 from ..format import scan as fscan
+from ..format.record import HEADER_SIZE, SEQUENCE, TIMESTAMP_MS, TYPE
 from ..format.scan import Damage, Run
 from ..store.chunkread import ChunkOutcome, scan_chunk_file
 from ..store.fs import DEFAULT_FS
+from . import judge as J
+from .fdwrite import write_pieces_to_fd  # noqa: F401 (callers pass its result as `out` with out_fd)
 from .ledger_check import accepted_gaps_only
-from .verify import KIND_SEGMENT, KIND_SEGMENTS, PathReport, assemble, detect_kind, not_a_file, resolve_chunks
+from .kinds import KIND_SEGMENT, KIND_SEGMENTS
+from .report import PathReport
+from .verify import assemble, detect_kind, not_a_file, resolve_chunks
 
 
 class ReplayOptions(NamedTuple):
@@ -100,9 +105,9 @@ class _Encoder:
         large, streamed = ev.STREAM_HEX_BYTES, ev.streamed_binary
 
         def visit(buf, off, h, p, q, nxt, payload):
-            seq = h[6]
+            seq = h[SEQUENCE]
             if after < seq <= to:
-                e = ev.Event(seq, h[3], buf[off + 40:p], h[7], buf[p:q] if payload is None else payload)
+                e = ev.Event(seq, h[TYPE], buf[off + HEADER_SIZE:p], h[TIMESTAMP_MS], buf[p:q] if payload is None else payload)
                 # A large payload is written as it is, after its head: never copied into the encoding.
                 add(encode(e) if len(e.payload) <= large or len(e.payload) >= 1 << 32 else streamed(form, e))
                 mark((off, seq))
@@ -135,30 +140,6 @@ class _Sink:
             self.first = enc.marks[start][1]
         self.last = enc.marks[stop - 1][1]
         self.events += stop - start
-
-
-def write_pieces_to_fd(fd: int) -> Callable[[list], None]:
-    """An `out` for a file descriptor: writev in batches of byte strings, finishing partial writes
-    (a descriptor takes a chunk's worth without it being joined first)."""
-    import os
-
-    iov_max = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
-
-    def write(pieces: list) -> None:
-        for batch in ev.expand_pieces(pieces):
-            _writev(batch)
-
-    def _writev(pieces: list) -> None:
-        for i in range(0, len(pieces), iov_max):
-            batch = pieces[i:i + iov_max]
-            n = os.writev(fd, batch)
-            total = sum(map(len, batch))
-            if n < total:  # a pipe took part of it: finish byte by byte-range
-                rest = memoryview(b"".join(batch))[n:]
-                while rest:
-                    rest = rest[os.write(fd, rest):]
-
-    return write
 
 
 def replay(path: str, out: Callable[[list], object], opts: ReplayOptions = ReplayOptions(),
@@ -262,9 +243,7 @@ def _emit_v2(path, kind, foreign, writer, opts: ReplayOptions, start: int, sourc
     skipped: list[Blocked] = []
     stopped: Blocked | None = None
     ended_by = "end"
-    prev: int | None = None  # last valid sequence met, emitted or not
-    pending: Blocked | None = None  # tail damage whose judgement waits for the next record
-    covered = False  # a skipped mid-log range already accounts for the next run's gap
+    judge = J.Judge()  # torn vs corrupt and continuity, as verify decides them
     accepted = _accepted_losses(path)
     for c, outcome, enc in source:
         read_chunks.append(c)
@@ -274,58 +253,14 @@ def _emit_v2(path, kind, foreign, writer, opts: ReplayOptions, start: int, sourc
         if stopped is not None:
             continue
         block = _chunk_block(c.name, outcome)
-        if block is not None and block.cls == "short-chunk":
-            pending = block  # torn if it is the last chunk or the next record continues the sequence
-        elif block is not None:
-            if not opts.skip_damaged:
-                stopped, ended_by = block, "damage"
-                continue
-            skipped.append(block)
-        items = outcome.scan.items if outcome.scan is not None and outcome.scan.header == fscan.HEADER_OK else []
-        cursor = 0
-        for item in items:
-            if isinstance(item, Damage):
-                if item.kind == fscan.TAIL:
-                    pending = Blocked(c.name, item.offset, item.end, "tail-damage", item.reason, None)
+        if block is not None:
+            judge.feed(c.name, J.Barrier(J.SHORT if block.cls == "short-chunk" else J.UNREADABLE, note=block))
+            if block.cls != "short-chunk":  # a short chunk waits for the next record: is it torn?
+                if not opts.skip_damaged:
+                    stopped, ended_by = block, "damage"
                     continue
-                lost = (prev + 1, item.resync_sequence - 1) if prev is not None and item.resync_sequence \
-                    and item.resync_sequence > prev + 1 else None
-                b = Blocked(c.name, item.offset, item.end, "mid-log-damage" if item.kind == fscan.MID_LOG
-                            else "undecodable-payload", item.reason, lost)
-                if not opts.skip_damaged:
-                    stopped, ended_by = b, "damage"
-                    break
-                skipped.append(b)
-                covered = True
-                continue
-            run: Run = item
-            if prev is not None and run.first_seq != prev + 1 and not covered and not (
-                    pending is None and run.first_seq > prev + 1 and accepted(prev + 1, run.first_seq - 1)):
-                gap = (prev + 1, run.first_seq - 1) if run.first_seq > prev + 1 else None
-                if pending is not None:
-                    b = pending._replace(cls="tail-damage", lost_sequences=gap,
-                                         reason=pending.reason + " (the next record does not continue the sequence)")
-                else:
-                    b = Blocked(c.name, run.offset, None, "sequence-gap" if gap else "sequence-regression",
-                                f"sequence {run.first_seq} after {prev}", gap)
-                if not opts.skip_damaged:
-                    stopped, ended_by = b, "damage"
-                    break
-                skipped.append(b)
-            pending, covered = None, False
-            if run.first_seq > (opts.to if opts.to is not None else ev.I64_MAX):
-                ended_by = "to"
-                break
-            n = bisect_left(enc.marks, (run.end,), cursor)  # the first record at or after the run's end
-            sink.emit(enc, cursor, n)
-            cursor = n
-            prev = run.last_seq
-            if sink.full:
-                ended_by = "limit"
-                break
-            if opts.to is not None and prev >= opts.to:
-                ended_by = "to"
-                break
+                skipped.append(block)
+        stopped, ended_by = _emit_chunk(c, outcome, enc, judge, accepted, opts, sink, skipped)
         if stopped is not None:
             source.draining = True  # the rest is read only for the verdict
         if ended_by in ("to", "limit"):
@@ -333,6 +268,58 @@ def _emit_v2(path, kind, foreign, writer, opts: ReplayOptions, start: int, sourc
     report = accepted_gaps_only(assemble(path, kind, read_chunks, outcomes, foreign, writer, False))
     return ReplayReport(path, kind, sink.events, sink.first, sink.last, stopped, tuple(skipped), ended_by,
                         len(read_chunks), start, report)
+
+
+def _emit_chunk(c, outcome, enc, judge: J.Judge, accepted, opts: ReplayOptions, sink,
+                skipped: list) -> tuple[Blocked | None, str]:
+    """Streams one chunk's runs as the judge allows: (the block that stops the stream, ended_by)."""
+    items = outcome.scan.items if outcome.scan is not None and outcome.scan.header == fscan.HEADER_OK else ()
+    cursor = 0
+    for item in items:
+        prev = judge.prev_last
+        if isinstance(item, Damage):
+            judge.feed(c.name, item)
+            if item.kind == fscan.TAIL:
+                continue  # judged by the next record
+            lost = (prev + 1, item.resync_sequence - 1) if prev is not None and item.resync_sequence \
+                and item.resync_sequence > prev + 1 else None
+            b = Blocked(c.name, item.offset, item.end, "mid-log-damage" if item.kind == fscan.MID_LOG
+                        else "undecodable-payload", item.reason, lost)
+            if not opts.skip_damaged:
+                return b, "damage"
+            skipped.append(b)
+            continue
+        run: Run = item
+        judged = judge.feed(c.name, run)[-1]
+        blocker = J.stream_block(judged, accepted)
+        if blocker is not None:
+            b = _run_block(c.name, judged, blocker, prev)
+            if not opts.skip_damaged:
+                return b, "damage"
+            skipped.append(b)
+        if run.first_seq > (opts.to if opts.to is not None else ev.I64_MAX):
+            return None, "to"
+        n = bisect_left(enc.marks, (run.end,), cursor)  # the first record at or after the run's end
+        sink.emit(enc, cursor, n)
+        cursor = n
+        if sink.full:
+            return None, "limit"
+        if opts.to is not None and run.last_seq >= opts.to:
+            return None, "to"
+    return None, "end"
+
+
+def _run_block(name: str, judged: J.Judged, blocker, prev: int) -> Blocked:
+    """What stops the stream before a run the judge says may not follow what came before it."""
+    run, gap = judged.item, judged.gap
+    if blocker is judged:
+        return Blocked(name, run.offset, None, "sequence-gap" if gap else "sequence-regression",
+                       f"sequence {run.first_seq} after {prev}", gap)
+    where, item = blocker
+    pending = item.note if type(item) is J.Barrier else Blocked(where, item.offset, item.end, "tail-damage",
+                                                                 item.reason, None)
+    return pending._replace(cls="tail-damage", lost_sequences=gap,
+                            reason=pending.reason + " (the next record does not continue the sequence)")
 
 
 def _chunk_block(name: str, outcome: ChunkOutcome) -> Blocked | None:

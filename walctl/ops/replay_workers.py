@@ -132,7 +132,7 @@ class ParallelChunks:
 
 
 def _serve(chunks, encode_chunk, results: int, commands: int, out_fd: int) -> None:
-    from .replay import write_pieces_to_fd
+    from .fdwrite import write_pieces_to_fd
 
     write = write_pieces_to_fd(out_fd)
     for c in chunks:

@@ -17,7 +17,8 @@ from ..store.appender import SYNC_NONE, ChunkAppender
 from ..store.fs import DEFAULT_FS
 from .findings import Finding
 from .records import Record, RecordWalk
-from .verify import PathReport, verify_path
+from .report import PathReport
+from .verify import verify_path
 
 OWNER_MARK = ".walctl-salvage"  # in OUT.tmp: proves a leftover temp directory is ours to clear
 
@@ -63,7 +64,7 @@ def salvage(source: str, out: str, *, fs=DEFAULT_FS, max_chunk_bytes: int = 8 <<
     if fs.exists(out) and (fs.stat(out).kind != "dir" or fs.listdir(out)):
         raise Refused("the output exists and is not an empty directory; salvage never writes over anything",
                       out)
-    tmp = out + ".tmp"
+    tmp = out + durable.TMP_SUFFIX
     _clear_own_leftover(tmp, fs)
     durable.make_dir(tmp, fs)
     durable.create_file(os.path.join(tmp, OWNER_MARK), b"walctl salvage in progress\n", fs)

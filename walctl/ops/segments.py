@@ -13,13 +13,15 @@ from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUP
     combine_exit_codes
 from ..format import segment as seg
 from ..format.names import parse_segment_name
+from ..store.chunkdir import LEDGER_DIR, QUARANTINE_DIR, TMP_SUFFIX
 from ..store.fs import DEFAULT_FS
+from ..store.lock import LOCK_NAME
 from . import findings as F
+from . import judge as J
 from .findings import Finding
-from .verify import VERDICTS, ChunkReport, PathReport
+from .kinds import KIND_SEGMENT, KIND_SEGMENTS
+from .report import VERDICTS, ChunkReport, PathReport
 
-KIND_SEGMENTS = "adr003-segments"
-KIND_SEGMENT = "adr003-segment"
 RECENT_CHECKSUMS = 16_384  # how far back a repeat is recognised as the same entry
 
 
@@ -39,7 +41,7 @@ def list_segments(path: str, fs=DEFAULT_FS) -> tuple[list[SegmentFile], list, st
         n = parse_segment_name(x.name)
         if n is not None and x.kind == "file":
             segs.append(SegmentFile(n, x.name, x.path, x.size))
-        elif x.name not in (".quarantine", ".walctl.lock", ".walctl") and not x.name.endswith(".tmp"):
+        elif x.name not in (QUARANTINE_DIR, LOCK_NAME, LEDGER_DIR) and not x.name.endswith(TMP_SUFFIX):
             foreign.append(Finding(F.FOREIGN_FILE, EXIT_OK, "not a segment file; left alone", file=x.name))
     segs.sort(key=lambda s: (s.number, s.name))
     return segs, foreign, KIND_SEGMENTS
@@ -109,7 +111,8 @@ class SegmentWalk:
                     e = fr.entry
                     value = e.value
                     q = value["sequence"]
-                    if prev is not None and q <= prev:
+                    cont = J.continuity(prev, q)
+                    if cont in (J.Continuity.REPEAT, J.Continuity.REGRESSION):
                         if recent.get(q) == value["checksum"]:
                             self.duplicates += 1
                             findings.append(Finding(F.ANOMALY, EXIT_CORRUPT if self.strict else EXIT_OK,
@@ -118,7 +121,8 @@ class SegmentWalk:
                             codes.append(findings[-1].exit_code)
                             off += e.size
                             continue
-                        f = Finding(F.SEQUENCE_REPEAT if q == prev else F.SEQUENCE_REGRESSION, EXIT_SEQUENCE,
+                        cls = F.SEQUENCE_REPEAT if cont == J.Continuity.REPEAT else F.SEQUENCE_REGRESSION
+                        f = Finding(cls, EXIT_SEQUENCE,
                                     f"sequence {q} after {prev} with a different checksum", s.name, off,
                                     off + e.size, (q, min(prev, q)), extra={"repeated": [q, q],
                                                                             "previous_sequence": prev})
@@ -126,7 +130,7 @@ class SegmentWalk:
                         codes.append(f.exit_code)
                         off += e.size
                         continue
-                    if prev is not None and q > prev + 1:
+                    if cont == J.Continuity.GAP:
                         rng = (prev + 1, q - 1)
                         if pending_damage:
                             d = findings[pending_damage[0]]

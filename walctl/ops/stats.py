@@ -6,7 +6,7 @@ from typing import Callable
 
 from ..store.fs import DEFAULT_FS
 from .records import Record, RecordWalk
-from .verify import PathReport
+from .report import PathReport
 
 
 @dataclass

@@ -6,7 +6,7 @@ then stitched in directory order, which is where torn-vs-corrupt and sequence co
 from __future__ import annotations
 
 import os
-from typing import Callable, NamedTuple
+from typing import Callable
 
 from ..errors import (
     EXIT_CORRUPT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED, UnsupportedInput,
@@ -14,113 +14,19 @@ from ..errors import (
 )
 from ..format.names import parse_chunk_name
 from ..format import scan as fscan
-from ..format.scan import ChunkScan, Damage, Run
+from ..format.scan import ChunkScan, Run
 from ..format.v2 import FILE_MAGIC
 from ..store.chunkdir import ChunkFile, list_chunks
 from ..store.chunkread import ChunkOutcome, scan_chunk_file
 from ..store.fs import DEFAULT_FS
 from . import findings as F
+from . import judge as J
 from .findings import Finding
-
-VERDICTS = {
-    EXIT_OK: "clean", EXIT_TORN: "torn", EXIT_CORRUPT: "corrupt", EXIT_SEQUENCE: "discontinuous",
-    EXIT_UNSUPPORTED: "unsupported", EXIT_ENVIRONMENT: "environment",
-}
-
-KIND_DIR = "spector-v2-dir"
-KIND_CHUNK = "spector-v2-chunk"
-
-
-class ChunkReport(NamedTuple):
-    file: str
-    index: int
-    size: int
-    state: str  # file-header state, or "unreadable" / "not-a-file"
-    version: int | None
-    verdict: str
-    exit_code: int
-    records: int
-    first_sequence: int | None
-    last_sequence: int | None
-    valid_bytes: int
-    damaged_bytes: int
-    anomalies: dict
-
-    def to_json(self) -> dict:
-        return {
-            "file": self.file, "index": self.index, "size": self.size, "state": self.state,
-            "version": self.version, "verdict": self.verdict, "exit_code": self.exit_code,
-            "records": self.records, "first_sequence": self.first_sequence,
-            "last_sequence": self.last_sequence, "valid_bytes": self.valid_bytes,
-            "damaged_bytes": self.damaged_bytes, "anomalies": dict(self.anomalies),
-        }
-
-
-class PathReport(NamedTuple):
-    path: str
-    kind: str | None
-    exit_code: int
-    live_writer: str | None
-    chunks: tuple[ChunkReport, ...]
-    findings: tuple[Finding, ...]
-    ledger: dict | None = None  # seals used: {"lines", "verified_by_hash", "trusted_by_stat"}
-
-    @property
-    def verdict(self) -> str:
-        return VERDICTS[self.exit_code]
-
-    @property
-    def records(self) -> int:
-        return sum(c.records for c in self.chunks)
-
-    @property
-    def first_sequence(self) -> int | None:
-        return next((c.first_sequence for c in self.chunks if c.first_sequence is not None), None)
-
-    @property
-    def last_sequence(self) -> int | None:
-        return next((c.last_sequence for c in reversed(self.chunks) if c.last_sequence is not None), None)
-
-    @property
-    def damaged_bytes(self) -> int:
-        return sum(c.damaged_bytes for c in self.chunks)
-
-    def to_json(self) -> dict:
-        return {
-            "path": self.path, "kind": self.kind, "verdict": self.verdict, "exit_code": self.exit_code,
-            "live_writer": self.live_writer,
-            "summary": {
-                "chunks": len(self.chunks), "records": self.records,
-                "first_sequence": self.first_sequence, "last_sequence": self.last_sequence,
-                "bytes": sum(c.size for c in self.chunks), "damaged_bytes": self.damaged_bytes,
-                "findings": len(self.findings),
-            },
-            "ledger": self.ledger,
-            "chunks": [c.to_json() for c in self.chunks],
-            "findings": [f.to_json() for f in self.findings],
-        }
-
-
-class VerifyReport(NamedTuple):
-    paths: tuple[PathReport, ...]
-    strict: bool
-
-    @property
-    def exit_code(self) -> int:
-        return combine_exit_codes(p.exit_code for p in self.paths)
-
-    @property
-    def verdict(self) -> str:
-        return VERDICTS[self.exit_code]
-
-
-class _Barrier:
-    """A chunk walctl cannot read records from: continuity is not judged across it."""
-    __slots__ = ("finding",)
-
-    def __init__(self, finding: Finding):
-        self.finding = finding
-
+from .kinds import (
+    KIND_CHECKPOINT, KIND_CHECKPOINTS, KIND_CHUNK, KIND_DIR, KIND_SEGMENT, KIND_SEGMENTS, KIND_SUBSTRAT, KIND_TASKLOG,
+    KIND_TASKLOGS, KIND_WORKFLOWS,
+)
+from .report import VERDICTS, ChunkReport, PathReport, VerifyReport
 
 AUTO_JOBS_BYTES = 256 << 20  # this much scanning is spread over one process per core (forks cost ~10 ms)
 
@@ -130,12 +36,6 @@ def verify_paths(paths, *, strict: bool = False, jobs: int | None = 1, fs=DEFAUL
     """jobs None: chosen per directory (one per core for large directories); an explicit number wins."""
     return VerifyReport(tuple(verify_path(p, strict=strict, jobs=jobs, fs=fs, progress=progress, quick=quick)
                               for p in paths), strict)
-
-
-KIND_SEGMENTS, KIND_SEGMENT = "adr003-segments", "adr003-segment"
-KIND_CHECKPOINTS, KIND_CHECKPOINT = "checkpoint-dir", "checkpoint"
-KIND_TASKLOGS, KIND_TASKLOG = "tasklog-dir", "tasklog"
-KIND_SUBSTRAT, KIND_WORKFLOWS = "substrat-root", "workflow-store"
 
 
 def detect_kind(path: str, fs=DEFAULT_FS) -> str:
@@ -188,23 +88,10 @@ def verify_path(path: str, *, strict: bool = False, jobs: int | None = 1, fs=DEF
 
     try:
         kind = detect_kind(path, fs)
-        if kind in (KIND_SEGMENTS, KIND_SEGMENT):
-            from .segments import verify_segments
+        if kind not in (KIND_DIR, KIND_CHUNK):  # every other kind, by table (loaded only for them)
+            from .verify_kinds import VERIFIERS
 
-            report = verify_segments(path, strict=strict, fs=fs, lock_held_by_us=lock_held_by_us)
-            if kind == KIND_SEGMENTS and report.kind == KIND_SEGMENTS:
-                report = ledger_check.judge(report, ledger_check.load_view(path, fs), {}, strict, fs)
-            return report
-        if kind in (KIND_CHECKPOINTS, KIND_CHECKPOINT):
-            return verify_checkpoints(path, strict=strict, fs=fs)
-        if kind in (KIND_TASKLOGS, KIND_TASKLOG):
-            return verify_tasklogs(path, kind, strict=strict, fs=fs)
-        if kind == KIND_SUBSTRAT:
-            from .agents import to_path_report
-
-            return to_path_report(path, kind, fs)
-        if kind == KIND_WORKFLOWS:
-            return verify_workflows(path, fs)
+            return VERIFIERS[kind](path, kind, strict, fs, lock_held_by_us)
         chunks, foreign, kind, writer = resolve_chunks(path, fs)
         if lock_held_by_us:
             writer = None
@@ -227,59 +114,6 @@ def verify_path(path: str, *, strict: bool = False, jobs: int | None = 1, fs=DEF
     return report._replace(ledger={"lines": len(view.ledger.lines) if view.ledger else 0,
                                    "sealed": len(view.exp.sealed), "verified_by_hash": verified,
                                    "trusted_by_stat": trusted})
-
-
-def verify_checkpoints(path: str, *, strict: bool = False, fs=DEFAULT_FS) -> PathReport:
-    """A checkpoint file, or every *.ckpt of a directory, through all eleven steps."""
-    from .checkpoint import check_path
-
-    if fs.stat(path).kind == "dir":
-        files = sorted(e.path for e in fs.listdir(path) if e.name.endswith(".ckpt") and e.kind == "file")
-        kind = KIND_CHECKPOINTS
-    else:
-        files, kind = [path], KIND_CHECKPOINT
-    chunks, findings = [], []
-    for i, p in enumerate(files):
-        rep = check_path(p, strict=strict, fs=fs)
-        findings.extend(rep.findings)
-        h = rep.header
-        size = fs.stat(p).size
-        chunks.append(ChunkReport(rep.file, i, size, "ok" if rep.checked.ok else "invalid", 2 if h else None,
-                                  VERDICTS[rep.exit_code], rep.exit_code, 1 if rep.checked.ok else 0,
-                                  h.wal_sequence if h else None, h.wal_sequence if h else None,
-                                  size if rep.checked.ok else 0, 0 if rep.checked.ok else size, {}))
-    return PathReport(path, kind, combine_exit_codes(f.exit_code for f in findings), None, tuple(chunks),
-                      tuple(findings))
-
-
-def verify_tasklogs(path: str, kind: str, *, strict: bool = False, fs=DEFAULT_FS) -> PathReport:
-    """Task logs as a PathReport: one "chunk" per task log, its valid entries as records."""
-    from .tasklog import read_all
-
-    chunks, findings = [], []
-    for i, rep in enumerate(read_all(path, strict=strict, fs=fs)):
-        findings.extend(rep.findings)
-        size = fs.stat(rep.path).size
-        damaged = sum((f.end_offset or 0) - (f.offset or 0) for f in rep.findings if f.exit_code)
-        chunks.append(ChunkReport(os.path.basename(rep.path), i, size, rep.read.status, 1, VERDICTS[rep.exit_code],
-                                  rep.exit_code, rep.read.state.valid_entries, None, None, size - damaged, damaged, {}))
-    return PathReport(path, kind, combine_exit_codes(f.exit_code for f in findings), None, tuple(chunks),
-                      tuple(findings))
-
-
-def verify_workflows(root: str, fs=DEFAULT_FS) -> PathReport:
-    """A workflow store: every document must load; one "chunk" per document."""
-    from .workflow import DirectoryWorkflowStore
-
-    store = DirectoryWorkflowStore(root, fs)
-    states = store.list()
-    findings = [Finding("workflow-document", EXIT_CORRUPT, p.reason, p.file) for p in store.problems]
-    chunks = [ChunkReport(f"{s.checkpoint_id}.json", i, 0, "ok", 1, "clean", EXIT_OK, 1, None, None, 0, 0, {})
-              for i, s in enumerate(states)]
-    chunks += [ChunkReport(p.file, len(chunks) + i, 0, "invalid", None, "corrupt", EXIT_CORRUPT, 0, None, None, 0, 0, {})
-               for i, p in enumerate(store.problems)]
-    return PathReport(root, KIND_WORKFLOWS, combine_exit_codes(f.exit_code for f in findings), None, tuple(chunks),
-                      tuple(findings))
 
 
 def resolve_chunks(path: str, fs=DEFAULT_FS):
@@ -368,59 +202,27 @@ def _chunk_report(c: ChunkFile, o: ChunkOutcome, code: int) -> ChunkReport:
 
 def stitch(chunks: list[ChunkFile], outcomes: list[ChunkOutcome], writer: str | None,
            strict: bool) -> tuple[list[Finding], dict[int, list[int]]]:
-    """Judges the per-chunk scans in directory order: torn vs corrupt, sequence continuity, lost
-    sequences, salvageable records. Returns findings in file order and the exit codes per chunk."""
-    last_pos = len(chunks) - 1
-    entries: list[tuple[int, object]] = []
-    for pos, (c, o) in enumerate(zip(chunks, outcomes)):
-        if o.scan is None:
-            cls = F.UNREADABLE if o.error.exit_code == EXIT_ENVIRONMENT else F.UNSUPPORTED
-            entries.append((pos, _Barrier(Finding(cls, o.error.exit_code, o.error.reason, file=c.name))))
-            continue
-        s = o.scan
-        if s.header == fscan.HEADER_OK:
-            entries.extend((pos, item) for item in s.items)
-        elif s.header == fscan.HEADER_SHORT:
-            entries.append((pos, _Barrier(_short_chunk(c, s, pos == last_pos, writer))))
-        else:
-            entries.append((pos, _Barrier(_unsupported_chunk(c, s))))
-
-    # Pass 1: the last valid sequence before each entry, lost ranges, sequence findings.
-    before: list[int | None] = []
-    lost: dict[int, tuple[int, int]] = {}
-    seq_findings: dict[int, Finding] = {}
-    prev_last: int | None = None
-    prev_where: tuple[int, Run] | None = None
-    pending: list[int] = []
-    for k, (pos, item) in enumerate(entries):
-        before.append(prev_last)
-        if not isinstance(item, Run):
-            pending.append(k)
-            continue
-        if prev_last is not None and item.first_seq != prev_last + 1:
-            if item.first_seq > prev_last + 1 and pending:
-                lost[pending[0]] = (prev_last + 1, item.first_seq - 1)
-            else:
-                seq_findings[k] = _sequence_finding(chunks, prev_where, prev_last, pos, item)
-        prev_last, prev_where, pending = item.last_seq, (pos, item), []
-
-    # Pass 2: findings in file order.
+    """Feeds the per-chunk scans to the judge in directory order (torn vs corrupt, sequence continuity,
+    lost sequences) and turns its verdicts into findings. Returns findings in file order and the exit
+    codes per chunk."""
+    entries = _entries(chunks, outcomes, writer)
     out: list[Finding] = []
     codes: dict[int, list[int]] = {}
-    for k, (pos, item) in enumerate(entries):
-        c = chunks[pos]
+    prev_where: tuple[int, Run] | None = None
+    for j in J.judge_all(entries):
         f: Finding | None = None
-        if isinstance(item, Run):
-            f = seq_findings.get(k)
-        elif isinstance(item, _Barrier):
-            f = item.finding
-            if k in lost:
-                f = _with_lost(f, lost[k])
-        elif isinstance(item, Damage):
-            f = _damage_finding(c, item, k, entries, before[k], lost.get(k), pos == last_pos, writer)
+        if type(j.item) is Run:
+            if j.continuity not in (J.Continuity.FIRST, J.Continuity.CONTINUES) and not (
+                    j.continuity == J.Continuity.GAP and j.after):
+                f = _sequence_finding(chunks, prev_where, j.last_before, j.pos, j.item)
+            prev_where = (j.pos, j.item)
+        elif type(j.item) is J.Barrier:
+            f = j.item.note if j.lost is None else _with_lost(j.item.note, j.lost)
+        else:
+            f = _damage_finding(chunks[j.pos], j, entries, j.pos == len(chunks) - 1, writer)
         if f is not None:
             out.append(f)
-            codes.setdefault(pos, []).append(f.exit_code)
+            codes.setdefault(j.pos, []).append(f.exit_code)
     for pos, (c, o) in enumerate(zip(chunks, outcomes)):
         if o.scan is not None and o.scan.anomaly_counts:
             for f in _anomaly_findings(c, o.scan, strict):
@@ -428,6 +230,25 @@ def stitch(chunks: list[ChunkFile], outcomes: list[ChunkOutcome], writer: str | 
                 codes.setdefault(pos, []).append(f.exit_code)
     out.sort(key=lambda f: (_file_pos(chunks, f.file), f.offset if f.offset is not None else 1 << 62))
     return out, codes
+
+
+def _entries(chunks: list[ChunkFile], outcomes: list[ChunkOutcome], writer: str | None) -> list[tuple[int, object]]:
+    """The judge's input: (chunk position, Run | Damage | Barrier) in directory order."""
+    last_pos = len(chunks) - 1
+    entries: list[tuple[int, object]] = []
+    for pos, (c, o) in enumerate(zip(chunks, outcomes)):
+        if o.scan is None:
+            unreadable = o.error.exit_code == EXIT_ENVIRONMENT
+            f = Finding(F.UNREADABLE if unreadable else F.UNSUPPORTED, o.error.exit_code, o.error.reason, file=c.name)
+            entries.append((pos, J.Barrier(J.UNREADABLE if unreadable else J.UNSUPPORTED, note=f)))
+        elif o.scan.header == fscan.HEADER_OK:
+            entries.extend((pos, item) for item in o.scan.items)
+        elif o.scan.header == fscan.HEADER_SHORT:
+            f = _short_chunk(c, o.scan, pos == last_pos, writer)
+            entries.append((pos, J.Barrier(J.SHORT, f.exit_code in (EXIT_TORN, EXIT_OK), f)))
+        else:
+            entries.append((pos, J.Barrier(J.UNSUPPORTED, note=_unsupported_chunk(c, o.scan))))
+    return entries
 
 
 def _file_pos(chunks, name):
@@ -491,7 +312,8 @@ def _sequence_finding(chunks, prev_where, prev_last, pos, run: Run) -> Finding:
                    sequence_range=(a, b), extra={"repeated": [a, b], "previous_sequence": prev_last})
 
 
-def _damage_finding(c, d: Damage, k, entries, last_before, lost_rng, is_last, writer) -> Finding:
+def _damage_finding(c, j: J.Judged, entries, is_last, writer) -> Finding:
+    d, k, last_before, lost_rng = j.item, j.index, j.last_before, j.lost
     extra: dict = {"field": d.field, "last_good_sequence": last_before}
     if d.sequence is not None:
         extra["claimed_sequence"] = d.sequence
@@ -508,14 +330,9 @@ def _damage_finding(c, d: Damage, k, entries, last_before, lost_rng, is_last, wr
         return Finding(F.MID_LOG_DAMAGE, EXIT_CORRUPT,
                        f"{d.reason}; intact records resume at offset {d.end}", c.name, d.offset, d.end,
                        lost_rng, d.stored, d.computed, extra)
-    # Tail damage: torn when nothing intact follows it, or when the next readable record (after only
-    # header-only chunks) carries the very next sequence: the writer crashed, restarted and went on.
+    # Tail damage: the judge says whether it is torn (ops/judge.py).
     extra["tail_kind"] = d.tail_kind
-    nxt = entries[k + 1][1] if k + 1 < len(entries) else None
-    torn = (nxt is None
-            or (isinstance(nxt, Run) and (last_before is None or nxt.first_seq == last_before + 1))
-            or (isinstance(nxt, _Barrier) and nxt.finding.cls in (F.SHORT_CHUNK, F.IN_PROGRESS)
-                and nxt.finding.exit_code in (EXIT_TORN, EXIT_OK)))
+    torn = j.torn
     extra["torn"] = torn
     reason = f"{d.tail_kind} tail: {d.reason}"
     if is_last and writer and d.tail_kind == fscan.INCOMPLETE:

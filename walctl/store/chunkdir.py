@@ -3,14 +3,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..format.names import parse_chunk_name
+from ..format.names import LEDGER_DIR, QUARANTINE_DIR, TMP_SUFFIX, parse_chunk_name
 from .fs import DEFAULT_FS
 from .lock import LOCK_NAME
 
-QUARANTINE_DIR = ".quarantine"
-LEDGER_DIR = ".walctl"  # the directory ledger: ours, not a chunk, not foreign
 CHECKPOINT_META = "checkpoint.meta"  # Spector's HWM file: validated by verify, not foreign
-TMP_SUFFIX = ".tmp"
 
 
 class ChunkFile(NamedTuple):

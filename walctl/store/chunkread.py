@@ -2,12 +2,12 @@
 send it back."""
 from __future__ import annotations
 
-import hashlib
 from typing import NamedTuple
 
 from ..errors import WalctlError
-from ..format.scan import HEADER_OK, ChunkScan, Run, scan_chunk
-from ..format.v2 import FILE_HEADER, FILE_MAGIC, FORMAT_VERSION
+from ..format.digest import sha256_hex
+from ..format.scan import ChunkScan, Run, clean_scan, scan_chunk
+from ..format.v2 import FILE_HEADER
 from .fs import DEFAULT_FS
 
 
@@ -40,7 +40,7 @@ def scan_chunk_file(path: str, fs=DEFAULT_FS, visit=None, expect: Expect | None 
         with fs.map_read(path) as buf:
             if expect is None:
                 return ChunkOutcome(scan_chunk(buf, visit, materialize=materialize))
-            sha = hashlib.sha256(buf).hexdigest()
+            sha = sha256_hex(buf)
             if sha == expect.sha256 and len(buf) == expect.size:
                 return ChunkOutcome(sealed_scan(expect), None, (SEAL_VERIFIED, sha))
             return ChunkOutcome(scan_chunk(buf, visit, materialize=materialize), None, (SEAL_MISMATCH, sha))
@@ -61,12 +61,10 @@ def _stat_matches(path: str, expect: Expect, fs) -> bool:
 
 def sealed_scan(expect: Expect) -> ChunkScan:
     """What a scan of the sealed bytes found when they were sealed: a clean chunk, one run."""
-    scan = ChunkScan(size=expect.size, header=HEADER_OK, version=FORMAT_VERSION, magic=FILE_MAGIC)
-    if expect.first_seq is not None:
-        scan.items.append(Run(expect.first_seq, expect.last_seq, expect.records, FILE_HEADER.size, expect.size))
-        scan.records = expect.records
-        scan.valid_bytes = expect.size - FILE_HEADER.size
-    return scan
+    if expect.first_seq is None:
+        return clean_scan(expect.size, ())
+    return clean_scan(expect.size, (Run(expect.first_seq, expect.last_seq, expect.records, FILE_HEADER.size,
+                                        expect.size),))
 
 
 def usable_seal(seal_fields: dict) -> bool:

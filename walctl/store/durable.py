@@ -13,9 +13,8 @@ from __future__ import annotations
 import os
 
 from ..errors import Refused, WalctlError
+from ..format.names import TMP_SUFFIX
 from .fs import DEFAULT_FS
-
-TMP_SUFFIX = ".tmp"
 
 
 def create_file(path: str, data, fs=DEFAULT_FS, *, replace: bool = False) -> None:

@@ -7,12 +7,12 @@
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import queue
 import threading
 
 from ..format import ledger as L
+from ..format.digest import sha256_hex
 from . import durable
 from .fs import DEFAULT_FS
 
@@ -65,7 +65,7 @@ def file_identity(path: str, fs=DEFAULT_FS) -> dict:
 def sha256_file(path: str, fs=DEFAULT_FS) -> tuple[str, int]:
     """(hex digest, size) of a file, hashed from a mapping (hashlib releases the GIL on large buffers)."""
     with fs.map_read(path) as buf:
-        return hashlib.sha256(buf).hexdigest(), len(buf)
+        return sha256_hex(buf), len(buf)
 
 
 def seal_line(path: str, first_seq, last_seq, records: int, ts: str, fs=DEFAULT_FS) -> bytes:

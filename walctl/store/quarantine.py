@@ -3,16 +3,15 @@ action in MANIFEST.jsonl. Names are never reused: a second copy of the same byte
 file, different bytes get a new suffix."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 
+from ..format.digest import sha256_hex
 from ..format.jsonload import loads
-from ..format.names import name_problem
+from ..format.names import QUARANTINE_DIR, name_problem
 from . import durable
 from .fs import DEFAULT_FS
 
-QUARANTINE_DIR = ".quarantine"
 MANIFEST = "MANIFEST.jsonl"
 
 
@@ -35,12 +34,12 @@ def _free_name(directory: str, base: str, fs, same_as: str | None = None) -> tup
 
 
 def sha256_bytes(data) -> str:
-    return hashlib.sha256(data).hexdigest()
+    return sha256_hex(data)
 
 
 def sha256_file(path: str, fs=DEFAULT_FS) -> str:
     with fs.map_read(path) as buf:
-        return hashlib.sha256(buf).hexdigest()
+        return sha256_hex(buf)
 
 
 def keep_bytes(directory: str, source: str, offset: int, data: bytes, *, action: str, reason: str,
@@ -48,7 +47,7 @@ def keep_bytes(directory: str, source: str, offset: int, data: bytes, *, action:
     """Preserves bytes about to be cut from `source` (a name in `directory`), durably, and records it.
     Returns the manifest entry. Safe to repeat after a crash: identical bytes are not copied twice."""
     durable.make_dir(qdir(directory), fs)
-    sha = hashlib.sha256(data).hexdigest()
+    sha = sha256_hex(data)
     name, there = _free_name(directory, f"{source}.{offset}-{offset + len(data)}.{sha[:12]}", fs, sha)
     if not there:
         durable.create_file(os.path.join(qdir(directory), name), data, fs)

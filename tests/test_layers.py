@@ -1,0 +1,129 @@
+"""The package's shape: the public API is declared for type checkers and lazily loaded at run time,
+the two lists being the same."""
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+
+import walctl
+
+ROOT = os.path.dirname(os.path.abspath(walctl.__file__))
+
+
+def _type_checking_imports() -> dict[str, tuple[str, str]]:
+    tree = ast.parse(open(os.path.join(ROOT, "__init__.py"), encoding="utf-8").read())
+    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", None) == "TYPE_CHECKING")
+    out = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom) and node.level == 1, ast.dump(node)
+        for alias in node.names:
+            out[alias.asname or alias.name] = (node.module, alias.name)
+    return out
+
+
+def test_public_api_declared_for_type_checkers_matches_the_lazy_table():
+    declared = _type_checking_imports()
+    assert declared == walctl._API
+    assert sorted(walctl.__all__) == sorted(["__version__", *declared])
+    for name, (module, attr) in declared.items():
+        got = getattr(walctl, name)
+        assert got.__name__ == attr, (name, got)
+        assert got.__module__ == f"walctl.{module}" or module == "errors" and got.__module__ == "walctl.errors"
+
+
+def test_the_api_loads_lazily():
+    code = ("import sys, walctl; assert 'walctl.ops.stats' not in sys.modules; walctl.collect_stats; "
+            "assert 'walctl.ops.stats' in sys.modules; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ok"
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """walctl module -> the walctl modules it imports, at module level or inside functions alike (a
+    function-level import hides a cycle from Python, not from this test). The package's own
+    TYPE_CHECKING declarations are left out: they never run."""
+    mods = {}
+    for dirpath, _, files in os.walk(ROOT):
+        for f in files:
+            if f.endswith(".py"):
+                rel = os.path.relpath(os.path.join(dirpath, f), os.path.dirname(ROOT))[:-3].replace(os.sep, ".")
+                mods[rel.removesuffix(".__init__")] = os.path.join(dirpath, f)
+    graph: dict[str, set[str]] = {}
+    for mod, path in mods.items():
+        deps: set[str] = set()
+        is_pkg = path.endswith("__init__.py")
+        if mod != "walctl":
+            for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+                if isinstance(node, ast.Import):
+                    deps.update(a.name for a in node.names if a.name in mods)
+                elif isinstance(node, ast.ImportFrom):
+                    base = mod if is_pkg else mod.rpartition(".")[0]
+                    for _ in range(node.level - 1):
+                        base = base.rpartition(".")[0]
+                    target = node.module if not node.level else (f"{base}.{node.module}" if node.module else base)
+                    for a in node.names:
+                        name = f"{target}.{a.name}"
+                        deps.add(name if name in mods else target)
+        graph[mod] = {d for d in deps if d in mods and d != mod}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+# One known back edge, left for its owner: StorageAdapter.ship (ops/archive.py, issue #18) imports
+# ops/archive_follow, which is built on ops/archive. Cut it by moving StorageAdapter out of ops/archive.py
+# (tests reach it as walctl.ops.archive.StorageAdapter today), then empty this set.
+KNOWN_BACK_EDGES = {("walctl.ops.archive", "walctl.ops.archive_follow")}
+
+
+def test_no_import_cycles_even_through_function_level_imports():
+    graph = _import_graph()
+    for a, b in KNOWN_BACK_EDGES:
+        graph[a].discard(b)
+    assert "walctl.ops.segments" in graph["walctl.ops.verify_kinds"]  # it sees imports inside functions
+    assert _cycles(graph) == []
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the check can fail
+
+
+def test_layers_import_one_way():
+    """cli -> ops -> store -> format: format imports no other layer, store never ops or cli, ops never cli."""
+    below = {"format": {"store", "ops", "cli"}, "store": {"ops", "cli"}, "ops": {"cli"}}
+    wrong = []
+    for mod, deps in _import_graph().items():
+        layer = mod.split(".")[1] if mod.count(".") >= 1 else None
+        for d in deps:
+            if layer in below and d.count(".") >= 1 and d.split(".")[1] in below[layer]:
+                wrong.append((mod, d))
+    assert wrong == []

@@ -1,0 +1,101 @@
+"""The report every verifying use case returns: one PathReport per path, a ChunkReport per file in it.
+
+Shared by ops/verify.py (V2 chunks, checkpoints, task logs, workflow stores) and the walks that verify
+other kinds (ops/segments.py, ops/agents.py), so none of them imports another to build its report.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..errors import (
+    EXIT_CORRUPT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED, combine_exit_codes,
+)
+from .findings import Finding
+
+VERDICTS = {
+    EXIT_OK: "clean", EXIT_TORN: "torn", EXIT_CORRUPT: "corrupt", EXIT_SEQUENCE: "discontinuous",
+    EXIT_UNSUPPORTED: "unsupported", EXIT_ENVIRONMENT: "environment",
+}
+
+
+class ChunkReport(NamedTuple):
+    file: str
+    index: int
+    size: int
+    state: str  # file-header state, or "unreadable" / "not-a-file"
+    version: int | None
+    verdict: str
+    exit_code: int
+    records: int
+    first_sequence: int | None
+    last_sequence: int | None
+    valid_bytes: int
+    damaged_bytes: int
+    anomalies: dict
+
+    def to_json(self) -> dict:
+        return {
+            "file": self.file, "index": self.index, "size": self.size, "state": self.state,
+            "version": self.version, "verdict": self.verdict, "exit_code": self.exit_code,
+            "records": self.records, "first_sequence": self.first_sequence,
+            "last_sequence": self.last_sequence, "valid_bytes": self.valid_bytes,
+            "damaged_bytes": self.damaged_bytes, "anomalies": dict(self.anomalies),
+        }
+
+
+class PathReport(NamedTuple):
+    path: str
+    kind: str | None
+    exit_code: int
+    live_writer: str | None
+    chunks: tuple[ChunkReport, ...]
+    findings: tuple[Finding, ...]
+    ledger: dict | None = None  # seals used: {"lines", "verified_by_hash", "trusted_by_stat"}
+
+    @property
+    def verdict(self) -> str:
+        return VERDICTS[self.exit_code]
+
+    @property
+    def records(self) -> int:
+        return sum(c.records for c in self.chunks)
+
+    @property
+    def first_sequence(self) -> int | None:
+        return next((c.first_sequence for c in self.chunks if c.first_sequence is not None), None)
+
+    @property
+    def last_sequence(self) -> int | None:
+        return next((c.last_sequence for c in reversed(self.chunks) if c.last_sequence is not None), None)
+
+    @property
+    def damaged_bytes(self) -> int:
+        return sum(c.damaged_bytes for c in self.chunks)
+
+    def to_json(self) -> dict:
+        return {
+            "path": self.path, "kind": self.kind, "verdict": self.verdict, "exit_code": self.exit_code,
+            "live_writer": self.live_writer,
+            "summary": {
+                "chunks": len(self.chunks), "records": self.records,
+                "first_sequence": self.first_sequence, "last_sequence": self.last_sequence,
+                "bytes": sum(c.size for c in self.chunks), "damaged_bytes": self.damaged_bytes,
+                "findings": len(self.findings),
+            },
+            "ledger": self.ledger,
+            "chunks": [c.to_json() for c in self.chunks],
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+
+class VerifyReport(NamedTuple):
+    paths: tuple[PathReport, ...]
+    strict: bool
+
+    @property
+    def exit_code(self) -> int:
+        return combine_exit_codes(p.exit_code for p in self.paths)
+
+    @property
+    def verdict(self) -> str:
+        return VERDICTS[self.exit_code]

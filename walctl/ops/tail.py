@@ -1,0 +1,92 @@
+"""What both followers share (V2 chunks in ops/follow.py, ADR-003 segments in ops/follow_segments.py):
+the tail of the file being read (what has been streamed, what is pending, damage left behind on a
+roll), the polling loop around a follower's step(), and its result. Read-only."""
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+from ..store.fs import DEFAULT_FS
+
+
+class FollowResult(NamedTuple):
+    events: int
+    first: int | None
+    last: int | None
+    ended_by: str  # "signal" | "timeout" | "limit" | "to" | "damage"
+    problem: str | None
+    exit_code: int
+
+
+def read_tail(path: str, base: int) -> tuple[bytes, int | None]:
+    """(the file's bytes from `base` to its end, or b"" if it is gone; its size when it was cut below
+    `base`, else None). Followers read their whole unconsumed tail again at each poll: it is at most an
+    append in flight, and a repair or a reopening writer may have cut the bytes held and appended after
+    the cut, which no size comparison can tell."""
+    return DEFAULT_FS.read_tail(path, base)  # (never a FIFO or a device: see fs.read_tail)
+
+
+class Tail:
+    """What both followers keep of the file they read: its name, the file offset `base` where the bytes
+    not yet consumed (`pending`) start, how many polls a suspicious tail has stayed the same
+    (`unsettled`), and the damage left in the file they rolled away from (`closed_tail`), which the next
+    record must prove torn by continuing the sequence."""
+
+    def __init__(self, directory: str, current: str | None, unit: str):
+        self.directory, self.current, self.unit = directory, current, unit
+        self.base, self.pending, self.unsettled = 0, b"", 0
+        self.closed_tail: str | None = None
+
+    def poll(self, names: list[tuple[int, str]], number) -> tuple[list[str], str | None]:
+        """Reads the unconsumed tail again: (the names after the current file, damage when the file was
+        cut below what was already streamed). `names`: (number, name) in order; `number(name)`."""
+        if self.current is None and names:
+            self.current = names[0][1]
+        if self.current is None:
+            return [], None
+        fresh, cut = read_tail(os.path.join(self.directory, self.current), self.base)
+        if cut is not None:
+            return [], (f"{self.current} was cut to {cut} bytes, before {self.unit} already streamed (which "
+                        f"ended at offset {self.base})")
+        if not fresh.startswith(self.pending):
+            self.unsettled = 0
+        self.pending = fresh
+        return [n for i, n in names if i > number(self.current)], None
+
+    def consume(self, n: int) -> None:
+        self.pending, self.base, self.unsettled = self.pending[n:], self.base + n, 0
+
+    def roll(self, to: str) -> None:
+        """The writer has moved on to `to`: the current file will not grow, and what is left in it is
+        damage the next record has to prove torn."""
+        if self.pending:
+            self.closed_tail = f"{len(self.pending)} bytes at {self.current} offset {self.base}"
+        self.current, self.base, self.pending, self.unsettled = to, 0, b"", 0
+
+    def stuck(self, settle_polls: int, writer_alive) -> bool:
+        """One more poll with the same suspicious tail: True once it has outlasted `settle_polls` polls
+        and no writer holds the directory."""
+        self.unsettled += 1
+        return self.unsettled > settle_polls and not writer_alive(self.directory)
+
+
+def drive(follower, interval, timeout, clock, sleep, stop) -> FollowResult:
+    """The polling loop around a follower's step(): stops on a signal, at the deadline, or when the
+    follower ends; sleeps `interval` after a poll that handed nothing on."""
+    deadline = None if timeout is None else clock() + timeout
+    while True:
+        if stop.signal is not None:
+            return follower.result("signal")
+        if deadline is not None and clock() >= deadline:
+            return follower.result("timeout")
+        progressed, end = follower.step()
+        if end is not None:
+            return end
+        if not progressed:
+            sleep(interval)
+
+
+def writer_is_alive(directory: str) -> bool:
+    from ..store.lock import probe_writer
+
+    return probe_writer(directory) is not None

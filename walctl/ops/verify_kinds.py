@@ -1,0 +1,98 @@
+"""verify for every artifact kind other than V2 chunks (ops/verify.py does those): one table, VERIFIERS,
+from kind to the function that returns its PathReport. The codecs each one needs are imported when it
+runs, so `walctl verify` of a chunk directory never loads them (cold start).
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+from ..errors import EXIT_CORRUPT, EXIT_OK, combine_exit_codes
+from ..store.fs import DEFAULT_FS
+from .findings import Finding
+from .kinds import (
+    KIND_CHECKPOINT, KIND_CHECKPOINTS, KIND_SEGMENT, KIND_SEGMENTS, KIND_SUBSTRAT, KIND_TASKLOG, KIND_TASKLOGS,
+    KIND_WORKFLOWS,
+)
+from .report import VERDICTS, ChunkReport, PathReport
+
+
+def verify_checkpoints(path: str, *, strict: bool = False, fs=DEFAULT_FS) -> PathReport:
+    """A checkpoint file, or every *.ckpt of a directory, through all eleven steps."""
+    from .checkpoint import check_path
+
+    if fs.stat(path).kind == "dir":
+        files = sorted(e.path for e in fs.listdir(path) if e.name.endswith(".ckpt") and e.kind == "file")
+        kind = KIND_CHECKPOINTS
+    else:
+        files, kind = [path], KIND_CHECKPOINT
+    chunks, findings = [], []
+    for i, p in enumerate(files):
+        rep = check_path(p, strict=strict, fs=fs)
+        findings.extend(rep.findings)
+        h = rep.header
+        size = fs.stat(p).size
+        chunks.append(ChunkReport(rep.file, i, size, "ok" if rep.checked.ok else "invalid", 2 if h else None,
+                                  VERDICTS[rep.exit_code], rep.exit_code, 1 if rep.checked.ok else 0,
+                                  h.wal_sequence if h else None, h.wal_sequence if h else None,
+                                  size if rep.checked.ok else 0, 0 if rep.checked.ok else size, {}))
+    return PathReport(path, kind, combine_exit_codes(f.exit_code for f in findings), None, tuple(chunks),
+                      tuple(findings))
+
+
+def verify_tasklogs(path: str, kind: str, *, strict: bool = False, fs=DEFAULT_FS) -> PathReport:
+    """Task logs as a PathReport: one "chunk" per task log, its valid entries as records."""
+    from .tasklog import read_all
+
+    chunks, findings = [], []
+    for i, rep in enumerate(read_all(path, strict=strict, fs=fs)):
+        findings.extend(rep.findings)
+        size = fs.stat(rep.path).size
+        damaged = sum((f.end_offset or 0) - (f.offset or 0) for f in rep.findings if f.exit_code)
+        chunks.append(ChunkReport(os.path.basename(rep.path), i, size, rep.read.status, 1, VERDICTS[rep.exit_code],
+                                  rep.exit_code, rep.read.state.valid_entries, None, None, size - damaged, damaged, {}))
+    return PathReport(path, kind, combine_exit_codes(f.exit_code for f in findings), None, tuple(chunks),
+                      tuple(findings))
+
+
+def verify_workflows(root: str, fs=DEFAULT_FS) -> PathReport:
+    """A workflow store: every document must load; one "chunk" per document."""
+    from .workflow import DirectoryWorkflowStore
+
+    store = DirectoryWorkflowStore(root, fs)
+    states = store.list()
+    findings = [Finding("workflow-document", EXIT_CORRUPT, p.reason, p.file) for p in store.problems]
+    chunks = [ChunkReport(f"{s.checkpoint_id}.json", i, 0, "ok", 1, "clean", EXIT_OK, 1, None, None, 0, 0, {})
+              for i, s in enumerate(states)]
+    chunks += [ChunkReport(p.file, len(chunks) + i, 0, "invalid", None, "corrupt", EXIT_CORRUPT, 0, None, None, 0, 0, {})
+               for i, p in enumerate(store.problems)]
+    return PathReport(root, KIND_WORKFLOWS, combine_exit_codes(f.exit_code for f in findings), None, tuple(chunks),
+                      tuple(findings))
+
+
+def _segments(path: str, kind: str, strict: bool, fs, lock_held_by_us: bool) -> PathReport:
+    from . import ledger_check
+    from .segments import verify_segments
+
+    report = verify_segments(path, strict=strict, fs=fs, lock_held_by_us=lock_held_by_us)
+    if kind == KIND_SEGMENTS and report.kind == KIND_SEGMENTS:
+        report = ledger_check.judge(report, ledger_check.load_view(path, fs), {}, strict, fs)
+    return report
+
+
+def _substrat(path: str, kind: str, strict: bool, fs, lock_held_by_us: bool) -> PathReport:
+    from .agents import to_path_report
+
+    return to_path_report(path, kind, fs)
+
+
+# kind -> verify(path, kind, strict, fs, lock_held_by_us) -> PathReport
+VERIFIERS: dict[str, Callable[..., PathReport]] = {
+    KIND_SEGMENTS: _segments, KIND_SEGMENT: _segments,
+    KIND_CHECKPOINTS: lambda path, kind, strict, fs, _: verify_checkpoints(path, strict=strict, fs=fs),
+    KIND_CHECKPOINT: lambda path, kind, strict, fs, _: verify_checkpoints(path, strict=strict, fs=fs),
+    KIND_TASKLOGS: lambda path, kind, strict, fs, _: verify_tasklogs(path, kind, strict=strict, fs=fs),
+    KIND_TASKLOG: lambda path, kind, strict, fs, _: verify_tasklogs(path, kind, strict=strict, fs=fs),
+    KIND_SUBSTRAT: _substrat,
+    KIND_WORKFLOWS: lambda path, kind, strict, fs, _: verify_workflows(path, fs),
+}

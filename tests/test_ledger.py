@@ -630,3 +630,22 @@ def test_a_linked_ledger_is_refused_before_anything_changes(tmp_path, cli):
     assert cli("repair", d, "--accept-loss", "1..1", "--reason", "x", "--apply").code == 7
     assert cli("seal", d, "--apply").code == 7
     assert open(outside / "ledger.jsonl", "rb").read() == before
+
+
+def test_a_long_unterminated_ledger_tail_is_damage_not_a_torn_line(tmp_path, cli):
+    """A zero-filled or overwritten tail can swallow whole lines (their seals and HWM): past the length of
+    any line it is a corrupt-ledger finding, never cut silently by a writer, and never read whole."""
+    d = tmp_path / "wal"
+    with WalWriter(str(d), sync="none", max_chunk_bytes=600) as w:
+        for i in range(30):
+            w.append(0, "m", b"x" * 40)
+    ledger = d / ".walctl" / "ledger.jsonl"
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    ledger.write_bytes(lines[0] + bytes(100 << 10))  # the rest zeroed: longer than any line
+    r = cli("verify", str(d), "--json")
+    assert r.code == 3
+    found = [f for p in r.json()["paths"] for f in p["findings"] if "not a torn append" in f["reason"]]
+    assert len(found) == 1
+    r = cli("write", str(d), "--type", "REMEMBER", "--id", "m", "--payload", "x")
+    assert r.code == 3 and "refusing to append" in r.err and "not a torn append" in r.err
+    assert ledger.stat().st_size == len(lines[0]) + (100 << 10)  # the evidence stays

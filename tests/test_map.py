@@ -277,3 +277,25 @@ def test_undecodable_payload_and_anomaly_marks(cli, tmp_path):
     text = cli("map", "--width", "80", d).out
     row = next(line for line in text.splitlines() if line.startswith("wal-000000.bin"))
     assert "U" in row and "!" in row and row.index("U") < row.index("!")
+
+
+def test_svg_of_every_mark_and_of_a_name_that_is_not_utf8(tmp_path, cli):
+    """Every mark has its colour (a checkpoint directory's regions are `damaged`), and a file name that is
+    not UTF-8 is escaped, not a crash."""
+    import shutil
+    import xml.dom.minidom
+
+    ex = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+    ck = tmp_path / "ck"
+    shutil.copytree(os.path.join(ex, "checkpoints"), ck)
+    r = cli("map", str(ck), "--svg", str(tmp_path / "ck.svg"))
+    assert r.code in (0, 3) and "internal" not in r.err
+    xml.dom.minidom.parse(str(tmp_path / "ck.svg"))
+    wal = tmp_path / "wal"
+    shutil.copytree(os.path.join(ex, "wal-torn-tail"), wal)
+    open(os.fsencode(str(wal)) + b"/\xff\xfebad", "wb").close()
+    r = cli("map", str(wal), "--svg", str(tmp_path / "w.svg"))
+    assert r.code == 1 and "internal" not in r.err
+    text = open(tmp_path / "w.svg", encoding="utf-8").read()
+    assert "\\udcff\\udcfebad" in text
+    xml.dom.minidom.parse(str(tmp_path / "w.svg"))

@@ -537,3 +537,22 @@ def test_crash_at_every_step_of_setting_aside_a_short_last_chunk_then_one_rerun_
         assert not fs.exists("/r/wal-000005.bin") and fs.read_range("/r/.quarantine/wal-000005.bin", 0, 99) == \
             b"SPEC\x00", n
         assert all("MANIFEST.jsonl line" in p for p in lst.problems), (n, lst.problems)
+
+
+def test_restore_never_puts_back_evidence_that_is_not_what_its_line_describes(tmp_path, cli):
+    d = five_chunks(tmp_path)
+    with open(os.path.join(d, "wal-000004.bin"), "r+b") as f:
+        f.truncate(os.path.getsize(os.path.join(d, "wal-000004.bin")) - 40)
+    (ev,) = repair(d, apply=True).evidence
+    name = ev["evidence"].split("/", 1)[1]
+    piece = os.path.join(d, ".quarantine", name)
+    with open(piece, "wb") as f:
+        f.write(bytes(ev["length"]))  # same size, other bytes
+    before = open(os.path.join(d, "wal-000004.bin"), "rb").read()
+    r = cli("quarantine", "restore", d, name, "--apply")
+    assert r.code == 3 and "sha256 differs" in r.err
+    assert open(os.path.join(d, "wal-000004.bin"), "rb").read() == before and os.path.exists(piece)
+    with open(piece, "ab") as f:
+        f.write(b"more")
+    problems = cli("quarantine", "list", d, "--json").json()["problems"]
+    assert any(name in p and "manifest line says" in p for p in problems)

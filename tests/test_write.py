@@ -427,3 +427,15 @@ def test_a_failed_sync_poisons_the_writer(tmp_path, sync):
         w.close()
     assert durable < 20
     assert WalWriter(str(tmp_path / "w")).opened.first_sequence >= durable + 1
+
+
+def test_a_directory_at_the_last_sequence_takes_no_more_events(tmp_path, cli):
+    from walctl.format import v2
+
+    d = tmp_path / "w"
+    d.mkdir()
+    (d / "wal-000000.bin").write_bytes(v2.encode_file_header() + v2.encode_record(v2.MAX_SEQUENCE, 0, b"a", 1, b"x"))
+    before = (d / "wal-000000.bin").read_bytes()
+    r = cli("write", str(d), "--type", "REMEMBER", "--id", "a", "--payload", "x", "--json")
+    assert r.code == 7 and r.json()["outcome"] == "refused" and "can take no more events" in r.err
+    assert (d / "wal-000000.bin").read_bytes() == before

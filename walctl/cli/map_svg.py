@@ -17,8 +17,9 @@ FILL = {
     M.MARK_MID_LOG: "#d62728", M.MARK_TORN: "#ff9f1c", M.MARK_ZERO_FILL: "#bcbd22",
     M.MARK_CORRUPT_TAIL: "#8b0000", M.MARK_UNDECODABLE: "#9467bd", M.MARK_SHORT: "#e377c2",
     M.MARK_UNSUPPORTED: "#7f7f7f", M.MARK_IN_PROGRESS: "#17becf", M.MARK_GAP: "#1f77b4",
-    M.MARK_REPEAT: "#ff00ff", M.MARK_ANOMALY: "#ffd700", M.MARK_NOTE: "#c7c7c7",
+    M.MARK_REPEAT: "#ff00ff", M.MARK_ANOMALY: "#ffd700", M.MARK_NOTE: "#c7c7c7", M.MARK_DAMAGED: "#a0522d",
 }
+assert set(FILL) == set(M.MARKS), "every mark has its colour"
 VALID_FILL = "#2ca02c"
 EMPTY_FILL = "#eeeeee"
 

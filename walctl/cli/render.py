@@ -17,11 +17,11 @@ _COLORS = {"red": "31", "yellow": "33", "green": "32", "dim": "2", "bold": "1", 
 # Names, memoryIds, reasons and lines come from files anyone who can write a directory may have written:
 # an escape sequence in one must not drive the operator's terminal (clear it, retitle it, hide a finding).
 # Every text write of a command goes through SafeStream, which escapes C0 and C1 control characters (but
-# newline and tab) and the bidirectional overrides; our own colours pass because paint() marks them with
+# newline and tab), the bidirectional overrides and lone surrogates (a name that is not UTF-8); our own colours pass because paint() marks them with
 # a token no file can contain (it is drawn at random for each process). JSON is unchanged by this: it
 # never holds a raw C0 character, and a C1 or bidi character becomes its \u escape, valid JSON.
 
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _MARK = "\ue000" + os.urandom(8).hex()
 
 

@@ -156,12 +156,19 @@ def decode_line(raw: bytes, number: int = 1, offset: int = 0) -> Line | BadLine:
     return Line(number, event, ts, obj)
 
 
-def decode_ledger(data: bytes) -> LedgerRead:
+def decode_ledger(data) -> LedgerRead:
+    """`data`: the ledger's bytes, or a buffer over them (a mapping: a large ledger is not copied)."""
     lines, bad = [], []
     pos, number, torn = 0, 0, None
     while pos < len(data):
         number += 1
         end = data.find(b"\n", pos)
+        if end < 0 and len(data) - pos > MAX_LINE_BYTES:
+            # Longer than any line a writer appends: not one torn append but damage (a zero-filled or
+            # overwritten tail), which may have swallowed whole lines and their expectations.
+            bad.append(BadLine(number, pos, f"{len(data) - pos} bytes with no newline at the end, longer than any "
+                                            f"ledger line ({MAX_LINE_BYTES} bytes): not a torn append"))
+            break
         if end < 0:
             torn = pos  # no final newline: a crash mid-append; not corruption, cut by the next writer
             break

@@ -14,10 +14,10 @@ import re
 from typing import NamedTuple
 
 from .names import parse_chunk_name, parse_segment_name
+from .v2 import MAX_SEQUENCE
 
 PIECE_SUFFIX = ".piece"
 MAX_OFFSET = 10 ** 12 - 1
-MAX_SEQUENCE = 2 ** 63 - 1
 _PIECE_RE = re.compile(r"(wal-[0-9]+\.bin|wal_[0-9]+\.log)\.([0-9]{12})-([0-9]{12})\.([0-9]{20})-([0-9]{20})\.piece")
 
 

@@ -17,6 +17,8 @@ assert FILE_HEADER.size == 8
 # magic, version, flags, type, idLen, reserved8, sequence, timestamp_ms, payloadLen, payloadCrc,
 # reserved32: the bytes the header CRC covers; then the header CRC itself.
 CRC_COVERED_HEADER = struct.Struct(">HBBBHBqqIII")
+MAX_SEQUENCE = (1 << 63) - 1  # the sequence field is a Java long: the last one a writer may issue
+
 RECORD_HEADER = struct.Struct(CRC_COVERED_HEADER.format + "I")
 HEADER_CRC_SPAN = CRC_COVERED_HEADER.size
 assert RECORD_HEADER.size == 40 and HEADER_CRC_SPAN == 36

@@ -6,7 +6,7 @@ import os
 from typing import NamedTuple
 
 from .. import __version__
-from ..errors import Refused, UsageError
+from ..errors import EXIT_CORRUPT, NotClean, Refused, UsageError
 from ..format.names import CHECKPOINT_SUFFIX, parse_chunk_name, parse_segment_name
 from ..store import durable, ledger, quarantine as q
 from ..store.fs import DEFAULT_FS
@@ -54,6 +54,9 @@ def list_quarantine(directory: str, fs=DEFAULT_FS) -> Listing:
     for f in files:
         items.append(Item(f.name, f.size, by_name.get(f.name)))
         if f.name in by_name:
+            if by_name[f.name].get("length") != f.size:
+                problems.append(f"{f.name}: {f.size} bytes, but its manifest line says {by_name[f.name].get('length')} "
+                                f"(changed since it was set aside? restore refuses it)")
             continue
         if last.get(f.name, {}).get("action") == "purge":
             problems.append(f"{f.name}: its purge is recorded but the file is still here (a crash mid-purge? "
@@ -167,6 +170,7 @@ def restore(directory: str, name: str, *, apply: bool = False, fs=DEFAULT_FS) ->
                          directory)
     e = item.entry
     refuse_links(directory, [e["source"], f"{q.QUARANTINE_DIR}/{name}"], fs, what="restore")
+    _check_evidence(directory, name, e, fs)
     dest = os.path.join(directory, e["source"])
     kind = "bytes" if e["action"] == "truncate" else "file"
     if kind == "bytes":
@@ -187,6 +191,15 @@ def restore(directory: str, name: str, *, apply: bool = False, fs=DEFAULT_FS) ->
         q.record(directory, entry, fs)
         _restore_act(directory, name, entry, fs)
     return Action(directory, f"restore-{kind}", True, name, e["source"], entry)
+
+
+def _check_evidence(directory: str, name: str, line: dict, fs) -> None:
+    """Only the very bytes a manifest line describes go back: a piece changed since (by hand, by rot) is
+    refused, and stays where it is."""
+    qpath = os.path.join(q.qdir(directory), name)
+    if fs.exists(qpath) and q.sha256_file(qpath, fs) != line["sha256"]:
+        raise NotClean(f"{q.QUARANTINE_DIR}/{name} is not the evidence its manifest line describes (sha256 "
+                       f"differs): it is never put back; nothing was changed", directory, code=EXIT_CORRUPT)
 
 
 def _unfinished_restore(listing: Listing, name: str) -> dict | None:
@@ -214,6 +227,7 @@ def _restore_act(directory: str, name: str, line: dict, fs) -> None:
     is not done yet, and only onto bytes that are exactly what the line says."""
     qpath = os.path.join(q.qdir(directory), name)
     dest = os.path.join(directory, line["source"])
+    _check_evidence(directory, name, line, fs)
     if line["restore"] == "bytes":
         size = fs.stat(dest).size if fs.exists(dest) else None
         end = line["offset"] + line["length"]

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from ..errors import EXIT_OK, EXIT_SEQUENCE, NotClean, WalctlError
+from ..errors import EXIT_OK, EXIT_SEQUENCE, NotClean, Refused, WalctlError
 from ..format import scan as fscan
 from ..format.ckptmeta import decode_checkpoint_meta
-from ..format.v2 import EVENT_TYPES, check_writable_type
+from ..format.v2 import EVENT_TYPES, MAX_SEQUENCE, check_writable_type
 from ..store import durable
 from ..store.appender import SYNC_BATCH, ChunkAppender
 from ..store.chunkdir import list_chunks
@@ -68,6 +68,10 @@ class WalWriter:
         self._sealer = None
         try:
             self.opened = self._prepare(max_drop_bytes, start_sequence)
+            if self.opened.first_sequence > MAX_SEQUENCE:
+                raise Refused(f"the next sequence would be {self.opened.first_sequence}, past the largest a "
+                              f"record can hold ({MAX_SEQUENCE}): this directory can take no more events",
+                              directory)
             self._sealer = Sealer(directory, fs, utc_now)
             self._sealer.hwm_written = self._issued
             if format == FORMAT_V2:

@@ -35,7 +35,7 @@ def read_ledger(directory: str, fs=DEFAULT_FS) -> L.LedgerRead | None:
     if not fs.exists(path):
         return None
     with fs.map_read(path) as buf:
-        return L.decode_ledger(bytes(buf))
+        return L.decode_ledger(buf)  # the mapping itself: every line is copied out, never the whole file
 
 
 def append_lines(directory: str, lines: list[bytes], fs=DEFAULT_FS) -> None:
@@ -48,8 +48,14 @@ def append_lines(directory: str, lines: list[bytes], fs=DEFAULT_FS) -> None:
         size = fs.stat(path).size
         if size and fs.read_range(path, size - 1, 1) != b"\n":
             with fs.map_read(path) as buf:
-                data = bytes(buf)
-            durable.truncate(path, data.rfind(b"\n") + 1, fs)  # the torn line was never acknowledged
+                keep = buf.rfind(b"\n") + 1
+            if size - keep > L.MAX_LINE_BYTES:  # not a torn append: damage, which is never cut silently
+                from ..errors import EXIT_CORRUPT, NotClean
+
+                raise NotClean(f"the ledger's last {size - keep} bytes have no newline and are longer than any "
+                               f"line: damaged, not torn (see `walctl verify`); move {L.LEDGER_DIR}/ aside to go on "
+                               f"without its expectations (nothing is read from it but them)", path, code=EXIT_CORRUPT)
+            durable.truncate(path, keep, fs)  # the torn line was never acknowledged
     durable.append(path, b"".join(lines), fs)
 
 

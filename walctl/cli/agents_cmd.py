@@ -5,6 +5,7 @@ from typing import Optional
 
 import typer
 
+from ..errors import EXIT_OK
 from .render import emit, json_document, rerun, safe
 from .targets import existing_dir
 
@@ -146,7 +147,7 @@ def set_aside(root: str = typer.Argument(..., help="The Substrat root.", callbac
                                                              "exit_code": e.exit_code, "message": str(e)}))
         raise
     if json_out:
-        emit(json_document("walctl.agents-set-aside/1", dict(r.to_json(), root=root, exit_code=0,
+        emit(json_document("walctl.agents-set-aside/1", dict(r.to_json(), root=root, exit_code=EXIT_OK,
                                                              outcome="applied" if r.applied else "dry-run")))
     else:
         where = f"line {r.line} of" if r.line else "the whole"
@@ -156,4 +157,4 @@ def set_aside(root: str = typer.Argument(..., help="The Substrat root.", callbac
             emit(f"the old file is kept as {r.evidence}")
         else:
             emit(f"dry run: nothing was changed; to do it: {safe(rerun('--apply', '--force'))}")
-    raise typer.Exit(0)
+    raise typer.Exit(EXIT_OK)

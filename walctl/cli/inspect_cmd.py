@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from ..errors import UsageError
+from ..errors import EXIT_CORRUPT, EXIT_OK, UsageError
 from .progress import PROGRESS, Bar, path_bytes
 from .render import emit, paint, rich_console, safe, warn_line
 from .shown import shown
@@ -129,7 +129,7 @@ def inspect(
         else:
             _render_table(walk, payload)
     if walk.report is None:
-        return 0
+        return EXIT_OK
     _summarise(walk)
     raise typer.Exit(walk.report.exit_code)
 
@@ -294,7 +294,7 @@ def _render_around(path: str, offset: int, context: int) -> int:
     view = around(path, offset, context)
     emit(f"== {shown(path)}: {view.size} bytes; offset {offset} +/- {context}: bytes {view.window_start}..{view.window_end}")
     _emit_view(view)
-    return 0
+    return EXIT_OK
 
 
 def _emit_view(view) -> None:
@@ -344,11 +344,11 @@ def _render_seq(path: str, sequence: int) -> int:
         emit(f"== sequence {sequence}: {shown(sv.path)} offset {r.offset} ({r.size} bytes, {r.type}, "
              f"memoryId {shown(r.memory_id_text)!s})")
         _emit_view(sv.view)
-        return 0
+        return EXIT_OK
     emit(paint(f"== sequence {sequence}: no valid record carries it; {shown(sv.where)}", "red"))
     if sv.view is not None:
         _emit_view(sv.view)
-    raise typer.Exit(3)
+    raise typer.Exit(EXIT_CORRUPT)
 
 
 def _quarantined_piece(path: str):
@@ -363,7 +363,7 @@ def _quarantined_piece(path: str):
     render_piece(directory, name, piece)
     for p in problems:
         warn_line(shown(p))
-    return 0
+    return EXIT_OK
 
 
 def render_piece(directory: str, name: str, piece) -> None:
@@ -418,7 +418,7 @@ def _inspect_segments(path, jsonl, from_seq, to_seq, operations, limit, progress
             emit(line)
     rep = walk.report
     if rep is None:  # stopped by --limit
-        return 0
+        return EXIT_OK
     for f in rep.findings:
         if f.exit_code:
             warn_line(f"{rep.path}: {f.cls}: {f.one_line()}")

@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from ..errors import UsageError
+from ..errors import EXIT_USAGE, UsageError
 from .render import emit, error_line, json_document
 from .writer_options import BATCH_MS, BATCH_RECORDS, COMPRESS_THRESHOLD, MAX_CHUNK_BYTES, SYNC, check_sync
 
@@ -75,9 +75,9 @@ def write(
         error = f"stdin line {head[0]}: {head[1]}; nothing was written"
         if json_out:
             emit(json_document("walctl.write/1", {"directory": directory, "records": 0, "first_sequence": None,
-                                                  "last_sequence": None, "error": error, "exit_code": 2}))
+                                                  "last_sequence": None, "error": error, "exit_code": EXIT_USAGE}))
         error_line(error)
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_USAGE)
     with WalWriter(directory, sync=sync, batch_records=batch_records, batch_ms=batch_ms,
                    max_chunk_bytes=max_chunk_bytes, compress_threshold=compress_threshold,
                    max_drop_bytes=max_drop_bytes, format=fmt, encoding=encoding) as w:

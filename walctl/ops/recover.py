@@ -156,8 +156,8 @@ def is_empty_log_dir(log: str, fs=DEFAULT_FS) -> bool:
 def _position(f: Finding) -> int | None:
     """The first sequence a finding affects, when it can be told."""
     x = f.extra
-    if x.get("lost_sequence_range"):
-        return x["lost_sequence_range"][0]
+    if f.lost_sequence_range:
+        return f.lost_sequence_range[0]
     if f.sequence_range:
         return f.sequence_range[0]
     if x.get("last_good_sequence") is not None:

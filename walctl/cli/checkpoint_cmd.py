@@ -20,24 +20,6 @@ canonical msgpack state. "Latest" is by (wal_sequence, timestamp, id), never by 
 Example: walctl checkpoint list /var/lib/agent/checkpoints""", no_args_is_help=True)
 
 
-def _load_state(path: str):
-    from ..format.canonical import unpackb
-    from ..format.jsonload import loads
-
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise UsageError(f"cannot read the state file: {e.strerror}", path) from None
-    try:
-        state = loads(data) if data.lstrip()[:1] == b"{" else unpackb(data)
-    except ValueError as e:
-        raise UsageError(f"the state file is neither a JSON object nor one msgpack map: {e}", path) from None
-    if not isinstance(state, dict):
-        raise UsageError("the state is not a map", path)
-    return state
-
-
 @app.command("create", help="""Write a new checkpoint into DIR, durably: from a state file (JSON or msgpack) with
 --wal-seq, or by folding a log with a reducer (--log). Make the log durable up to the sequence first.
 
@@ -57,7 +39,9 @@ def create(directory: str = typer.Argument(..., help="The checkpoint directory (
     if state is not None:
         if wal_seq is None:
             raise UsageError("--state needs --wal-seq N (the last log sequence the state reflects)")
-        st, seq = _load_state(state), wal_seq
+        from ..ops.checkpoint import load_state_file
+
+        st, seq = load_state_file(state), wal_seq
     else:
         from ..ops.recover import fold_log
 

@@ -132,23 +132,12 @@ def list_(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pref
           wal_dir: Optional[str] = typer.Option(None, "--dir", help="The local log, for lag against its newest "
                                                                     "record (read-only)."),
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-list/1).")):
-    import time
+    from ..ops.archive_list import list_archive
 
-    from ..ops.archive import lag, namespaces, read_manifest, summary
-    from ..store.objstore import open_store
-
-    store = open_store(dest, endpoint_url)
-    nss = [namespace] if namespace else namespaces(store)
-    out = []
-    for ns in nss:
-        man = read_manifest(store, ns)
-        for w in man.warnings:
-            warn_line(w)
-        s = summary(man)
-        s["lag"] = lag(s, wal_dir, int(time.time() * 1000))
-        out.append(s)
+    listing = list_archive(dest, namespace, wal_dir, endpoint_url, on_warning=warn_line)
+    out = listing.namespaces
     if json_out:
-        emit(json_document("walctl.archive-list/1", {"destination": store.url, "namespaces": out}))
+        emit(json_document("walctl.archive-list/1", listing.to_json()))
         return EXIT_OK
     rows = [[s["namespace"], s["wal_objects"], len(s["checkpoints"]), f"{s['bytes'] / 2**20:.1f}",
              f"{s['first_sequence']}..{s['last_sequence']}" if s["first_sequence"] is not None else "-",

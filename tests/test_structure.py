@@ -58,3 +58,29 @@ def test_finding_accessors_read_the_shared_keys_and_json_is_unchanged():
     gap = Finding("sequence-gap", EXIT_CORRUPT, "gap", extra={"missing": [3, 5]})
     assert gap.lost_or_missing == (3, 5) and gap.torn is None and gap.lost_sequence_range is None
     assert json.loads(json.dumps(gap.to_json()))["missing"] == [3, 5]
+
+
+def test_every_kind_has_one_table_entry_whose_functions_load():
+    from walctl.ops import archive, kinds
+
+    names = {v for k, v in vars(kinds).items() if k.startswith("KIND_")}
+    assert set(kinds.KINDS) == names
+    for k in kinds.KINDS.values():
+        for what in ("verify", "replay", "events", "files"):
+            if getattr(k, what) is not None:
+                assert callable(k.load(what)), (k.name, what)
+        assert (k.archive is None) == (k.files is None) and k.archive in (None, *archive.WAL_KINDS)
+        assert k.is_v2 == (k.verify is None)  # only V2 chunks are read by ops/verify.py itself
+    assert {k.name for k in kinds.KINDS.values() if k.replay} == {
+        kinds.KIND_DIR, kinds.KIND_CHUNK, kinds.KIND_SEGMENTS, kinds.KIND_SEGMENT}
+
+
+DISPATCHERS = ("cli/inspect_cmd.py", "cli/stats_cmd.py", "ops/replay.py", "ops/recover.py", "ops/merge.py",
+               "ops/archive.py", "ops/verify.py")
+KIND_CHAIN = re.compile(r"\bkind\s*(==|!=|in|not in)\s*\(?\s*(KIND_|\"(spector|adr003|checkpoint|tasklog|substrat|workflow))")
+
+
+def test_dispatchers_choose_by_the_kinds_table_not_by_if_chains():
+    hits = [(rel, line.strip()) for rel, text in _sources() if rel in DISPATCHERS
+            for line in text.splitlines() if KIND_CHAIN.search(line)]
+    assert hits == []

@@ -7,6 +7,7 @@ from typing import List, Optional
 import typer
 
 from ..errors import EXIT_CORRUPT, EXIT_OK, UsageError
+from ..ops.kinds import VIEW_AGENTS, VIEW_CHECKPOINTS, VIEW_TASKLOGS, VIEW_WORKFLOWS
 from .progress import PROGRESS, Bar, path_bytes
 from .render import emit, paint, rich_console, safe, warn_line
 from .shown import shown
@@ -75,7 +76,7 @@ def inspect(
 ) -> int:
     from ..format.v2 import parse_type
     from ..ops.records import RecordFilter, RecordWalk
-    from ..ops.kinds import KIND_CHECKPOINT, KIND_CHECKPOINTS, KIND_SEGMENT, KIND_SEGMENTS
+    from ..ops.kinds import KINDS, VIEW_ENTRIES
     from ..ops.verify import detect_kind
 
     if payload not in PAYLOAD_MODES + ("none",):
@@ -94,26 +95,12 @@ def inspect(
     piece = _quarantined_piece(path)
     if piece is not None:
         return piece
-    kind = detect_kind(path)
-    if kind in (KIND_SEGMENTS, KIND_SEGMENT):
+    view = KINDS[detect_kind(path)].inspect
+    if view in _OTHER_TOOLS:  # shown by the command that owns the artifact
+        return _OTHER_TOOLS[view](path, jsonl)
+    if view == VIEW_ENTRIES:
         with Bar("inspect", path_bytes(path), progress) as bar:
             return _inspect_segments(path, jsonl, from_seq, to_seq, types, limit, bar.callback)
-    if kind in (KIND_CHECKPOINT, KIND_CHECKPOINTS):
-        from .checkpoint_cmd import inspect as inspect_checkpoint
-
-        return inspect_checkpoint(path=path, json_out=jsonl)
-    if kind in ("tasklog", "tasklog-dir"):
-        from .tasklog_cmd import inspect as inspect_tasklog
-
-        return inspect_tasklog(path=path, json_out=jsonl)
-    if kind == "substrat-root":
-        from .agents_cmd import tree
-
-        return tree(root=path, json_out=jsonl)
-    if kind == "workflow-store":
-        from .workflow_cmd import list_
-
-        return list_(root=path, workflow=None, json_out=jsonl)
     try:
         type_set = frozenset(parse_type(t) for t in types) if types else None
     except ValueError as e:
@@ -132,6 +119,35 @@ def inspect(
         return EXIT_OK
     _summarise(walk)
     raise typer.Exit(walk.report.exit_code)
+
+
+def _inspect_checkpoints(path: str, jsonl: bool) -> int:
+    from .checkpoint_cmd import inspect as inspect_checkpoint
+
+    return inspect_checkpoint(path=path, json_out=jsonl)
+
+
+def _inspect_tasklogs(path: str, jsonl: bool) -> int:
+    from .tasklog_cmd import inspect as inspect_tasklog
+
+    return inspect_tasklog(path=path, json_out=jsonl)
+
+
+def _inspect_agents(path: str, jsonl: bool) -> int:
+    from .agents_cmd import tree
+
+    return tree(root=path, json_out=jsonl)
+
+
+def _inspect_workflows(path: str, jsonl: bool) -> int:
+    from .workflow_cmd import list_
+
+    return list_(root=path, workflow=None, json_out=jsonl)
+
+
+# ops/kinds.py inspect view -> the command that shows it (for kinds that hold no records of their own)
+_OTHER_TOOLS = {VIEW_CHECKPOINTS: _inspect_checkpoints, VIEW_TASKLOGS: _inspect_tasklogs,
+                VIEW_AGENTS: _inspect_agents, VIEW_WORKFLOWS: _inspect_workflows}
 
 
 def _follow(path, jsonl, payload_mode, from_seq, to_seq, limit, interval, timeout) -> int:
@@ -390,17 +406,12 @@ def _inspect_segments(path, jsonl, from_seq, to_seq, operations, limit, progress
     """ADR-003 entries: one JSON object per entry with --jsonl, else a table; --type filters operations."""
     import json
 
-    from ..ops.segments import SegmentWalk, entry_json
+    from ..ops.segments import SegmentWalk, entry_json, select_entries
 
-    ops = set(operations or ())
     walk = SegmentWalk(path, progress=progress)
     shown = 0
     rows = []
-    for name, e in walk:
-        if (from_seq is not None and e.sequence < from_seq) or (to_seq is not None and e.sequence > to_seq):
-            continue
-        if ops and e.operation not in ops and e.value.get("operation") not in ops:
-            continue
+    for name, e in select_entries(walk, from_seq, to_seq, operations, limit):
         obj = entry_json(name, e)
         if jsonl:
             sys.stdout.write(json.dumps(obj, ensure_ascii=False, sort_keys=True) + "\n")
@@ -409,8 +420,6 @@ def _inspect_segments(path, jsonl, from_seq, to_seq, operations, limit, progress
             rows.append([obj["sequence"], obj["operation"], obj["timestamp"], obj["encoding"], f"{name}@{e.offset}",
                          data if len(data) <= 100 else data[:97] + "..."])
         shown += 1
-        if limit is not None and shown >= limit:
-            break
     if rows:
         from .render import plain_table
 

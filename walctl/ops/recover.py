@@ -19,7 +19,7 @@ from ..format.v2 import type_name
 from ..store.fs import DEFAULT_FS
 from .checkpoint import latest
 from .findings import Finding
-from .kinds import KIND_CHUNK, KIND_DIR, KIND_SEGMENT, KIND_SEGMENTS
+from .kinds import KINDS
 from .report import PathReport
 from .verify import detect_kind
 
@@ -90,7 +90,7 @@ def pick_reducer(spec: str, log: str | None, fs=DEFAULT_FS) -> str:
     or no log). Anything else is kept as given."""
     if spec != AUTO:
         return spec
-    if log is not None and fs.exists(log) and detect_kind(log, fs) in (KIND_DIR, KIND_CHUNK):
+    if log is not None and fs.exists(log) and KINDS[detect_kind(log, fs)].is_v2:
         return "spector"
     return "adr003"
 
@@ -120,26 +120,34 @@ def read_log(log: str, after: int, fs=DEFAULT_FS, progress=None) -> tuple[list[d
     """(entries with sequence > after, in order; the log's report; duplicates skipped; kind). `progress`
     is called with each V2 chunk's size once it is read."""
     kind = detect_kind(log, fs)
+    entry = KINDS[kind]
+    if entry.events is None:
+        raise UsageError(f"{log} is not a log (Spector V2 chunks or ADR-003 segments)")
+    out, report, duplicates = entry.load("events")(log, after, fs, progress)
+    return out, report, duplicates, kind
+
+
+def segment_events(log: str, after: int, fs=DEFAULT_FS, progress=None) -> tuple[list[dict], PathReport, int]:
+    """ADR-003 entries after a sequence, as their maps (KINDS: events); duplicates are counted."""
+    from .segments import SegmentWalk
+
+    walk = SegmentWalk(log, fs, progress=progress)
+    out = [e.value for _, e in walk if e.sequence > after]
+    return out, walk.report, walk.duplicates
+
+
+def v2_events(log: str, after: int, fs=DEFAULT_FS, progress=None) -> tuple[list[dict], PathReport, int]:
+    """Spector V2 records after a sequence, as event maps (KINDS: events)."""
+    from .records import Record, RecordWalk
+
     out: list[dict] = []
-    if kind in (KIND_SEGMENTS, KIND_SEGMENT):
-        from .segments import SegmentWalk
-
-        walk = SegmentWalk(log, fs, progress=progress)
-        for _, e in walk:
-            if e.sequence > after:
-                out.append(e.value)
-        return out, walk.report, walk.duplicates, kind
-    if kind in (KIND_DIR, KIND_CHUNK):
-        from .records import Record, RecordWalk
-
-        rwalk = RecordWalk(log, fs=fs, progress=progress)
-        for r in rwalk:
-            if isinstance(r, Record) and r.sequence > after:
-                out.append({"sequence": r.sequence, "type": type_name(r.type_ordinal) or r.type_ordinal,
-                            "type_ordinal": r.type_ordinal, "memory_id": r.memory_id_text,
-                            "timestamp_ms": r.timestamp_ms, "payload": r.payload})
-        return out, rwalk.report, 0, kind
-    raise UsageError(f"{log} is not a log (Spector V2 chunks or ADR-003 segments)")
+    rwalk = RecordWalk(log, fs=fs, progress=progress)
+    for r in rwalk:
+        if isinstance(r, Record) and r.sequence > after:
+            out.append({"sequence": r.sequence, "type": type_name(r.type_ordinal) or r.type_ordinal,
+                        "type_ordinal": r.type_ordinal, "memory_id": r.memory_id_text,
+                        "timestamp_ms": r.timestamp_ms, "payload": r.payload})
+    return out, rwalk.report, 0
 
 
 def is_empty_log_dir(log: str, fs=DEFAULT_FS) -> bool:

@@ -153,11 +153,11 @@ def _end_of_event(path: str, kind: str, seq: int) -> int | None:
 
 def _last_before(staging: str, to_time_ms: int) -> int | None:
     """The last sequence before the first event stamped after the time (V2: ms; segments: seconds)."""
-    from .kinds import KIND_DIR
+    from .kinds import KINDS
     from .verify import detect_kind
 
     last = None
-    if detect_kind(staging) == KIND_DIR:
+    if KINDS[detect_kind(staging)].is_v2:
         from .records import Record, RecordWalk
 
         for item in RecordWalk(staging):

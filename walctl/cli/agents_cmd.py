@@ -98,7 +98,8 @@ def recover(root: str = typer.Argument(..., help="The Substrat root.", callback=
                                        "because a line or session.json could not be read."),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-recover/1).")):
     from ..errors import WalctlError
-    from ..ops.agents import recover as run_recover, verify_root, exit_code
+    from ..ops.agents import exit_code, verify_root
+    from ..ops.agents_mend import recover as run_recover
 
     try:
         plan, before = run_recover(root, apply=apply, force=force)
@@ -137,7 +138,7 @@ def set_aside(root: str = typer.Argument(..., help="The Substrat root.", callbac
               force: bool = typer.Option(False, "--force", help="Needed with --apply: history is rewritten."),
               json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-set-aside/1).")):
     from ..errors import WalctlError
-    from ..ops.agents import set_aside as run_set_aside
+    from ..ops.agents_mend import set_aside as run_set_aside
 
     try:
         r = run_set_aside(root, session_id, line=line, session=session, apply=apply, force=force)

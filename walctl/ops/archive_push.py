@@ -12,10 +12,44 @@ from .. import __version__
 from ..errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_REFUSED, UsageError, WalctlError, combine_exit_codes
 from ..store import durable
 from ..store.objstore import open_store, sha256_file
-from .archive import CHECKPOINTS, Entry, CHUNKS, check_namespace, describe, object_key, read_manifest, sealed_candidates, \
+from .archive import CHECKPOINTS, Entry, CHUNKS, check_namespace, describe, object_key, read_manifest, \
     verify_upload, write_manifest
 from .clock import utc_now
 from .findings import Finding
+
+
+def chunk_names(wal_dir: str) -> list[str]:
+    """A V2 directory's chunk files in index order (KINDS: files)."""
+    from ..store.chunkdir import list_chunks
+
+    return [c.name for c in list_chunks(wal_dir).chunks]
+
+
+def segment_names(wal_dir: str) -> list[str]:
+    """An ADR-003 directory's segment files in order (KINDS: files)."""
+    from .segments import list_segments
+
+    return [s.name for s in list_segments(wal_dir)[0]]
+
+
+def sealed_candidates(wal_dir: str, checkpoints: str | None) -> tuple[list[tuple[str, str]], str]:
+    """(path, kind) of what push considers: every chunk or segment but the last (the writer may still
+    append to it), and the checkpoint files; each is then described (verified) by the push itself."""
+    from .kinds import KINDS
+    from .verify import detect_kind
+
+    kind = detect_kind(wal_dir)
+    entry = KINDS[kind]
+    if entry.archive is None:
+        raise UsageError(f"archive push takes a V2 chunk or ADR-003 segment directory; this is {kind}", wal_dir)
+    names, wal_kind = entry.load("files")(wal_dir), entry.archive
+    out = [(os.path.join(wal_dir, n), wal_kind) for n in names[:-1]]
+    if checkpoints:
+        from .checkpoint import SUFFIX
+
+        out += [(os.path.join(checkpoints, n), CHECKPOINTS) for n in sorted(os.listdir(checkpoints))
+                if n.endswith(SUFFIX)]
+    return out, wal_kind
 
 
 class LocalFile(NamedTuple):

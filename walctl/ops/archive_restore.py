@@ -13,7 +13,8 @@ from ..store.fs import DEFAULT_FS
 from ..store.objstore import open_store, sha256_file
 from ..store.scratch import Scratch
 from .archive import CHECKPOINTS, LIVE, WAL_KINDS, Entry, HashingSink, Manifest, _download, _order, \
-    contiguous_pieces, gaps, live_files, namespaces, object_key, read_manifest, wal_units
+    contiguous_pieces, live_files, object_key, read_manifest, wal_units
+from .archive_list import gaps, namespaces
 from .advice import cmd as _cmd
 
 

@@ -57,9 +57,9 @@ _CKPT = dict(units="checkpoints", inspect=VIEW_CHECKPOINTS, stats=VIEW_SUMMARY, 
 _TLOG = dict(units="entries", inspect=VIEW_TASKLOGS, stats=VIEW_SUMMARY, verify="verify_kinds:verify_tasklog_kind")
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind(KIND_DIR, True, archive="chunks", files="archive:chunk_names", **_V2),
+    Kind(KIND_DIR, True, archive="chunks", files="archive_push:chunk_names", **_V2),
     Kind(KIND_CHUNK, False, **_V2),
-    Kind(KIND_SEGMENTS, True, archive="segments", files="archive:segment_names", **_SEG),
+    Kind(KIND_SEGMENTS, True, archive="segments", files="archive_push:segment_names", **_SEG),
     Kind(KIND_SEGMENT, False, **_SEG),
     Kind(KIND_CHECKPOINTS, True, **_CKPT),
     Kind(KIND_CHECKPOINT, False, **_CKPT),

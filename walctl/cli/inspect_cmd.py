@@ -74,8 +74,7 @@ def inspect(
     timeout: Optional[float] = typer.Option(None, "--timeout", min=0, help="--follow: stop after S seconds."),
     progress: Optional[bool] = PROGRESS,
 ) -> int:
-    from ..format.v2 import parse_type
-    from ..ops.records import RecordFilter, RecordWalk
+    from ..ops.records import RecordFilter
     from ..ops.kinds import KINDS, VIEW_ENTRIES
     from ..ops.verify import detect_kind
 
@@ -101,24 +100,27 @@ def inspect(
     if view == VIEW_ENTRIES:
         with Bar("inspect", path_bytes(path), progress) as bar:
             return _inspect_segments(path, jsonl, from_seq, to_seq, types, limit, bar.callback)
-    try:
-        type_set = frozenset(parse_type(t) for t in types) if types else None
-    except ValueError as e:
-        raise UsageError(f"--type: {e}") from None
-    flt = RecordFilter(from_seq, to_seq, type_set, memory_id.encode("utf-8") if memory_id is not None else None,
-                       since_ms, until_ms, limit)
+    flt = RecordFilter.from_options(from_seq, to_seq, types, memory_id, since_ms, until_ms, limit)
     with Bar("inspect", path_bytes(path), progress) as bar:
-        walk = RecordWalk(path, flt, keep_raw=hexdump, progress=bar.callback)
-        if jsonl:
-            _render_jsonl(walk, payload)
-        elif hexdump:
-            _render_hexdump(walk)
-        else:
-            _render_table(walk, payload)
+        walk = _show_records(path, flt, jsonl, hexdump, payload, bar.callback)
     if walk.report is None:
         return EXIT_OK
     _summarise(walk)
     raise typer.Exit(walk.report.exit_code)
+
+
+def _show_records(path: str, flt, jsonl: bool, hexdump: bool, payload: str, progress):
+    """The matching records as JSON lines, hex dumps or a table; returns the finished (or limited) walk."""
+    from ..ops.records import RecordWalk
+
+    walk = RecordWalk(path, flt, keep_raw=hexdump, progress=progress)
+    if jsonl:
+        _render_jsonl(walk, payload)
+    elif hexdump:
+        _render_hexdump(walk)
+    else:
+        _render_table(walk, payload)
+    return walk
 
 
 def _inspect_checkpoints(path: str, jsonl: bool) -> int:

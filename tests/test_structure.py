@@ -95,7 +95,6 @@ LONG_FUNCTIONS = {
     "ops/follow.py:step", "ops/archive_restore.py:restore", "ops/importer.py:import_stream",
     "ops/agents.py:build_tree", "ops/archive_prune.py:prune",
     "ops/ledger_check.py:judge", "ops/follow_segments.py:step", "format/checkpoint.py:check_file",
-    "ops/agents_mend.py:_recover",
 }
 LONG_MODULES = {"store/appender.py"}  # one class (group commit, roll, helper process): split with care
 

@@ -70,6 +70,14 @@ def refuse_links(root: str, session_ids, fs=DEFAULT_FS) -> None:
 
 def _recover(root: str, apply: bool, force: bool, fs) -> tuple[list[Action], list[Finding]]:
     findings, tree, sessions = verify_root(root, fs)
+    plan = _plan(tree, sessions, force)
+    if apply:
+        _apply(root, plan, sessions, fs)
+    return plan, findings
+
+
+def _plan(tree, sessions, force: bool) -> list[Action]:
+    """What recovery does, session by session, in order; nothing is changed here."""
     orphans = dict(tree.orphans)
     plan: list[Action] = []
     for s in sessions:
@@ -96,39 +104,42 @@ def _recover(root: str, apply: bool, force: bool, fs) -> tuple[list[Action], lis
             plan.append(Action(s.session_id, "quarantine-tmp", f"session.json.tmp ({len(s.tmp_raw)} bytes) left "
                                "by a crash, kept in .quarantine/ before session.json is replaced"))
         plan.append(action)
-    if apply:
-        refuse_links(root, sorted({a.session_id for a in plan}), fs)
-        now = datetime.now(timezone.utc).isoformat()
-        stamp = utc_now()
-        by_sid = {s.session_id: s for s in sessions}
-        for a in plan:
-            s = by_sid[a.session_id]
-            d = os.path.join(root, "agents", a.session_id)
-            if a.action == "cut-tail":
-                off, data = s.tail
-                quarantine.keep_bytes(root, f"agents/{a.session_id}/events.jsonl".replace("/", "__"), off, data,
-                                      action="truncate", reason="partial last line of an event log", now=stamp,
-                                      version=__version__, fs=fs)
-                durable.truncate(os.path.join(d, "events.jsonl"), off, fs)
-            elif a.action == "complete-pending":
-                _complete_pending(d, s, fs)
-            elif a.action == "quarantine-tmp":
-                source = f"agents__{a.session_id}__session.json.tmp"
-                if not _recorded(root, "remove", source, s.tmp_raw, fs):  # a rerun after a crash: one line
-                    quarantine.keep_bytes(root, source, 0, s.tmp_raw, action="remove",
-                                          reason="session.json.tmp left by a crash, replaced by recovery",
-                                          now=stamp, version=__version__, fs=fs)
-            elif a.action in ("suspend", "terminate"):
-                meta = dict(s.meta)
-                meta["state"] = "suspended" if a.action == "suspend" else "terminated"
-                if a.action == "suspend":
-                    meta["suspended_at"] = now
-                old = json.dumps(s.meta, indent=2).encode()
-                quarantine.keep_bytes(root, f"agents__{a.session_id}__session.json", 0, old, action="replace",
-                                      reason=a.detail, now=stamp, version=__version__, fs=fs)
-                durable.create_file(os.path.join(d, "session.json"), json.dumps(meta, indent=2).encode(), fs,
-                                    replace=True)
-    return plan, findings
+    return plan
+
+
+def _apply(root: str, plan: list[Action], sessions, fs) -> None:
+    """Each action, its replaced or cut bytes kept in .quarantine/ first."""
+    refuse_links(root, sorted({a.session_id for a in plan}), fs)
+    now = datetime.now(timezone.utc).isoformat()
+    stamp = utc_now()
+    by_sid = {s.session_id: s for s in sessions}
+    for a in plan:
+        s = by_sid[a.session_id]
+        d = os.path.join(root, "agents", a.session_id)
+        if a.action == "cut-tail":
+            off, data = s.tail
+            quarantine.keep_bytes(root, f"agents/{a.session_id}/events.jsonl".replace("/", "__"), off, data,
+                                  action="truncate", reason="partial last line of an event log", now=stamp,
+                                  version=__version__, fs=fs)
+            durable.truncate(os.path.join(d, "events.jsonl"), off, fs)
+        elif a.action == "complete-pending":
+            _complete_pending(d, s, fs)
+        elif a.action == "quarantine-tmp":
+            source = f"agents__{a.session_id}__session.json.tmp"
+            if not _recorded(root, "remove", source, s.tmp_raw, fs):  # a rerun after a crash: one line
+                quarantine.keep_bytes(root, source, 0, s.tmp_raw, action="remove",
+                                      reason="session.json.tmp left by a crash, replaced by recovery",
+                                      now=stamp, version=__version__, fs=fs)
+        elif a.action in ("suspend", "terminate"):
+            meta = dict(s.meta)
+            meta["state"] = "suspended" if a.action == "suspend" else "terminated"
+            if a.action == "suspend":
+                meta["suspended_at"] = now
+            old = json.dumps(s.meta, indent=2).encode()
+            quarantine.keep_bytes(root, f"agents__{a.session_id}__session.json", 0, old, action="replace",
+                                  reason=a.detail, now=stamp, version=__version__, fs=fs)
+            durable.create_file(os.path.join(d, "session.json"), json.dumps(meta, indent=2).encode(), fs,
+                                replace=True)
 
 
 def _complete_pending(d: str, s: Session, fs) -> None:

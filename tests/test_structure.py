@@ -94,7 +94,7 @@ LONG_FUNCTIONS = {
     "ops/segments.py:__iter__", "cli/roff.py:render", "cli/map_svg.py:render_svg",
     "ops/follow.py:step", "ops/importer.py:import_stream",
     "ops/agents.py:build_tree",
-    "ops/ledger_check.py:judge", "ops/follow_segments.py:step", "format/checkpoint.py:check_file",
+    "ops/follow_segments.py:step", "format/checkpoint.py:check_file",
 }
 LONG_MODULES = {"store/appender.py"}  # one class (group commit, roll, helper process): split with care
 

@@ -227,43 +227,29 @@ class Tree(NamedTuple):
                 "orphans": [{"session_id": s, "why": w} for s, w in self.orphans]}
 
 
-def build_tree(sessions: list[Session]) -> Tree:
-    by_sid = {s.session_id: s for s in sessions}
-    info = {}
-    orphans = []
-    uncertain = set()
-    for s in sessions:
-        if s.state == "terminated" or s.meta is None:
-            continue
-        created = next((e for e in s.events if e["event"] == "agent.created"), None)
-        if created is None:
-            if s.unreadable_lines:
-                orphans.append((s.session_id, f"no readable agent.created in its log ({s.unreadable_lines} "
-                                "unreadable lines: one may be it)"))
-                uncertain.add(s.session_id)
+def _agent(s: Session, data: dict) -> Agent:
+    """The agent a session's log describes: agent.created's data, metadata updates folded in, and the
+    messages enqueued but not delivered."""
+    meta = dict(data.get("metadata") or {})
+    enqueued, delivered = [], set()
+    for e in s.events:
+        d = e.get("data") or {}
+        if e["event"] == "metadata.updated" and "key" in d:
+            if d.get("value") is None:
+                meta.pop(d["key"], None)
             else:
-                orphans.append((s.session_id, "no agent.created in its log"))
-            continue
-        data = created.get("data") or {}
-        if any(e["event"] == "agent.terminated" for e in s.events):
-            orphans.append((s.session_id, "agent.terminated is logged but the session was not saved terminated"))
-            continue
-        meta = dict(data.get("metadata") or {})
-        enqueued, delivered = [], set()
-        for e in s.events:
-            d = e.get("data") or {}
-            if e["event"] == "metadata.updated" and "key" in d:
-                if d.get("value") is None:
-                    meta.pop(d["key"], None)
-                else:
-                    meta[d["key"]] = d["value"]
-            elif e["event"] == "message.enqueued" and "message_id" in d:
-                enqueued.append(d)
-            elif e["event"] == "message.delivered" and "message_id" in d:
-                delivered.add(d["message_id"])
-        info[s.session_id] = Agent(data.get("agent_id"), s.session_id, data.get("name"), data.get("parent_session_id"),
-                                   meta, tuple(m for m in enqueued if m["message_id"] not in delivered))
-    # parents must resolve to a live session in the tree; cycles are orphans too
+                meta[d["key"]] = d["value"]
+        elif e["event"] == "message.enqueued" and "message_id" in d:
+            enqueued.append(d)
+        elif e["event"] == "message.delivered" and "message_id" in d:
+            delivered.add(d["message_id"])
+    return Agent(data.get("agent_id"), s.session_id, data.get("name"), data.get("parent_session_id"),
+                 meta, tuple(m for m in enqueued if m["message_id"] not in delivered))
+
+
+def _drop_unparented(info: dict, by_sid: dict, orphans: list, uncertain: set) -> None:
+    """Parents must resolve to a live session in the tree: an agent whose parent does not is an orphan (and
+    so, in turn, are its children), uncertain when an unreadable file or line may be why."""
     changed = True
     while changed:
         changed = False
@@ -286,7 +272,32 @@ def build_tree(sessions: list[Session]) -> Tree:
                 orphans.append((sid, why))
                 del info[sid]
                 changed = True
-    for sid in list(info):
+
+
+def build_tree(sessions: list[Session]) -> Tree:
+    by_sid = {s.session_id: s for s in sessions}
+    info = {}
+    orphans = []
+    uncertain = set()
+    for s in sessions:
+        if s.state == "terminated" or s.meta is None:
+            continue
+        created = next((e for e in s.events if e["event"] == "agent.created"), None)
+        if created is None:
+            if s.unreadable_lines:
+                orphans.append((s.session_id, f"no readable agent.created in its log ({s.unreadable_lines} "
+                                "unreadable lines: one may be it)"))
+                uncertain.add(s.session_id)
+            else:
+                orphans.append((s.session_id, "no agent.created in its log"))
+            continue
+        data = created.get("data") or {}
+        if any(e["event"] == "agent.terminated" for e in s.events):
+            orphans.append((s.session_id, "agent.terminated is logged but the session was not saved terminated"))
+            continue
+        info[s.session_id] = _agent(s, data)
+    _drop_unparented(info, by_sid, orphans, uncertain)
+    for sid in list(info):  # parents that form a cycle: orphans too
         seen, cur = set(), sid
         while cur is not None and cur in info and cur not in seen:
             seen.add(cur)

@@ -12,7 +12,8 @@ import pytest
 
 from conftest import DATA
 from simfs import SimCrash, SimFS, load_tree
-from walctl.ops.agents import append_event, build_tree, read_root, recover, verify_root
+from walctl.ops.agents import build_tree, read_root, verify_root
+from walctl.ops.agents_mend import append_event, recover
 
 CASES = ("clean-tree", "crashed-active", "pending-file")
 

@@ -13,6 +13,7 @@ import pytest
 
 from walctl.errors import WalctlError
 from walctl.ops import archive as ar
+from walctl.ops.archive_adapter import StorageAdapter
 from walctl.ops.archive_prune import prune
 from walctl.ops.archive_push import push
 from walctl.ops.archive_restore import restore
@@ -283,7 +284,7 @@ def test_delete_local_only_archived_chunks_below_the_hwm(tmp_path, cli):
 
 
 def test_storage_adapter_api(tmp_path, dest):
-    a = ar.StorageAdapter(dest["url"], dest["endpoint"])
+    a = StorageAdapter(dest["url"], dest["endpoint"])
     assert a.is_available() or dest["kind"] == "file"
     a.upload("agent-9", "wal-000001.bin", b"one")
     a.upload("agent-9", "wal-000000.bin", b"zero")

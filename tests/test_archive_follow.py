@@ -17,6 +17,7 @@ from test_archive import BUCKET, events, s3_server  # noqa: F401 - the fixture i
 from walctl.errors import NotClean, Refused
 from walctl.format.livepiece import Piece, parse_piece_name, piece_name
 from walctl.ops import archive as ar
+from walctl.ops import archive_list as al
 from walctl.ops.archive_follow import Shipper, push_follow
 from walctl.ops.archive_restore import restore
 from walctl.ops.archive_verify import verify_archive
@@ -532,14 +533,14 @@ def test_list_reports_the_lag_behind_the_local_log_and_the_archive_age(tmp_path)
         append(w, 0, 10)
         sh.poll()
         append(w, 10, 15)  # written, not shipped yet
-    s = ar.summary(ar.read_manifest(open_store(d["url"]), NS))
+    s = al.summary(ar.read_manifest(open_store(d["url"]), NS))
     assert (s["live_pieces"], s["last_sequence"]) == (1, 10)
-    lag = ar.lag(s, str(wal), now_ms=0)
+    lag = al.lag(s, str(wal), now_ms=0)
     assert (lag["sequences"], lag["local_sequence"], lag["archived_sequence"]) == (5, 15, 10)
     assert lag["seconds"] == pytest.approx(0.05)  # events are stamped 10 ms apart
-    old = ar.lag(s, None, now_ms=1795300000000 + 90 + 2500)
+    old = al.lag(s, None, now_ms=1795300000000 + 90 + 2500)
     assert old["seconds"] == pytest.approx(2.5) and old["age_of"] == "newest archived record"
     sh.poll()
     sh.close()
-    caught_up = ar.lag(ar.summary(ar.read_manifest(open_store(d["url"]), NS)), str(wal), now_ms=0)
+    caught_up = al.lag(al.summary(ar.read_manifest(open_store(d["url"]), NS)), str(wal), now_ms=0)
     assert (caught_up["sequences"], caught_up["seconds"]) == (0, 0.0)

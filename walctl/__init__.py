@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from .errors import EnvironmentProblem, Refused, UnsupportedInput, UsageError, WalctlError
     from .format.workflow import CheckpointState as WorkflowCheckpoint, PauseMetadata
-    from .ops.archive import StorageAdapter
+    from .ops.archive_adapter import StorageAdapter
     from .ops.archive_prune import prune as archive_prune
     from .ops.archive_push import push as archive_push
     from .ops.archive_restore import restore as archive_restore
@@ -52,7 +52,7 @@ _API: dict[str, tuple[str, str]] = {
     "replay": ("ops.replay", "replay"), "ReplayOptions": ("ops.replay", "ReplayOptions"),
     "read_stream": ("ops.importer", "read_stream"), "import_stream": ("ops.importer", "import_stream"),
     "follow": ("ops.follow", "follow"),
-    "StorageAdapter": ("ops.archive", "StorageAdapter"), "archive_push": ("ops.archive_push", "push"),
+    "StorageAdapter": ("ops.archive_adapter", "StorageAdapter"), "archive_push": ("ops.archive_push", "push"),
     "archive_verify": ("ops.archive_verify", "verify_archive"),
     "archive_restore": ("ops.archive_restore", "restore"), "archive_prune": ("ops.archive_prune", "prune"),
 }

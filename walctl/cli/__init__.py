@@ -9,7 +9,7 @@ import typer
 from typer._click import exceptions as click_exceptions  # typer 0.27 vendors click
 
 from .. import __version__
-from ..errors import EXIT_ENVIRONMENT, EXIT_USAGE, OutputClosed, WalctlError
+from ..errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_USAGE, OutputClosed, WalctlError
 from .render import error_line
 
 EXIT_TABLE = """Exit codes (several findings: the first present in the order 6, 3, 4, 5, 1):
@@ -59,7 +59,7 @@ def _version(value: bool):
     if value:
         print(f"walctl {__version__}")
         print(dependency_line())
-        raise typer.Exit(0)
+        raise typer.Exit(EXIT_OK)
 
 
 def dependency_line() -> str:

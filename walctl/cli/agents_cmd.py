@@ -5,6 +5,7 @@ from typing import Optional
 
 import typer
 
+from ..errors import EXIT_OK
 from .render import emit, json_document, rerun, safe
 from .targets import existing_dir
 
@@ -97,7 +98,8 @@ def recover(root: str = typer.Argument(..., help="The Substrat root.", callback=
                                        "because a line or session.json could not be read."),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-recover/1).")):
     from ..errors import WalctlError
-    from ..ops.agents import recover as run_recover, verify_root, exit_code
+    from ..ops.agents import exit_code, verify_root
+    from ..ops.agents_mend import recover as run_recover
 
     try:
         plan, before = run_recover(root, apply=apply, force=force)
@@ -136,7 +138,7 @@ def set_aside(root: str = typer.Argument(..., help="The Substrat root.", callbac
               force: bool = typer.Option(False, "--force", help="Needed with --apply: history is rewritten."),
               json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-set-aside/1).")):
     from ..errors import WalctlError
-    from ..ops.agents import set_aside as run_set_aside
+    from ..ops.agents_mend import set_aside as run_set_aside
 
     try:
         r = run_set_aside(root, session_id, line=line, session=session, apply=apply, force=force)
@@ -146,7 +148,7 @@ def set_aside(root: str = typer.Argument(..., help="The Substrat root.", callbac
                                                              "exit_code": e.exit_code, "message": str(e)}))
         raise
     if json_out:
-        emit(json_document("walctl.agents-set-aside/1", dict(r.to_json(), root=root, exit_code=0,
+        emit(json_document("walctl.agents-set-aside/1", dict(r.to_json(), root=root, exit_code=EXIT_OK,
                                                              outcome="applied" if r.applied else "dry-run")))
     else:
         where = f"line {r.line} of" if r.line else "the whole"
@@ -156,4 +158,4 @@ def set_aside(root: str = typer.Argument(..., help="The Substrat root.", callbac
             emit(f"the old file is kept as {r.evidence}")
         else:
             emit(f"dry run: nothing was changed; to do it: {safe(rerun('--apply', '--force'))}")
-    raise typer.Exit(0)
+    raise typer.Exit(EXIT_OK)

@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from ..errors import UsageError
+from ..errors import EXIT_OK, UsageError
 from .ages import seconds
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
 from .render import emit, error_line, json_document, plain_table, warn_line
@@ -132,24 +132,13 @@ def list_(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pref
           wal_dir: Optional[str] = typer.Option(None, "--dir", help="The local log, for lag against its newest "
                                                                     "record (read-only)."),
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-list/1).")):
-    import time
+    from ..ops.archive_list import list_archive
 
-    from ..ops.archive import lag, namespaces, read_manifest, summary
-    from ..store.objstore import open_store
-
-    store = open_store(dest, endpoint_url)
-    nss = [namespace] if namespace else namespaces(store)
-    out = []
-    for ns in nss:
-        man = read_manifest(store, ns)
-        for w in man.warnings:
-            warn_line(w)
-        s = summary(man)
-        s["lag"] = lag(s, wal_dir, int(time.time() * 1000))
-        out.append(s)
+    listing = list_archive(dest, namespace, wal_dir, endpoint_url, on_warning=warn_line)
+    out = listing.namespaces
     if json_out:
-        emit(json_document("walctl.archive-list/1", {"destination": store.url, "namespaces": out}))
-        return 0
+        emit(json_document("walctl.archive-list/1", listing.to_json()))
+        return EXIT_OK
     rows = [[s["namespace"], s["wal_objects"], len(s["checkpoints"]), f"{s['bytes'] / 2**20:.1f}",
              f"{s['first_sequence']}..{s['last_sequence']}" if s["first_sequence"] is not None else "-",
              ", ".join(f"{a}..{b}" for a, b in s["gaps"]) or "-", len(s["missing_objects"]), s["live_pieces"],
@@ -158,7 +147,7 @@ def list_(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pref
                              "lag"], rows,
                             indent=""):
         emit(line)
-    return 0
+    return EXIT_OK
 
 
 def _lag_text(lag: dict) -> str:
@@ -240,7 +229,7 @@ def restore(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pr
              f"{len(rep.objects)} objects into {os.path.join(rep.out, 'wal')}; checkpoint "
              f"{rep.checkpoint or 'none'}" + (f" (wal_sequence {rep.checkpoint_wal_sequence})" if rep.checkpoint else "")
              + f"; the restored log is {rep.verdict}")
-    return 0
+    return EXIT_OK
 
 
 @app.command("prune", help="""Delete archived objects older than --max-age that the newest --keep valid
@@ -262,10 +251,10 @@ def prune(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pref
                     endpoint_url=endpoint_url)
     if json_out:
         emit(json_document("walctl.archive-prune/1", rep.to_json()))
-        return 0
+        return EXIT_OK
     verb = "deleted" if apply else "would delete (add --apply)"
     emit(f"{rep.destination}/{rep.namespace}: kept checkpoints {', '.join(rep.kept_checkpoints) or 'none'}; "
          f"horizon {rep.horizon if rep.horizon is not None else '-'}; {verb}: {len(rep.delete)} objects")
     for n in rep.delete:
         emit(f"  {n}")
-    return 0
+    return EXIT_OK

@@ -5,7 +5,7 @@ from typing import List, Optional
 
 import typer
 
-from ..errors import UsageError
+from ..errors import EXIT_OK, UsageError
 from .ages import seconds
 from .recover_cmd import REDUCER_HELP
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
@@ -18,24 +18,6 @@ A checkpoint is <uuid>.ckpt: a 256-byte header (both SHA-256s, sizes, wal_sequen
 canonical msgpack state. "Latest" is by (wal_sequence, timestamp, id), never by name or mtime.
 
 Example: walctl checkpoint list /var/lib/agent/checkpoints""", no_args_is_help=True)
-
-
-def _load_state(path: str):
-    from ..format.canonical import unpackb
-    from ..format.jsonload import loads
-
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise UsageError(f"cannot read the state file: {e.strerror}", path) from None
-    try:
-        state = loads(data) if data.lstrip()[:1] == b"{" else unpackb(data)
-    except ValueError as e:
-        raise UsageError(f"the state file is neither a JSON object nor one msgpack map: {e}", path) from None
-    if not isinstance(state, dict):
-        raise UsageError("the state is not a map", path)
-    return state
 
 
 @app.command("create", help="""Write a new checkpoint into DIR, durably: from a state file (JSON or msgpack) with
@@ -57,7 +39,9 @@ def create(directory: str = typer.Argument(..., help="The checkpoint directory (
     if state is not None:
         if wal_seq is None:
             raise UsageError("--state needs --wal-seq N (the last log sequence the state reflects)")
-        st, seq = _load_state(state), wal_seq
+        from ..ops.checkpoint import load_state_file
+
+        st, seq = load_state_file(state), wal_seq
     else:
         from ..ops.recover import fold_log
 
@@ -74,7 +58,7 @@ def create(directory: str = typer.Argument(..., help="The checkpoint directory (
     else:
         emit(f"created {made.path}: wal_sequence {made.wal_sequence}, {made.uncompressed_size} -> "
              f"{made.compressed_size} bytes ({made.uncompressed_size / made.compressed_size:.2f}x) in {made.seconds:.3f} s")
-    raise typer.Exit(0)
+    raise typer.Exit(EXIT_OK)
 
 
 @app.command("verify", help="""Check checkpoint files (or every *.ckpt of a directory) through all eleven steps.
@@ -147,7 +131,7 @@ def list_(directory: str = typer.Argument(..., help="The checkpoint directory.",
     lst = list_checkpoints(directory, decode=True)
     if json_out:
         emit(json_document("walctl.checkpoint-list/1", lst.to_json()))
-        raise typer.Exit(0)
+        raise typer.Exit(EXIT_OK)
     rows = [[i, c.file, c.header.wal_sequence, c.header.timestamp, c.header.compressed_size,
              "valid" if c.checked.ok else f"INVALID step {c.checked.failure.step}: {c.checked.failure.reason}"]
             for i, c in enumerate(lst.candidates)]
@@ -155,7 +139,7 @@ def list_(directory: str = typer.Argument(..., help="The checkpoint directory.",
              for r in lst.rejected]
     for line in plain_table(["rank", "file", "wal_sequence", "timestamp", "bytes", "status"], rows, indent=""):
         emit(line)
-    raise typer.Exit(0)
+    raise typer.Exit(EXIT_OK)
 
 
 @app.command("prune", help="""Move checkpoints older than --max-age into DIR/.quarantine/, always keeping the newest
@@ -174,7 +158,7 @@ def prune(directory: str = typer.Argument(..., help="The checkpoint directory.",
     rep = run_prune(directory, max_age_s=int(seconds(max_age)), keep=keep, apply=apply)
     if json_out:
         emit(json_document("walctl.checkpoint-prune/1", rep.to_json()))
-        raise typer.Exit(0)
+        raise typer.Exit(EXIT_OK)
     moved = {e["source"]: e["evidence"] for e in rep.manifest}
     for r in rep.removals:
         what = f"{r.file} (wal_sequence {r.header.wal_sequence}, timestamp {r.header.timestamp})"
@@ -185,7 +169,7 @@ def prune(directory: str = typer.Argument(..., help="The checkpoint directory.",
         emit(f"left alone (invalid, evidence): {r.file}")
     if rep.removals and not rep.applied:
         emit(f"dry run: nothing was changed; to do it: {safe(rerun('--apply'))}")
-    raise typer.Exit(0)
+    raise typer.Exit(EXIT_OK)
 
 
 @app.command("restore", help="""Write the state of a checkpoint (or of the latest valid one in a directory) to a
@@ -205,4 +189,4 @@ def restore(path: str = typer.Argument(..., help="A checkpoint file or directory
         write_state(out, rep.checked.state, fmt, progress=bar.callback)
     on_interrupt(None)
     emit(f"restored {rep.file} (wal_sequence {rep.header.wal_sequence}) to {out}")
-    raise typer.Exit(0)
+    raise typer.Exit(EXIT_OK)

@@ -5,7 +5,7 @@ from typing import List
 
 import typer
 
-from ..errors import UsageError
+from ..errors import EXIT_OK, UsageError
 from .render import emit
 
 HELP = """Show a command's manual page as text, without `man` (the same pages `man walctl-COMMAND` shows).
@@ -32,7 +32,7 @@ def help_(
 
         width = min(100, shutil.get_terminal_size((80, 24)).columns)
     emit(render(page, width).rstrip("\n"))
-    raise typer.Exit(0)
+    raise typer.Exit(EXIT_OK)
 
 
 def page_dirs() -> list[str]:

@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from ..errors import UsageError
+from ..errors import EXIT_OK, UsageError
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
 from .render import emit, json_document
 from .writer_options import BATCH_MS, BATCH_RECORDS, COMPRESS_THRESHOLD, MAX_CHUNK_BYTES, SYNC, check_sync
@@ -48,7 +48,7 @@ def import_(
 
     if show_hwm:
         emit(str(local_hwm(directory)))
-        return 0
+        return EXIT_OK
     check_sync(sync)
     if form is not None and form not in ev.FORMS:
         raise UsageError(f"--form must be one of {', '.join(ev.FORMS)} (got {form!r})")
@@ -68,9 +68,9 @@ def import_(
         if from_ is not None:
             f.close()
     if json_out:
-        emit(json_document("walctl.import/1", dict(report.to_json(), exit_code=0)))
+        emit(json_document("walctl.import/1", dict(report.to_json(), exit_code=EXIT_OK)))
     else:
         span = f"seq {report.first_applied}..{report.last_applied}" if report.applied else "nothing new"
         emit(f"imported {report.applied} of {report.received} events into {directory} ({span}; "
              f"{report.skipped_at_or_below_hwm} already present); hwm {report.hwm_after}")
-    return 0
+    return EXIT_OK

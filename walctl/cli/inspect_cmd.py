@@ -6,7 +6,8 @@ from typing import List, Optional
 
 import typer
 
-from ..errors import UsageError
+from ..errors import EXIT_CORRUPT, EXIT_OK, UsageError
+from ..ops.kinds import VIEW_AGENTS, VIEW_CHECKPOINTS, VIEW_TASKLOGS, VIEW_WORKFLOWS
 from .progress import PROGRESS, Bar, path_bytes
 from .render import emit, paint, rich_console, safe, warn_line
 from .shown import shown
@@ -73,9 +74,8 @@ def inspect(
     timeout: Optional[float] = typer.Option(None, "--timeout", min=0, help="--follow: stop after S seconds."),
     progress: Optional[bool] = PROGRESS,
 ) -> int:
-    from ..format.v2 import parse_type
-    from ..ops.records import RecordFilter, RecordWalk
-    from ..ops.kinds import KIND_CHECKPOINT, KIND_CHECKPOINTS, KIND_SEGMENT, KIND_SEGMENTS
+    from ..ops.records import RecordFilter
+    from ..ops.kinds import KINDS, VIEW_ENTRIES
     from ..ops.verify import detect_kind
 
     if payload not in PAYLOAD_MODES + ("none",):
@@ -94,44 +94,62 @@ def inspect(
     piece = _quarantined_piece(path)
     if piece is not None:
         return piece
-    kind = detect_kind(path)
-    if kind in (KIND_SEGMENTS, KIND_SEGMENT):
+    view = KINDS[detect_kind(path)].inspect
+    if view in _OTHER_TOOLS:  # shown by the command that owns the artifact
+        return _OTHER_TOOLS[view](path, jsonl)
+    if view == VIEW_ENTRIES:
         with Bar("inspect", path_bytes(path), progress) as bar:
             return _inspect_segments(path, jsonl, from_seq, to_seq, types, limit, bar.callback)
-    if kind in (KIND_CHECKPOINT, KIND_CHECKPOINTS):
-        from .checkpoint_cmd import inspect as inspect_checkpoint
-
-        return inspect_checkpoint(path=path, json_out=jsonl)
-    if kind in ("tasklog", "tasklog-dir"):
-        from .tasklog_cmd import inspect as inspect_tasklog
-
-        return inspect_tasklog(path=path, json_out=jsonl)
-    if kind == "substrat-root":
-        from .agents_cmd import tree
-
-        return tree(root=path, json_out=jsonl)
-    if kind == "workflow-store":
-        from .workflow_cmd import list_
-
-        return list_(root=path, workflow=None, json_out=jsonl)
-    try:
-        type_set = frozenset(parse_type(t) for t in types) if types else None
-    except ValueError as e:
-        raise UsageError(f"--type: {e}") from None
-    flt = RecordFilter(from_seq, to_seq, type_set, memory_id.encode("utf-8") if memory_id is not None else None,
-                       since_ms, until_ms, limit)
+    flt = RecordFilter.from_options(from_seq, to_seq, types, memory_id, since_ms, until_ms, limit)
     with Bar("inspect", path_bytes(path), progress) as bar:
-        walk = RecordWalk(path, flt, keep_raw=hexdump, progress=bar.callback)
-        if jsonl:
-            _render_jsonl(walk, payload)
-        elif hexdump:
-            _render_hexdump(walk)
-        else:
-            _render_table(walk, payload)
+        walk = _show_records(path, flt, jsonl, hexdump, payload, bar.callback)
     if walk.report is None:
-        return 0
+        return EXIT_OK
     _summarise(walk)
     raise typer.Exit(walk.report.exit_code)
+
+
+def _show_records(path: str, flt, jsonl: bool, hexdump: bool, payload: str, progress):
+    """The matching records as JSON lines, hex dumps or a table; returns the finished (or limited) walk."""
+    from ..ops.records import RecordWalk
+
+    walk = RecordWalk(path, flt, keep_raw=hexdump, progress=progress)
+    if jsonl:
+        _render_jsonl(walk, payload)
+    elif hexdump:
+        _render_hexdump(walk)
+    else:
+        _render_table(walk, payload)
+    return walk
+
+
+def _inspect_checkpoints(path: str, jsonl: bool) -> int:
+    from .checkpoint_cmd import inspect as inspect_checkpoint
+
+    return inspect_checkpoint(path=path, json_out=jsonl)
+
+
+def _inspect_tasklogs(path: str, jsonl: bool) -> int:
+    from .tasklog_cmd import inspect as inspect_tasklog
+
+    return inspect_tasklog(path=path, json_out=jsonl)
+
+
+def _inspect_agents(path: str, jsonl: bool) -> int:
+    from .agents_cmd import tree
+
+    return tree(root=path, json_out=jsonl)
+
+
+def _inspect_workflows(path: str, jsonl: bool) -> int:
+    from .workflow_cmd import list_
+
+    return list_(root=path, workflow=None, json_out=jsonl)
+
+
+# ops/kinds.py inspect view -> the command that shows it (for kinds that hold no records of their own)
+_OTHER_TOOLS = {VIEW_CHECKPOINTS: _inspect_checkpoints, VIEW_TASKLOGS: _inspect_tasklogs,
+                VIEW_AGENTS: _inspect_agents, VIEW_WORKFLOWS: _inspect_workflows}
 
 
 def _follow(path, jsonl, payload_mode, from_seq, to_seq, limit, interval, timeout) -> int:
@@ -294,7 +312,7 @@ def _render_around(path: str, offset: int, context: int) -> int:
     view = around(path, offset, context)
     emit(f"== {shown(path)}: {view.size} bytes; offset {offset} +/- {context}: bytes {view.window_start}..{view.window_end}")
     _emit_view(view)
-    return 0
+    return EXIT_OK
 
 
 def _emit_view(view) -> None:
@@ -344,11 +362,11 @@ def _render_seq(path: str, sequence: int) -> int:
         emit(f"== sequence {sequence}: {shown(sv.path)} offset {r.offset} ({r.size} bytes, {r.type}, "
              f"memoryId {shown(r.memory_id_text)!s})")
         _emit_view(sv.view)
-        return 0
+        return EXIT_OK
     emit(paint(f"== sequence {sequence}: no valid record carries it; {shown(sv.where)}", "red"))
     if sv.view is not None:
         _emit_view(sv.view)
-    raise typer.Exit(3)
+    raise typer.Exit(EXIT_CORRUPT)
 
 
 def _quarantined_piece(path: str):
@@ -363,7 +381,7 @@ def _quarantined_piece(path: str):
     render_piece(directory, name, piece)
     for p in problems:
         warn_line(shown(p))
-    return 0
+    return EXIT_OK
 
 
 def render_piece(directory: str, name: str, piece) -> None:
@@ -390,17 +408,12 @@ def _inspect_segments(path, jsonl, from_seq, to_seq, operations, limit, progress
     """ADR-003 entries: one JSON object per entry with --jsonl, else a table; --type filters operations."""
     import json
 
-    from ..ops.segments import SegmentWalk, entry_json
+    from ..ops.segments import SegmentWalk, entry_json, select_entries
 
-    ops = set(operations or ())
     walk = SegmentWalk(path, progress=progress)
     shown = 0
     rows = []
-    for name, e in walk:
-        if (from_seq is not None and e.sequence < from_seq) or (to_seq is not None and e.sequence > to_seq):
-            continue
-        if ops and e.operation not in ops and e.value.get("operation") not in ops:
-            continue
+    for name, e in select_entries(walk, from_seq, to_seq, operations, limit):
         obj = entry_json(name, e)
         if jsonl:
             sys.stdout.write(json.dumps(obj, ensure_ascii=False, sort_keys=True) + "\n")
@@ -409,8 +422,6 @@ def _inspect_segments(path, jsonl, from_seq, to_seq, operations, limit, progress
             rows.append([obj["sequence"], obj["operation"], obj["timestamp"], obj["encoding"], f"{name}@{e.offset}",
                          data if len(data) <= 100 else data[:97] + "..."])
         shown += 1
-        if limit is not None and shown >= limit:
-            break
     if rows:
         from .render import plain_table
 
@@ -418,7 +429,7 @@ def _inspect_segments(path, jsonl, from_seq, to_seq, operations, limit, progress
             emit(line)
     rep = walk.report
     if rep is None:  # stopped by --limit
-        return 0
+        return EXIT_OK
     for f in rep.findings:
         if f.exit_code:
             warn_line(f"{rep.path}: {f.cls}: {f.one_line()}")

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import typer
 
+from ..errors import EXIT_OK
 from .render import emit, json_document, plain_table
 from .targets import existing_dir
 
@@ -23,7 +24,7 @@ def list_(directory: str = typer.Argument(..., help="The WAL directory.", callba
     lst = list_quarantine(directory)
     if json_out:
         emit(json_document("walctl.quarantine/1", lst.to_json()))
-        raise typer.Exit(0)
+        raise typer.Exit(EXIT_OK)
     from .shown import shown
 
     rows = [[shown(i.name), i.size, (i.entry or {}).get("action", "UNRECORDED"), (i.entry or {}).get("source", ""),
@@ -41,7 +42,7 @@ def list_(directory: str = typer.Argument(..., help="The WAL directory.", callba
         from ..ops.advice import cmd
 
         emit(f"what a piece holds: {shown(cmd('quarantine', 'show', directory, lst.items[0].name))}")
-    raise typer.Exit(0)
+    raise typer.Exit(EXIT_OK)
 
 
 @app.command("show", help="""What a quarantined file holds: a chunk is verified like `walctl verify`; cut tail
@@ -63,7 +64,7 @@ def show(directory: str = typer.Argument(..., help="The WAL directory.", callbac
                 "records": [{"offset": off, "fields": [f._asdict() for f in fields]} for off, fields in s.records],
                 "problems": list(s.problems)}
         emit(json_document("walctl.quarantine-show/1", body))
-        raise typer.Exit(0)
+        raise typer.Exit(EXIT_OK)
     import os
 
     from ..ops.advice import cmd
@@ -88,7 +89,7 @@ def show(directory: str = typer.Argument(..., help="The WAL directory.", callbac
         emit(f"warning: {shown(p)}")
     if e.get("source"):
         emit(f"  put back: {shown(cmd('quarantine', 'restore', directory, name))} (dry run; add --apply)")
-    raise typer.Exit(0)
+    raise typer.Exit(EXIT_OK)
 
 
 @app.command("move", help="""Move a chunk, an ADR-003 segment or a checkpoint into .quarantine/ (never
@@ -145,7 +146,7 @@ def purge(directory: str = typer.Argument(..., help="The directory whose .quaran
     rep = run_purge(directory, older_than_s=seconds(older_than, "--older-than"), apply=apply)
     if json_out:
         emit(json_document("walctl.quarantine-purge/1", rep.to_json()))
-        raise typer.Exit(0)
+        raise typer.Exit(EXIT_OK)
     verb = "purged" if rep.applied else "would purge"
     emit(f"{directory}: {verb} {len(rep.removals)} files ({rep.bytes} bytes); kept {len(rep.kept)}")
     for i in rep.removals:
@@ -160,7 +161,7 @@ def purge(directory: str = typer.Argument(..., help="The directory whose .quaran
 
         emit(f"dry run: nothing was changed; to do it: "
              f"{shown(cmd('quarantine', 'purge', directory, '--older-than', older_than, '--apply'))}")
-    raise typer.Exit(0)
+    raise typer.Exit(EXIT_OK)
 
 
 def _render_action(act, json_out: bool, schema: str, again: str | None = None):
@@ -173,4 +174,4 @@ def _render_action(act, json_out: bool, schema: str, again: str | None = None):
     else:
         emit(shown(f"would {act.action}: {act.source} -> {act.target}; dry run: nothing was changed; "
                    f"to do it: {again or 'run again with --apply'}"))
-    raise typer.Exit(0)
+    raise typer.Exit(EXIT_OK)

@@ -91,31 +91,13 @@ def _stdout_writer():
 
 
 def _replay_to_file(path: str, out: str, opts, progress=None):
-    """Durable create: the stream gathers in OUT.tmp and is renamed into place (for the sync blob, under
-    the name its last sequence gives) only when the replay has finished."""
-    from ..format import events as ev
-    from ..ops.replay import replay as run_replay
-    from ..store import durable
-    from ..store.fs import DEFAULT_FS
+    from ..ops.replay_file import replay_to_file
 
-    if opts.form == ev.FORM_SYNC:
-        if not os.path.isdir(out):
-            raise UsageError(f"--out {out}: --sync-blob writes into a directory (the file is named after its "
-                             "last sequence)")
-        staged = durable.Staged(os.path.join(out, ".replay-sync-blob"), DEFAULT_FS.beneath(out))  # renamed at the end, never over a blob
+    report, final = replay_to_file(path, out, opts, progress)
+    if final is None:
+        warn_line("no events to export: no blob written")
     else:
-        if os.path.isdir(out):
-            raise UsageError(f"--out {out} is a directory; give a file name")
-        staged = durable.Staged(out, DEFAULT_FS.beneath(os.path.dirname(os.path.abspath(out))))
-    with staged:
-        report = run_replay(path, lambda pieces: staged.write(b"".join(pieces)), opts, out_fd=staged.fd,
-                            progress=progress)
-        if opts.form == ev.FORM_SYNC and report.events == 0:
-            warn_line("no events to export: no blob written")
-            return report
-        final = staged.commit(os.path.join(out, ev.sync_blob_name(report.last_sequence))
-                              if opts.form == ev.FORM_SYNC else None)
-    sys.stderr.write(f"walctl: wrote {final}\n")
+        sys.stderr.write(f"walctl: wrote {final}\n")
     return report
 
 
@@ -138,11 +120,9 @@ def _summarise(report, report_path: str | None, quiet: bool = False) -> None:
         if report_path == "-":
             sys.stderr.write(doc + "\n")
         else:
-            from ..store import durable
-            from ..store.fs import DEFAULT_FS
+            from ..ops.replay_file import write_report_file
 
-            durable.create_file(report_path, (doc + "\n").encode(),
-                                DEFAULT_FS.beneath(os.path.dirname(os.path.abspath(report_path))), replace=True)
+            write_report_file(report_path, doc)
 
 
 def _follow(path, form, after, to, limit, interval, timeout) -> int:

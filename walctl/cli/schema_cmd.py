@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import typer
 
-from ..errors import UsageError
+from ..errors import EXIT_OK, UsageError
 from .render import emit, plain_table
 
 HELP = """Print the JSON Schema (draft 2020-12) of a --json document or --jsonl record, or list them all.
@@ -23,9 +23,9 @@ def schema(
         rows = [[n, schemas.title(n)] for n in schemas.names()]
         for line in plain_table(["schema", "document"], rows, indent=""):
             emit(line)
-        raise typer.Exit(0)
+        raise typer.Exit(EXIT_OK)
     full = schemas.resolve(name)
     if full is None:
         raise UsageError(f"no schema named '{name}' (run 'walctl schema' for the list)")
     emit(schemas.text(full).rstrip("\n"))
-    raise typer.Exit(0)
+    raise typer.Exit(EXIT_OK)

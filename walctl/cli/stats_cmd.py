@@ -20,14 +20,14 @@ def stats(
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.stats/1) on stdout."),
     progress: Optional[bool] = PROGRESS,
 ) -> int:
+    from ..ops.kinds import KINDS, VIEW_ENTRIES, VIEW_SUMMARY
     from ..ops.stats import collect_stats
-    from ..ops.kinds import KIND_SEGMENT, KIND_SEGMENTS
     from ..ops.verify import detect_kind
 
-    kind = detect_kind(path)
-    if kind in (KIND_SEGMENTS, KIND_SEGMENT):
+    view = KINDS[detect_kind(path)].stats
+    if view == VIEW_ENTRIES:
         return _segment_stats(path, json_out, progress)
-    if kind not in ("spector-v2-dir", "spector-v2-chunk"):
+    if view == VIEW_SUMMARY:
         return _summary_stats(path, json_out)
     with Bar("stats", path_bytes(path), progress) as bar:
         st = collect_stats(path, progress=bar.callback)

@@ -5,6 +5,7 @@ from typing import List, Optional
 
 import typer
 
+from ..errors import EXIT_OK
 from .render import emit, json_document, plain_table
 from .targets import existing_path
 
@@ -156,4 +157,4 @@ def append(path: str = typer.Argument(..., help="The task log (created if missin
             raise UsageError(f"entry {i} is not JSON text: {e}; nothing was written") from None
     written = run_append(path, entries, force=force)
     emit(f"appended {len(written)} entr{'y' if len(written) == 1 else 'ies'} to {path}")
-    raise typer.Exit(0)
+    raise typer.Exit(EXIT_OK)

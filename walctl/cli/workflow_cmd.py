@@ -4,6 +4,7 @@ from typing import Optional
 
 import typer
 
+from ..errors import EXIT_OK
 from .render import emit, json_document, plain_table, rerun, safe
 from .targets import existing_dir
 
@@ -79,7 +80,7 @@ def show(root: str = typer.Argument(..., help="The store's root directory.", cal
         emit(f"{'waves':<16} {len(doc['execution_waves'])}")
         emit(f"{'pause':<16} {json.dumps(doc['pause_metadata'], ensure_ascii=False)}")
         emit(f"{'context keys':<16} {', '.join(sorted(doc['context']))}")
-    raise typer.Exit(0)
+    raise typer.Exit(EXIT_OK)
 
 
 @app.command("delete", help="""Set a checkpoint aside (into .quarantine/, recorded), valid or not. Says whether it
@@ -105,8 +106,8 @@ def delete(root: str = typer.Argument(..., help="The store's root directory.", c
     if json_out:
         emit(json_document("walctl.workflow-delete/1", {"root": root, "checkpoint_id": checkpoint_id,
                                                         "applied": p.applied, "existed": p.existed,
-                                                        "problem": p.problem, "manifest": p.entry, "exit_code": 0}))
-        raise typer.Exit(0)
+                                                        "problem": p.problem, "manifest": p.entry, "exit_code": EXIT_OK}))
+        raise typer.Exit(EXIT_OK)
     invalid = f" (an invalid document: {p.problem})" if p.problem else ""
     if not p.existed:
         emit(f"no such checkpoint: {checkpoint_id}" + ("" if apply else "; dry run: nothing was changed"))
@@ -114,7 +115,7 @@ def delete(root: str = typer.Argument(..., help="The store's root directory.", c
         emit(f"set aside {checkpoint_id}{invalid} as {p.entry['evidence']}")
     else:
         emit(f"would set aside {checkpoint_id}{invalid}; dry run: nothing was changed")
-    raise typer.Exit(0)
+    raise typer.Exit(EXIT_OK)
 
 
 @app.command("cleanup", help="""Set aside checkpoints older than --max-age (created_at strictly older). Documents that

@@ -42,87 +42,33 @@ def write(
     encoding: str = typer.Option("msgpack", "--encoding", metavar="[msgpack|json]", help="segments: msgpack (default) or json bodies."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.write/1) on stdout."),
 ) -> int:
-    from ..format.jsonload import loads
-    from ..ops.write import WalWriter, parse_entry_line, parse_event
+    from ..ops.write_events import check_format, event_from_options, parse_lines, write_events
 
     check_sync(sync)
-    if fmt not in ("v2", "segments") or encoding not in ("msgpack", "json"):
-        raise UsageError("--format is v2 or segments; --encoding is msgpack or json")
-    if fmt == "segments":
-        if type_ is not None:
-            raise UsageError("--type/--id/--payload describe a V2 event; segments read entries from standard input")
-    parse_line = parse_entry_line if fmt == "segments" else parse_event
+    check_format(fmt, encoding)
+    if fmt == "segments" and type_ is not None:
+        raise UsageError("--type/--id/--payload describe a V2 event; segments read entries from standard input")
     if type_ is not None:
-        one = {"type": int(type_) if type_.isdigit() else type_, "id": memory_id}
-        for key, value in (("payload", payload), ("payload_hex", payload_hex), ("payload_b64", payload_b64)):
-            if value is not None:
-                one[key] = value
-        if timestamp_ms is not None:
-            one["timestamp_ms"] = timestamp_ms
-        try:
-            events = [(1, parse_event(one))]
-        except ValueError as e:
-            raise UsageError(str(e)) from None
+        payloads = {"payload": payload, "payload_hex": payload_hex, "payload_b64": payload_b64}
+        events = [(1, event_from_options(type_, memory_id, payloads, timestamp_ms))]
     elif any(v is not None for v in (payload, payload_hex, payload_b64, timestamp_ms)) or memory_id:
         raise UsageError("--id/--payload*/--timestamp-ms describe one event and need --type")
     else:
-        events = None
-
-    error, first = None, None
-    source = iter(events if events is not None else _stdin_events(parse_line, loads))
-    head = next(source, None)
-    if head is not None and isinstance(head[1], str):  # refused before the writer creates anything
-        error = f"stdin line {head[0]}: {head[1]}; nothing was written"
-        if json_out:
-            emit(json_document("walctl.write/1", {"directory": directory, "records": 0, "first_sequence": None,
-                                                  "last_sequence": None, "error": error, "exit_code": 2}))
-        error_line(error)
-        raise typer.Exit(2)
-    with WalWriter(directory, sync=sync, batch_records=batch_records, batch_ms=batch_ms,
-                   max_chunk_bytes=max_chunk_bytes, compress_threshold=compress_threshold,
-                   max_drop_bytes=max_drop_bytes, format=fmt, encoding=encoding) as w:
-        put = w.append_entry if fmt == "segments" else w.append
-        for line_no, item in _chain(head, source):
-            if isinstance(item, str):
-                error = f"stdin line {line_no}: {item}; the records before it were written"
-                break
-            seq = put(*item)
-            first = seq if first is None else first
-    code = 2 if error else 0
-    report = {"directory": directory, "records": w.records_written, "first_sequence": first,
-              "last_sequence": w.last_sequence if first is not None else None,
-              "durable_sequence": w.durable_sequence, "sync": sync, "chunks_created": w.chunks_created,
-              "active_chunk": w.active_chunk, "continued_chunk": w.opened.continued,
-              "repaired_on_open": w.opened.repair.to_json() if w.opened.repair else None,
-              "error": error, "exit_code": code}
+        events = parse_lines(sys.stdin, fmt)
+    r = write_events(directory, events, fmt=fmt, sync=sync, batch_records=batch_records, batch_ms=batch_ms,
+                     max_chunk_bytes=max_chunk_bytes, compress_threshold=compress_threshold,
+                     max_drop_bytes=max_drop_bytes, encoding=encoding)
     if json_out:
-        emit(json_document("walctl.write/1", report))
-    else:
-        if w.opened.repair:
-            for cut, ev in zip(w.opened.repair.cuts, w.opened.repair.evidence):
+        emit(json_document("walctl.write/1", r.to_json()))
+    elif r.opened:
+        if r.repair:
+            for cut, ev in zip(r.repair.cuts, r.repair.evidence):
                 emit(f"cut a torn tail on open: {cut.file} at offset {cut.offset} ({cut.length} bytes), "
                      f"kept as {ev['evidence']}")
-        span = f"seq {first}..{w.last_sequence}" if first is not None else "nothing"
-        noun = "record" if w.records_written == 1 else "records"
-        emit(f"wrote {w.records_written} {noun} to {directory} ({span}); durable through seq "
-             f"{w.durable_sequence}; active chunk {w.active_chunk}")
-    if error:
-        error_line(error)
-    raise typer.Exit(code)
-
-
-def _chain(head, rest):
-    if head is not None:
-        yield head
-        yield from rest
-
-
-def _stdin_events(parse_event, loads):
-    for n, line in enumerate(sys.stdin, 1):
-        if not line.strip():
-            continue
-        try:
-            yield n, parse_event(loads(line))
-        except ValueError as e:  # json.JSONDecodeError is a ValueError
-            yield n, str(e)
-            return
+        span = f"seq {r.first_sequence}..{r.last_sequence}" if r.first_sequence is not None else "nothing"
+        noun = "record" if r.records == 1 else "records"
+        emit(f"wrote {r.records} {noun} to {directory} ({span}); durable through seq "
+             f"{r.durable_sequence}; active chunk {r.active_chunk}")
+    if r.error:
+        error_line(r.error)
+    raise typer.Exit(r.exit_code)

@@ -1,5 +1,5 @@
-"""archive: what push, verify, restore and prune (archive_*.py) share: the manifest, describing a file as
-the archive sees it, the listing, and the StorageAdapter API. Rules: docs/format.md section 13.
+"""archive: what push, verify, restore and prune (archive_*.py) share: the manifest and describing a file as
+the archive sees it (the listing and lag: ops/archive_list.py; the StorageAdapter API: ops/archive_adapter.py). Rules: docs/format.md section 13.
 
 Under a destination, one namespace per WAL: `<ns>/chunks/wal-NNNNNN.bin`, `<ns>/segments/wal_N.log`,
 `<ns>/checkpoints/<uuid>.ckpt`, `<ns>/live/<piece>` (pieces of the chunk or segment still being
@@ -14,15 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from .. import __version__
-from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, NotClean, Refused, UsageError
+from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, UsageError
 from ..format.jsonload import loads
-from ..format.names import parse_chunk_name, parse_segment_name
-from ..format.names import CHECKPOINT_SUFFIX, is_plain_name
+from ..format.names import CHECKPOINT_SUFFIX, is_plain_name, parse_chunk_name, parse_segment_name
 from ..format.livepiece import Piece, parse_piece_name
 from ..store.objstore import ObjectInfo, open_store
 from ..store.scratch import Scratch
@@ -276,32 +274,6 @@ def wal_units(entries) -> list[Entry]:
     return out
 
 
-def sealed_candidates(wal_dir: str, checkpoints: str | None) -> tuple[list[tuple[str, str]], str]:
-    """(path, kind) of what push considers: every chunk or segment but the last (the writer may still
-    append to it), and the checkpoint files; each is then described (verified) by the push itself."""
-    from .kinds import KIND_DIR, KIND_SEGMENTS
-    from .verify import detect_kind
-
-    kind = detect_kind(wal_dir)
-    if kind == KIND_DIR:
-        from ..store.chunkdir import list_chunks
-
-        names, wal_kind = [c.name for c in list_chunks(wal_dir).chunks], CHUNKS
-    elif kind == KIND_SEGMENTS:
-        from .segments import list_segments
-
-        names, wal_kind = [s.name for s in list_segments(wal_dir)[0]], SEGMENTS
-    else:
-        raise UsageError(f"archive push takes a V2 chunk or ADR-003 segment directory; this is {kind}", wal_dir)
-    out = [(os.path.join(wal_dir, n), wal_kind) for n in names[:-1]]
-    if checkpoints:
-        from .checkpoint import SUFFIX
-
-        out += [(os.path.join(checkpoints, n), CHECKPOINTS) for n in sorted(os.listdir(checkpoints))
-                if n.endswith(SUFFIX)]
-    return out, wal_kind
-
-
 # ---- the manifest ------------------------------------------------------------------------------------
 
 class Manifest(NamedTuple):
@@ -444,181 +416,3 @@ def verify_upload(store, key: str, local: Entry, info: ObjectInfo | None, md5: s
 def check_namespace(ns: str) -> None:
     if not valid_namespace(ns):
         raise UsageError(f"bad namespace {ns!r} (one path component)")
-
-
-# ---- list ------------------------------------------------------------------------------------------------
-
-def namespaces(store) -> list[str]:
-    seen = set()
-    for o in store.list(""):
-        parts = o.key.split("/")
-        if len(parts) >= 2 and (parts[1] == MANIFEST or parts[1] in KINDS) \
-                and valid_namespace(parts[0]):
-            seen.add(parts[0])
-    return sorted(seen)
-
-
-def gaps(entries) -> list[tuple[int, int]]:
-    wal = sorted((e for e in wal_units(entries) if e.first_sequence is not None), key=_order)
-    out = []
-    for a, b in zip(wal, wal[1:]):
-        if b.first_sequence > a.last_sequence + 1:
-            out.append((a.last_sequence + 1, b.first_sequence - 1))
-    return out
-
-
-def overlaps(ns: str, entries) -> list[Finding]:
-    """Sequence continuity as restore lays the objects out (directory order: chunk or segment number,
-    then name) and then verifies them: an object holding sequences an earlier one already holds (a copy
-    of a chunk added under another name), or lower ones, is a sequence finding (exit 4)."""
-    def number(e: Entry) -> int:
-        n = parse_chunk_name(e.name) if e.kind == CHUNKS else parse_segment_name(e.name)
-        return n if n is not None else -1
-
-    out: list[Finding] = []
-    entries = wal_units(entries)
-    for kind in WAL_KINDS:
-        wal = sorted((e for e in entries if e.kind == kind and e.first_sequence is not None),
-                     key=lambda e: (number(e), e.name))
-        for a, b in zip(wal, wal[1:]):
-            if b.first_sequence <= a.last_sequence:
-                what = "the same sequences as" if (a.first_sequence, a.last_sequence) == (b.first_sequence,
-                                                                                         b.last_sequence) else \
-                    "sequences already held by"
-                out.append(Finding("sequence-overlap", EXIT_SEQUENCE,
-                                   f"holds {b.first_sequence}..{b.last_sequence}, {what} {a.name} "
-                                   f"({a.first_sequence}..{a.last_sequence}), which comes before it: restore would "
-                                   "lay out a repeat or regression", object_key(ns, kind, b.name),
-                                   sequence_range=(b.first_sequence, min(b.last_sequence, a.last_sequence)),
-                                   extra={"earlier_object": object_key(ns, kind, a.name)}))
-    return out
-
-
-def summary(man: Manifest) -> dict:
-    es = list(man.entries.values())
-    wal = sorted(wal_units(e for e in es if e.name not in man.missing_objects), key=_order)
-    live = [e for e in es if e.kind == LIVE]
-    cks = sorted((e for e in es if e.kind == CHECKPOINTS), key=lambda e: (e.wal_sequence, e.checkpoint_time or 0))
-    return {"namespace": man.namespace, "objects": len(es), "bytes": sum(e.size for e in es),
-            "wal_objects": len(wal), "first_sequence": wal[0].first_sequence if wal else None,
-            "last_sequence": wal[-1].last_sequence if wal else None,
-            "gaps": [list(g) for g in gaps(e for e in es if e.name not in man.missing_objects)],
-            "checkpoints": [{"name": e.name, "wal_sequence": e.wal_sequence} for e in cks],
-            "missing_objects": list(man.missing_objects), "warnings": list(man.warnings),
-            "live_pieces": len(live), "live_bytes": sum(e.size for e in live),
-            "newest_uploaded_at": max((e.uploaded_at for e in wal), default=None),
-            "entries": [e.to_json() for e in sorted((e for e in es if e.kind in WAL_KINDS), key=_order)
-                        + sorted(live, key=lambda e: e.name) + cks]}
-
-
-# ---- library API (Spector's StorageAdapter shape) ---------------------------------------------------------
-
-class StorageAdapter:
-    """upload / download / list_chunks / list_namespaces / is_available over a walctl destination, so a
-    runtime can plug the archive into its own loop. Uploads go under `<namespace>/chunks/` and are
-    verified like `archive push` does; the manifest is left to `archive push` (and rebuilt from the
-    listing by every reader)."""
-
-    def __init__(self, dest: str, endpoint_url: str | None = None):
-        self.store = open_store(dest, endpoint_url)
-
-    def upload(self, namespace: str, chunk_name: str, data: bytes) -> None:
-        check_namespace(namespace)
-        if not valid_object(CHUNKS, chunk_name):
-            raise UsageError(f"bad chunk name {chunk_name!r} (wal-NNNNNN.bin)")
-        with tempfile.NamedTemporaryFile(prefix="walctl-up-") as f:
-            f.write(data)
-            f.flush()
-            key = object_key(namespace, CHUNKS, chunk_name)
-            sha = hashlib.sha256(data).hexdigest()
-            if self.store.head(key) is not None:
-                raise Refused(f"{key} exists; archived objects are never overwritten", self.store.url)
-            info = self.store.put_file(key, f.name, sha)
-            why = verify_upload(self.store, key, Entry(chunk_name, CHUNKS, len(data), sha, None, None, ""), info)
-            if why:
-                raise NotClean(f"{key}: upload not verified: {why}", self.store.url, code=EXIT_CORRUPT)
-
-    def download(self, namespace: str, chunk_name: str) -> bytes | None:
-        return self.store.get_bytes(object_key(namespace, CHUNKS, chunk_name))
-
-    def list_chunks(self, namespace: str) -> list[str]:
-        names = [o.key.rsplit("/", 1)[-1] for o in self.store.list(f"{namespace}/{CHUNKS}/")
-                 if o.key.count("/") == 2 and valid_object(CHUNKS, o.key.rsplit("/", 1)[-1])]
-        return sorted(names, key=lambda n: (parse_chunk_name(n) if parse_chunk_name(n) is not None else -1, n))
-
-    def list_namespaces(self) -> list[str]:
-        return namespaces(self.store)
-
-    def is_available(self) -> bool:
-        return self.store.available()
-
-    def ship(self, namespace: str, wal_dir: str, **options):
-        """A Shipper (ops/archive_follow.py) of `wal_dir` into `namespace` on this destination: call its
-        `poll()` after each group commit (or on a timer) and `close()` when done; `poll()` returns the
-        last sequence archived and verified. Options: interval, min_piece_bytes, max_wait,
-        manifest_interval, checkpoints, on_shipped(sequence)."""
-        from .archive_follow import Shipper
-
-        return Shipper(wal_dir, self.store.url, namespace=namespace, store=self.store, **options)
-
-
-# ---- lag: how far behind the writer the archive is ----------------------------------------------------
-
-def newest_local(wal_dir: str) -> tuple[int | None, int | None]:
-    """(sequence, timestamp in ms) of the newest valid record of a V2 chunk or ADR-003 segment directory
-    (the newest file that holds one); (None, None) when there is none. Read-only."""
-    from .follow import _chunk_names
-    from .follow_segments import _segments
-
-    chunks = _chunk_names(wal_dir)
-    if chunks:
-        from ..store.chunkread import scan_chunk_file
-
-        for _, name in reversed(chunks):
-            found: list = []
-
-            def visit(buf, off, h, p, q, nxt, payload):
-                found[:] = [h[6], h[7]]
-                return False
-
-            scan_chunk_file(os.path.join(wal_dir, name), visit=visit)
-            if found:
-                return found[0], found[1]
-        return None, None
-    from .segments import SegmentWalk
-
-    for _, name in reversed(_segments(wal_dir)):
-        last = None
-        for _, e in SegmentWalk(os.path.join(wal_dir, name)):
-            last = e
-        if last is not None:
-            ts = last.value.get("timestamp") if isinstance(last.value, dict) else None
-            return last.sequence, int(float(ts) * 1000) if isinstance(ts, (int, float)) else None
-    return None, None
-
-
-def lag(s: dict, wal_dir: str | None, now_ms: int) -> dict:
-    """`lag` of a namespace summary: with the local directory, sequences and seconds between its newest
-    record and the newest archived one; without, the newest archived record's age (its timestamp, or
-    the upload time of an object pushed without one)."""
-    wal = [e for e in s["entries"] if e["kind"] in WAL_KINDS or e["kind"] == LIVE]
-    times = [e["last_time_ms"] for e in wal if e.get("last_time_ms") is not None and e["last_sequence"] ==
-             s["last_sequence"]]
-    archived_ms = max(times) if times else None
-    out = {"archived_sequence": s["last_sequence"], "archived_time_ms": archived_ms}
-    if wal_dir is not None:
-        seq, ts = newest_local(wal_dir)
-        out.update(local_sequence=seq, local_time_ms=ts,
-                   sequences=None if seq is None else max(0, seq - (s["last_sequence"] or 0)),
-                   seconds=None if ts is None or archived_ms is None else max(0.0, (ts - archived_ms) / 1000))
-        if out["sequences"] == 0:
-            out["seconds"] = 0.0
-    else:
-        if archived_ms is None and s.get("newest_uploaded_at"):
-            import datetime
-
-            up = datetime.datetime.fromisoformat(s["newest_uploaded_at"].replace("Z", "+00:00"))
-            archived_ms = int(up.timestamp() * 1000)
-        out.update(sequences=None, seconds=None if archived_ms is None else max(0.0, (now_ms - archived_ms) / 1000),
-                   age_of="newest archived record" if times else "newest upload")
-    return out

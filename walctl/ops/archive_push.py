@@ -5,16 +5,51 @@ from __future__ import annotations
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from enum import Enum
 from typing import Callable, NamedTuple
 
 from .. import __version__
-from ..errors import EXIT_OK, EXIT_REFUSED, UsageError, WalctlError, combine_exit_codes
+from ..errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_REFUSED, UsageError, WalctlError, combine_exit_codes
 from ..store import durable
 from ..store.objstore import open_store, sha256_file
-from .archive import CHECKPOINTS, Entry, CHUNKS, check_namespace, describe, object_key, read_manifest, sealed_candidates, \
+from .archive import CHECKPOINTS, Entry, CHUNKS, check_namespace, describe, object_key, read_manifest, \
     verify_upload, write_manifest
 from .clock import utc_now
 from .findings import Finding
+
+
+def chunk_names(wal_dir: str) -> list[str]:
+    """A V2 directory's chunk files in index order (KINDS: files)."""
+    from ..store.chunkdir import list_chunks
+
+    return [c.name for c in list_chunks(wal_dir).chunks]
+
+
+def segment_names(wal_dir: str) -> list[str]:
+    """An ADR-003 directory's segment files in order (KINDS: files)."""
+    from .segments import list_segments
+
+    return [s.name for s in list_segments(wal_dir)[0]]
+
+
+def sealed_candidates(wal_dir: str, checkpoints: str | None) -> tuple[list[tuple[str, str]], str]:
+    """(path, kind) of what push considers: every chunk or segment but the last (the writer may still
+    append to it), and the checkpoint files; each is then described (verified) by the push itself."""
+    from .kinds import KINDS
+    from .verify import detect_kind
+
+    kind = detect_kind(wal_dir)
+    entry = KINDS[kind]
+    if entry.archive is None:
+        raise UsageError(f"archive push takes a V2 chunk or ADR-003 segment directory; this is {kind}", wal_dir)
+    names, wal_kind = entry.load("files")(wal_dir), entry.archive
+    out = [(os.path.join(wal_dir, n), wal_kind) for n in names[:-1]]
+    if checkpoints:
+        from .checkpoint import SUFFIX
+
+        out += [(os.path.join(checkpoints, n), CHECKPOINTS) for n in sorted(os.listdir(checkpoints))
+                if n.endswith(SUFFIX)]
+    return out, wal_kind
 
 
 class LocalFile(NamedTuple):
@@ -38,7 +73,7 @@ class PushReport(NamedTuple):
 
     @property
     def exit_code(self) -> int:
-        code = combine_exit_codes([f.exit_code for f in self.held_back] + ([6] if self.failed else []))
+        code = combine_exit_codes([f.exit_code for f in self.held_back] + ([EXIT_ENVIRONMENT] if self.failed else []))
         return EXIT_REFUSED if code == EXIT_OK and self.conflicts else code
 
     def to_json(self) -> dict:
@@ -46,6 +81,87 @@ class PushReport(NamedTuple):
         d["held_back"] = [f.to_json() for f in self.held_back]
         d["exit_code"] = self.exit_code
         return d
+
+
+class Outcome(Enum):
+    """What pushing one sealed file came to."""
+    HELD = "held"            # its own findings hold it back (not pushed)
+    EMPTY = "empty"          # a header-only chunk: no event to archive
+    ALREADY = "already"      # the manifest lists it with the same bytes
+    CONFLICT = "conflict"    # an archived object of that name holds other bytes: never overwritten
+    ADOPTED = "adopted"      # uploaded by a push that stopped before its manifest, and verified
+    UPLOADED = "uploaded"    # uploaded now and verified
+    FAILED = "failed"        # uploaded, but the upload did not verify
+
+
+class _Pusher:
+    """One push's shared state: the store, the namespace, the manifest read at the start and what the
+    ledger's seals already describe."""
+
+    def __init__(self, store, ns: str, man, from_seals: dict):
+        self.store, self.ns, self.man, self.from_seals = store, ns, man, from_seals
+        self.entries = dict(man.entries)
+
+    def one(self, path: str, kind: str, described) -> tuple[Outcome, "Entry", object]:
+        """Skip, refuse or upload a file once its description (scan and hashes) is ready."""
+        if path in self.from_seals:  # the ledger's seal still describes it: no re-read (ledger rule 3)
+            e, f, md5 = self.from_seals[path], None, None
+        else:
+            e, f, md5 = described.result() if described is not None else _describe(path, kind)
+        if f is not None:
+            return Outcome.HELD, e, f._replace(reason=f"not pushed: {f.reason}")
+        if kind != CHECKPOINTS and e.first_sequence is None:
+            return Outcome.EMPTY, e, None  # a header-only chunk holds no event
+        known = self.entries.get(e.name)
+        if known is not None and e.name not in self.man.missing_objects:
+            return (Outcome.ALREADY if known.sha256 == e.sha256 else Outcome.CONFLICT), e, "archived with other bytes"
+        key = object_key(self.ns, kind, e.name)
+        # read_manifest listed the namespace moments ago: every object it listed is in `entries`, or it
+        # warned. So a name absent from a warning-free listing had no object; asking again per file cost
+        # one request each (the same check-then-put window as before, just without the round trip).
+        existing = self.store.head(key) if self.man.warnings or e.name in self.entries else None
+        if existing is not None:  # uploaded by a push that stopped before its manifest: adopt or refuse
+            why = verify_upload(self.store, key, e, existing, md5)
+            return (Outcome.CONFLICT if why else Outcome.ADOPTED), e, why
+        info = self.store.put_file(key, path, e.sha256, {"first-sequence": str(e.first_sequence),
+                                                         "last-sequence": str(e.last_sequence)})
+        why = verify_upload(self.store, key, e, info, md5)
+        return (Outcome.FAILED if why else Outcome.UPLOADED), e, why
+
+
+class _Tally:
+    """The outcomes of a push, in candidate order."""
+
+    def __init__(self):
+        self.uploaded, self.already, self.conflicts, self.failed, self.held, self.pushed = [], [], [], [], [], []
+        self.errors: list[str] = []
+        self.sent = 0
+
+    def add(self, pusher: _Pusher, path: str, what: Outcome, e, why, progress) -> None:
+        name = os.path.basename(path)
+        if what is Outcome.HELD:
+            self.held.append(why)
+        elif what is Outcome.ALREADY:
+            self.already.append(name)
+            self.pushed.append(LocalFile(path, e))
+        elif what in (Outcome.UPLOADED, Outcome.ADOPTED):
+            pusher.entries[name] = e._replace(uploaded_at=utc_now())
+            self.uploaded.append(name)
+            self.pushed.append(LocalFile(path, e))
+            self.sent += e.size if what is Outcome.UPLOADED else 0
+            if progress:
+                progress(e.size)
+        elif what is Outcome.CONFLICT:
+            self.conflicts.append(name)
+            self.errors.append(f"{name}: {why}; never overwritten")
+        elif what is Outcome.FAILED:
+            self.failed.append(name)
+            self.errors.append(f"{name}: upload not verified: {why}")
+
+    def add_error(self, path: str, ex: Exception) -> None:
+        name = os.path.basename(path)
+        self.errors.append(f"{name}: {ex}")
+        self.failed.append(name)
 
 
 def push(wal_dir: str, dest: str, *, namespace: str | None = None, checkpoints: str | None = None, jobs: int = 4,
@@ -61,81 +177,39 @@ def push(wal_dir: str, dest: str, *, namespace: str | None = None, checkpoints: 
     ns = namespace or os.path.basename(os.path.abspath(wal_dir))
     check_namespace(ns)
     candidates, _ = sealed_candidates(wal_dir, checkpoints)
-    from_seals = _from_seals(wal_dir, candidates)
-    man = read_manifest(store, ns, jobs)
-    entries = dict(man.entries)
+    pusher = _Pusher(store, ns, read_manifest(store, ns, jobs), _from_seals(wal_dir, candidates))
+    tally = _run(pusher, candidates, jobs, progress)
+    man, entries = pusher.man, pusher.entries
+    if tally.uploaded or man.warnings:
+        write_manifest(store, ns, entries)  # last: it lists only what was verified
+    deleted, would = _delete_local(wal_dir, store, ns, entries, tally.pushed, delete_local, hwm_before,
+                                   checkpoint_meta, checkpoints, apply)
+    return PushReport(store.url, ns, tuple(tally.uploaded), tuple(tally.already), tuple(tally.conflicts),
+                      tuple(tally.failed), tuple(tally.held), tuple(deleted), tuple(would), tally.sent,
+                      time.perf_counter() - t0, tuple(man.warnings) + tuple(tally.errors))
 
-    def one(path: str, kind: str, described):
-        """Skip, refuse or upload a file once its description (scan and hashes) is ready."""
-        if path in from_seals:  # the ledger's seal still describes it: no re-read (ledger rule 3)
-            e, f, md5 = from_seals[path], None, None
-        else:
-            e, f, md5 = described.result() if described is not None else _describe(path, kind)
-        if f is not None:
-            return "held", e, f._replace(reason=f"not pushed: {f.reason}")
-        if kind != CHECKPOINTS and e.first_sequence is None:
-            return "empty", e, None  # a header-only chunk holds no event
-        known = entries.get(e.name)
-        if known is not None and e.name not in man.missing_objects:
-            return ("already" if known.sha256 == e.sha256 else "conflict"), e, "archived with other bytes"
-        key = object_key(ns, kind, e.name)
-        # read_manifest listed the namespace moments ago: every object it listed is in `entries`, or it
-        # warned. So a name absent from a warning-free listing had no object; asking again per file cost
-        # one request each (the same check-then-put window as before, just without the round trip).
-        existing = store.head(key) if man.warnings or e.name in entries else None
-        if existing is not None:  # uploaded by a push that stopped before its manifest: adopt or refuse
-            why = verify_upload(store, key, e, existing, md5)
-            return ("conflict" if why else "adopted"), e, why
-        info = store.put_file(key, path, e.sha256, {"first-sequence": str(e.first_sequence),
-                                                    "last-sequence": str(e.last_sequence)})
-        why = verify_upload(store, key, e, info, md5)
-        return ("failed" if why else "uploaded"), e, why
 
-    uploaded, already, conflicts, failed, held, pushed = [], [], [], [], [], []
-    errors: list[str] = []
-    sent = 0
+def _run(pusher: _Pusher, candidates, jobs: int, progress) -> _Tally:
+    """Describes (in worker processes) and pushes (in threads) every candidate; outcomes in candidate order."""
+    tally = _Tally()
+    from_seals = pusher.from_seals
     procs = _describers([c for c in candidates if c[0] not in from_seals])
     try:
         with ThreadPoolExecutor(max(1, jobs)) as pool:
-            futures = [(path, pool.submit(one, path, kind, procs.submit(_describe, path, kind)
+            futures = [(path, pool.submit(pusher.one, path, kind, procs.submit(_describe, path, kind)
                                           if procs and path not in from_seals else None))
                        for path, kind in candidates]
             for path, fut in futures:
-                name = os.path.basename(path)
                 try:
                     what, e, why = fut.result()
                 except Exception as ex:  # noqa: BLE001 - each file's failure is reported; the rest go on
-                    errors.append(f"{name}: {ex}")
-                    failed.append(name)
+                    tally.add_error(path, ex)
                     continue
-                if what == "held":
-                    held.append(why)
-                elif what == "already":
-                    already.append(name)
-                    pushed.append(LocalFile(path, e))
-                elif what in ("uploaded", "adopted"):
-                    entries[name] = e._replace(uploaded_at=utc_now())
-                    uploaded.append(name)
-                    pushed.append(LocalFile(path, e))
-                    sent += e.size if what == "uploaded" else 0
-                    if progress:
-                        progress(e.size)
-                elif what == "conflict":
-                    conflicts.append(name)
-                    errors.append(f"{name}: {why}; never overwritten")
-                elif what == "failed":
-                    failed.append(name)
-                    errors.append(f"{name}: upload not verified: {why}")
+                tally.add(pusher, path, what, e, why, progress)
     finally:
         if procs is not None:
             procs.shutdown(cancel_futures=True)
-    if uploaded or man.warnings:
-        write_manifest(store, ns, entries)  # last: it lists only what was verified
-    deleted, would = _delete_local(wal_dir, store, ns, entries, pushed, delete_local, hwm_before, checkpoint_meta,
-                                   checkpoints, apply)
-    return PushReport(store.url, ns, tuple(uploaded), tuple(already), tuple(conflicts), tuple(failed), tuple(held),
-                      tuple(deleted), tuple(would), sent, time.perf_counter() - t0,
-                      tuple(man.warnings) + tuple(errors))
+    return tally
 
 
 def _from_seals(wal_dir: str, candidates) -> dict:

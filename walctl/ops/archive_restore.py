@@ -13,7 +13,8 @@ from ..store.fs import DEFAULT_FS
 from ..store.objstore import open_store, sha256_file
 from ..store.scratch import Scratch
 from .archive import CHECKPOINTS, LIVE, WAL_KINDS, Entry, HashingSink, Manifest, _download, _order, \
-    contiguous_pieces, gaps, live_files, namespaces, object_key, read_manifest, wal_units
+    contiguous_pieces, live_files, object_key, read_manifest, wal_units
+from .archive_list import gaps, namespaces
 from .advice import cmd as _cmd
 
 
@@ -43,11 +44,7 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
     from .verify import verify_path
 
     store = open_store(dest, endpoint_url)
-    if namespace is None:
-        nss = namespaces(store)
-        if len(nss) != 1:
-            raise UsageError(f"give --namespace: this destination holds {len(nss)} namespaces ({', '.join(nss)})")
-        namespace = nss[0]
+    namespace = _only_namespace(store) if namespace is None else namespace
     if os.path.exists(out_dir) and os.listdir(out_dir):
         raise Refused(f"{out_dir} is not empty; restore writes a new directory", out_dir)
     man = read_manifest(store, namespace, jobs)
@@ -56,45 +53,13 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
     # each piece checked against its SHA-256 as it arrives).
     wal = sorted(wal_units(present), key=_order)
     pieces = {f: contiguous_pieces(ps)[0] for f, ps in live_files(present).items()}
-    if not wal:
-        raise NotClean(f"no WAL objects archived under {namespace}", store.url, code=EXIT_SEQUENCE)
-    target = to_seq if to_seq is not None else wal[-1].last_sequence
-    if to_time_ms is None and target > wal[-1].last_sequence:
-        raise NotClean(f"--to-seq {target}: the archive holds sequences up to {wal[-1].last_sequence}", store.url,
-                       code=EXIT_SEQUENCE)
-    needed = [e for e in wal if e.first_sequence <= target]
-    if not needed:
-        raise NotClean(f"the archive starts at {wal[0].first_sequence}, after {target}", store.url, code=EXIT_SEQUENCE)
-    for a, b in gaps(needed):
-        raise NotClean(f"sequences {a}..{b} are in no archived object: restorable up to {a - 1} (--to-seq {a - 1})",
-                       store.url, code=EXIT_SEQUENCE)
+    target, needed = _needed(wal, namespace, to_seq, to_time_ms, store.url)
     parent = os.path.dirname(os.path.abspath(out_dir)) or "."
     scratch = Scratch(parent, prefix=".walctl-restore-")  # beside OUT: adopting its files is a rename
     staging = scratch.dir
     fs = DEFAULT_FS.beneath(out_dir, staging)
     try:
-        def fetch(e: Entry):
-            if e.sha256 == "":  # reassembled from live pieces
-                with scratch.open_write(e.name) as f:
-                    for pe in pieces[e.name]:
-                        sink = HashingSink(f)
-                        store.get_to(object_key(namespace, LIVE, pe.name), sink)
-                        if sink.hexdigest() != pe.sha256:
-                            return pe, sink.hexdigest()
-                return e, ""
-            return e, _download(store, object_key(namespace, e.kind, e.name), scratch, hashed=True)
-
-        if progress:
-            progress(0, total=sum(e.size for e in needed))
-        with ThreadPoolExecutor(max(1, jobs)) as pool:
-            for e, sha in pool.map(fetch, needed):
-                if progress:
-                    progress(e.size)
-                if sha != e.sha256:
-                    ok_to = e.first_sequence - 1
-                    raise NotClean(f"{namespace}/{e.kind}/{e.name} is corrupt in the archive (sha256 {sha}, pushed as "
-                                   f"{e.sha256}); restorable up to {ok_to} (--to-seq {ok_to})", store.url,
-                                   code=EXIT_CORRUPT)
+        _fetch_all(store, namespace, needed, pieces, scratch, jobs, progress)
         if to_time_ms is not None:
             target = _last_before(staging, to_time_ms)
             if target is None:
@@ -126,6 +91,57 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
                          check.verdict)
 
 
+def _only_namespace(store) -> str:
+    nss = namespaces(store)
+    if len(nss) != 1:
+        raise UsageError(f"give --namespace: this destination holds {len(nss)} namespaces ({', '.join(nss)})")
+    return nss[0]
+
+
+def _needed(wal: list[Entry], namespace: str, to_seq: int | None, to_time_ms: int | None, url: str):
+    """(the target sequence, the WAL objects up to it): refused when the archive cannot hold it whole."""
+    if not wal:
+        raise NotClean(f"no WAL objects archived under {namespace}", url, code=EXIT_SEQUENCE)
+    target = to_seq if to_seq is not None else wal[-1].last_sequence
+    if to_time_ms is None and target > wal[-1].last_sequence:
+        raise NotClean(f"--to-seq {target}: the archive holds sequences up to {wal[-1].last_sequence}", url,
+                       code=EXIT_SEQUENCE)
+    needed = [e for e in wal if e.first_sequence <= target]
+    if not needed:
+        raise NotClean(f"the archive starts at {wal[0].first_sequence}, after {target}", url, code=EXIT_SEQUENCE)
+    for a, b in gaps(needed):
+        raise NotClean(f"sequences {a}..{b} are in no archived object: restorable up to {a - 1} (--to-seq {a - 1})",
+                       url, code=EXIT_SEQUENCE)
+    return target, needed
+
+
+def _fetch_all(store, namespace: str, needed: list[Entry], pieces: dict, scratch, jobs: int, progress) -> None:
+    """Every needed object into the scratch directory (a live file reassembled from its pieces), each
+    checked against its SHA-256; the first that differs refuses the restore (corruption)."""
+    def fetch(e: Entry):
+        if e.sha256 == "":  # reassembled from live pieces
+            with scratch.open_write(e.name) as f:
+                for pe in pieces[e.name]:
+                    sink = HashingSink(f)
+                    store.get_to(object_key(namespace, LIVE, pe.name), sink)
+                    if sink.hexdigest() != pe.sha256:
+                        return pe, sink.hexdigest()
+            return e, ""
+        return e, _download(store, object_key(namespace, e.kind, e.name), scratch, hashed=True)
+
+    if progress:
+        progress(0, total=sum(e.size for e in needed))
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        for e, sha in pool.map(fetch, needed):
+            if progress:
+                progress(e.size)
+            if sha != e.sha256:
+                ok_to = e.first_sequence - 1
+                raise NotClean(f"{namespace}/{e.kind}/{e.name} is corrupt in the archive (sha256 {sha}, pushed as "
+                               f"{e.sha256}); restorable up to {ok_to} (--to-seq {ok_to})", store.url,
+                               code=EXIT_CORRUPT)
+
+
 def _end_of_event(path: str, kind: str, seq: int) -> int | None:
     """The offset right after event `seq` in one chunk or segment file, or None if it is not there."""
     if kind == CHECKPOINTS:
@@ -153,11 +169,11 @@ def _end_of_event(path: str, kind: str, seq: int) -> int | None:
 
 def _last_before(staging: str, to_time_ms: int) -> int | None:
     """The last sequence before the first event stamped after the time (V2: ms; segments: seconds)."""
-    from .kinds import KIND_DIR
+    from .kinds import KINDS
     from .verify import detect_kind
 
     last = None
-    if detect_kind(staging) == KIND_DIR:
+    if KINDS[detect_kind(staging)].is_v2:
         from .records import Record, RecordWalk
 
         for item in RecordWalk(staging):

@@ -9,7 +9,8 @@ from typing import Callable
 from ..errors import EXIT_CORRUPT, EXIT_SEQUENCE, UsageError, combine_exit_codes
 from ..store.objstore import open_store, sha256_file
 from ..store.scratch import Scratch
-from .archive import LIVE, Entry, _download, contiguous_pieces, live_files, describe, gaps, namespaces, object_key, overlaps, read_manifest, summary
+from .archive import LIVE, Entry, _download, contiguous_pieces, describe, live_files, object_key, read_manifest
+from .archive_list import gaps, namespaces, overlaps, summary
 from .findings import Finding
 
 

@@ -274,3 +274,22 @@ def horizon(directory: str, fs=DEFAULT_FS) -> tuple[int, str]:
     oldest = min(valid, key=lambda c: ck.latest_order_key(c.header))
     return oldest.header.wal_sequence, f"{directory} (oldest valid checkpoint {oldest.file}, wal_sequence " \
                                        f"{oldest.header.wal_sequence})"
+
+
+def load_state_file(path: str) -> dict:
+    """A state for `checkpoint create --state`: one JSON object or one msgpack map."""
+    from ..format.canonical import unpackb
+    from ..format.jsonload import loads
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise UsageError(f"cannot read the state file: {e.strerror}", path) from None
+    try:
+        state = loads(data) if data.lstrip()[:1] == b"{" else unpackb(data)
+    except ValueError as e:
+        raise UsageError(f"the state file is neither a JSON object nor one msgpack map: {e}", path) from None
+    if not isinstance(state, dict):
+        raise UsageError("the state is not a map", path)
+    return state

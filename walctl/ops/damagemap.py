@@ -42,9 +42,9 @@ def mark_of(f: Finding) -> str:
     if f.cls == F.MID_LOG_DAMAGE:
         return MARK_MID_LOG
     if f.cls == F.TAIL_DAMAGE:
-        if f.extra.get("tail_kind") == "zero-fill":
+        if f.tail_kind == "zero-fill":
             return MARK_ZERO_FILL
-        return MARK_TORN if f.extra.get("torn") else MARK_CORRUPT_TAIL
+        return MARK_TORN if f.torn else MARK_CORRUPT_TAIL
     if f.cls == F.UNDECODABLE_PAYLOAD:
         return MARK_UNDECODABLE
     if f.cls == F.SHORT_CHUNK:
@@ -184,8 +184,7 @@ def _gaps(report: PathReport, rows, regions, pieces) -> tuple[Gap, ...]:
         region = gap_region.get(k + 1)
         missing = None
         if region is not None:
-            m = regions[region].finding.extra.get("missing")
-            missing = (m[0], m[1]) if m else None
+            missing = regions[region].finding.missing
         absent = None
         if report.kind == "spector-v2-dir":
             lo = rows[k].index + 1 if k >= 0 else None

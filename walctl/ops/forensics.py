@@ -130,20 +130,19 @@ def _seqs(r) -> str:
 
 
 def _lost_text(f) -> str:
-    x = f.extra
     bits = []
     if f.offset is not None and f.end_offset is not None and f.end_offset > f.offset:
         bits.append(f"{f.end_offset - f.offset} bytes at offsets {f.offset}..{f.end_offset}")
-    if x.get("lost_sequence_range"):
-        bits.append(_seqs(x['lost_sequence_range']))
-    elif x.get("missing"):
-        bits.append(f"{_seqs(x['missing'])} (not in this directory)")
-    elif x.get("repeated"):
-        bits.append(f"nothing lost; sequences {_rng(x['repeated'])} appear twice")
-    elif x.get("claimed_sequence") is not None:
-        bits.append(f"the record claiming sequence {x['claimed_sequence']}")
-    if x.get("last_good_sequence") is not None:
-        bits.append(f"last good sequence before it {x['last_good_sequence']}")
+    if f.lost_sequence_range:
+        bits.append(_seqs(f.lost_sequence_range))
+    elif f.missing:
+        bits.append(f"{_seqs(f.missing)} (not in this directory)")
+    elif f.repeated:
+        bits.append(f"nothing lost; sequences {_rng(f.repeated)} appear twice")
+    elif f.claimed_sequence is not None:
+        bits.append(f"the record claiming sequence {f.claimed_sequence}")
+    if f.last_good_sequence is not None:
+        bits.append(f"last good sequence before it {f.last_good_sequence}")
     return "; ".join(bits) or "-"
 
 
@@ -189,8 +188,8 @@ def find_sequence(path: str, sequence: int, fs=DEFAULT_FS) -> SequenceView:
     report = verify_path(path, fs=fs)
 
     def covers(f) -> bool:
-        rng = f.extra.get("lost_sequence_range") or f.extra.get("missing")
-        return bool(rng and rng[0] <= sequence <= rng[1]) or f.extra.get("claimed_sequence") == sequence
+        rng = f.lost_or_missing
+        return bool(rng and rng[0] <= sequence <= rng[1]) or f.claimed_sequence == sequence
 
     # Damage that lost it first; then a piece set aside that holds it; a bare gap says least.
     for f in report.findings:

@@ -171,6 +171,39 @@ def judge(report, view: View, seals: dict, strict: bool, fs=DEFAULT_FS):
         if view.ledger.torn_offset is not None:
             out.append(Finding(F.LEDGER_LINE, EXIT_OK, "torn last line (a crash mid-append); the next writer cuts "
                                "it", LEDGER_FILE, view.ledger.torn_offset, view.ledger.size, extra={"torn": True}))
+    out += _seal_findings(report, view, seals, strict, fs)
+    # sequences below 1
+    for c in report.chunks:
+        if c.first_sequence is not None and c.first_sequence < 1:
+            out.append(Finding(F.SEQUENCE_BELOW_ONE, EXIT_SEQUENCE, f"sequence {c.first_sequence} in a WAL: "
+                               "sequences start at 1", c.file, sequence_range=(c.first_sequence,
+                                                                               min(c.last_sequence, 0))))
+    out += _unheld_findings(report, view, strict)
+    findings = list(judge_gaps(report.findings, view, strict)) + out
+    return _with_findings(report, findings)
+
+
+def _with_findings(report, findings):
+    """The report with these findings, its exit code, and each chunk's verdict judged again from the findings
+    that name it (an accepted gap no longer makes its chunk discontinuous; a seal mismatch makes it corrupt)."""
+    from .report import VERDICTS
+
+    by_file: dict = {}
+    for f in findings:
+        by_file.setdefault(f.file, []).append(f.exit_code)
+    chunks = []
+    for c in report.chunks:
+        code = combine_exit_codes(by_file.get(c.file, ()))
+        if code != c.exit_code and c.state not in ("unreadable", "not-a-file"):
+            c = c._replace(exit_code=code, verdict=VERDICTS[code])
+        chunks.append(c)
+    return report._replace(findings=tuple(findings), exit_code=combine_exit_codes(f.exit_code for f in findings),
+                           chunks=tuple(chunks))
+
+
+def _seal_findings(report, view: View, seals: dict, strict: bool, fs) -> list[Finding]:
+    """Each sealed chunk against its seal: absent with no line moving it, size or SHA-256 changed."""
+    out: list[Finding] = []
     present = {c.file: c for c in report.chunks}
     for name, line in sorted(view.exp.sealed.items()):
         c = present.get(name)
@@ -198,13 +231,12 @@ def judge(report, view: View, seals: dict, strict: bool, fs=DEFAULT_FS):
                                    f"{line.number}) although the size matches: bytes changed in place",
                                    name, sequence_range=rng, stored=line.get("sha256"), computed=got[1],
                                    extra=dict(where, field="sha256")))
-    # sequences below 1
-    for c in report.chunks:
-        if c.first_sequence is not None and c.first_sequence < 1:
-            out.append(Finding(F.SEQUENCE_BELOW_ONE, EXIT_SEQUENCE, f"sequence {c.first_sequence} in a WAL: "
-                               "sequences start at 1", c.file, sequence_range=(c.first_sequence,
-                                                                               min(c.last_sequence, 0))))
-    # issued but not present: head and tail
+    return out
+
+
+def _unheld_findings(report, view: View, strict: bool) -> list[Finding]:
+    """Sequences the ledger says were issued that no chunk holds, before the first and after the last."""
+    out: list[Finding] = []
     first, last = report.first_sequence, report.last_sequence
     horizon = view.horizon
     lows = [ln.get("first_seq") for ln in view.exp.sealed.values()] + \
@@ -223,26 +255,7 @@ def judge(report, view: View, seals: dict, strict: bool, fs=DEFAULT_FS):
             out.append(_sequence(view, a, b, f"sequences {a}..{b} were issued but no chunk holds them (after "
                                  f"the last present sequence {last})", strict,
                                  report.chunks[-1].file if report.chunks else None))
-    findings = list(judge_gaps(report.findings, view, strict)) + out
-    return _with_findings(report, findings)
-
-
-def _with_findings(report, findings):
-    """The report with these findings, its exit code, and each chunk's verdict judged again from the findings
-    that name it (an accepted gap no longer makes its chunk discontinuous; a seal mismatch makes it corrupt)."""
-    from .report import VERDICTS
-
-    by_file: dict = {}
-    for f in findings:
-        by_file.setdefault(f.file, []).append(f.exit_code)
-    chunks = []
-    for c in report.chunks:
-        code = combine_exit_codes(by_file.get(c.file, ()))
-        if code != c.exit_code and c.state not in ("unreadable", "not-a-file"):
-            c = c._replace(exit_code=code, verdict=VERDICTS[code])
-        chunks.append(c)
-    return report._replace(findings=tuple(findings), exit_code=combine_exit_codes(f.exit_code for f in findings),
-                           chunks=tuple(chunks))
+    return out
 
 
 def judge_gaps(findings, view: View, strict: bool, explain: bool = True) -> tuple:

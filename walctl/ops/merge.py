@@ -87,14 +87,14 @@ def load_state(path: str) -> Folded:
 
 
 def load_input(path: str, fs=DEFAULT_FS) -> Folded:
-    from .kinds import KIND_CHUNK, KIND_DIR
+    from .kinds import KINDS
     from .verify import detect_kind
 
     if os.path.isdir(path) and os.path.isfile(os.path.join(path, STATE_FILE)):
         return load_state(os.path.join(path, STATE_FILE))
     if os.path.isdir(path) or (os.path.isfile(path) and fs.read_head(path, 4) == b"SPEC"):
         kind = detect_kind(path, fs)
-        if kind not in (KIND_DIR, KIND_CHUNK):
+        if not KINDS[kind].is_v2:
             raise UnsupportedInput(f"merge folds Spector V2 WALs; this is {kind}", path)
         return fold_wal(path, fs)
     return load_state(path)

@@ -71,6 +71,20 @@ class RecordFilter(NamedTuple):
     until_ms: int | None = None
     limit: int | None = None
 
+    @classmethod
+    def from_options(cls, from_seq=None, to_seq=None, types=None, memory_id: str | None = None, since_ms=None,
+                     until_ms=None, limit=None) -> "RecordFilter":
+        """From inspect's options: event types by name or ordinal, the memoryId as text."""
+        from ..errors import UsageError
+        from ..format.v2 import parse_type
+
+        try:
+            type_set = frozenset(parse_type(t) for t in types) if types else None
+        except ValueError as e:
+            raise UsageError(f"--type: {e}") from None
+        return cls(from_seq, to_seq, type_set, memory_id.encode("utf-8") if memory_id is not None else None,
+                   since_ms, until_ms, limit)
+
     def header_matches(self, seq: int, typ: int, ts: int) -> bool:
         return not ((self.from_seq is not None and seq < self.from_seq)
                     or (self.to_seq is not None and seq > self.to_seq)

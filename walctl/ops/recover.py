@@ -19,7 +19,7 @@ from ..format.v2 import type_name
 from ..store.fs import DEFAULT_FS
 from .checkpoint import latest
 from .findings import Finding
-from .kinds import KIND_CHUNK, KIND_DIR, KIND_SEGMENT, KIND_SEGMENTS
+from .kinds import KINDS
 from .report import PathReport
 from .verify import detect_kind
 
@@ -90,7 +90,7 @@ def pick_reducer(spec: str, log: str | None, fs=DEFAULT_FS) -> str:
     or no log). Anything else is kept as given."""
     if spec != AUTO:
         return spec
-    if log is not None and fs.exists(log) and detect_kind(log, fs) in (KIND_DIR, KIND_CHUNK):
+    if log is not None and fs.exists(log) and KINDS[detect_kind(log, fs)].is_v2:
         return "spector"
     return "adr003"
 
@@ -120,26 +120,34 @@ def read_log(log: str, after: int, fs=DEFAULT_FS, progress=None) -> tuple[list[d
     """(entries with sequence > after, in order; the log's report; duplicates skipped; kind). `progress`
     is called with each V2 chunk's size once it is read."""
     kind = detect_kind(log, fs)
+    entry = KINDS[kind]
+    if entry.events is None:
+        raise UsageError(f"{log} is not a log (Spector V2 chunks or ADR-003 segments)")
+    out, report, duplicates = entry.load("events")(log, after, fs, progress)
+    return out, report, duplicates, kind
+
+
+def segment_events(log: str, after: int, fs=DEFAULT_FS, progress=None) -> tuple[list[dict], PathReport, int]:
+    """ADR-003 entries after a sequence, as their maps (KINDS: events); duplicates are counted."""
+    from .segments import SegmentWalk
+
+    walk = SegmentWalk(log, fs, progress=progress)
+    out = [e.value for _, e in walk if e.sequence > after]
+    return out, walk.report, walk.duplicates
+
+
+def v2_events(log: str, after: int, fs=DEFAULT_FS, progress=None) -> tuple[list[dict], PathReport, int]:
+    """Spector V2 records after a sequence, as event maps (KINDS: events)."""
+    from .records import Record, RecordWalk
+
     out: list[dict] = []
-    if kind in (KIND_SEGMENTS, KIND_SEGMENT):
-        from .segments import SegmentWalk
-
-        walk = SegmentWalk(log, fs, progress=progress)
-        for _, e in walk:
-            if e.sequence > after:
-                out.append(e.value)
-        return out, walk.report, walk.duplicates, kind
-    if kind in (KIND_DIR, KIND_CHUNK):
-        from .records import Record, RecordWalk
-
-        rwalk = RecordWalk(log, fs=fs, progress=progress)
-        for r in rwalk:
-            if isinstance(r, Record) and r.sequence > after:
-                out.append({"sequence": r.sequence, "type": type_name(r.type_ordinal) or r.type_ordinal,
-                            "type_ordinal": r.type_ordinal, "memory_id": r.memory_id_text,
-                            "timestamp_ms": r.timestamp_ms, "payload": r.payload})
-        return out, rwalk.report, 0, kind
-    raise UsageError(f"{log} is not a log (Spector V2 chunks or ADR-003 segments)")
+    rwalk = RecordWalk(log, fs=fs, progress=progress)
+    for r in rwalk:
+        if isinstance(r, Record) and r.sequence > after:
+            out.append({"sequence": r.sequence, "type": type_name(r.type_ordinal) or r.type_ordinal,
+                        "type_ordinal": r.type_ordinal, "memory_id": r.memory_id_text,
+                        "timestamp_ms": r.timestamp_ms, "payload": r.payload})
+    return out, rwalk.report, 0
 
 
 def is_empty_log_dir(log: str, fs=DEFAULT_FS) -> bool:
@@ -156,8 +164,8 @@ def is_empty_log_dir(log: str, fs=DEFAULT_FS) -> bool:
 def _position(f: Finding) -> int | None:
     """The first sequence a finding affects, when it can be told."""
     x = f.extra
-    if x.get("lost_sequence_range"):
-        return x["lost_sequence_range"][0]
+    if f.lost_sequence_range:
+        return f.lost_sequence_range[0]
     if f.sequence_range:
         return f.sequence_range[0]
     if x.get("last_good_sequence") is not None:
@@ -198,53 +206,25 @@ def recover(checkpoints: str | None, log: str | None, *, reducer: str = AUTO, al
     fold = load_reducer(reducer)
     found = latest(checkpoints, max_state_bytes=max_state_bytes, fs=fs) if checkpoints else None
     t1 = time.perf_counter()
-    fallbacks = tuple({"file": r.file, "step": r.checked.failure.step, "reason": r.checked.failure.reason}
-                      for r in (found.fallbacks if found else ()))
-    rejected = tuple({"file": r.file, "step": r.checked.failure.step, "reason": r.checked.failure.reason}
-                     for r in (found.rejected if found else ()))
+    fallbacks = _failures(found.fallbacks if found else ())
+    rejected = _failures(found.rejected if found else ())
     base = found.report if found else None
     warnings: list[str] = [f"checkpoint {f['file']} passed over: step {f['step']}: {f['reason']}" for f in fallbacks]
     # A path that is not there is a fresh start (a new agent has neither yet), but a mistyped path must
     # not pass for one silently.
     warnings += [f"{what} {p} does not exist: treated as empty" for what, p in (("checkpoint directory", checkpoints),
                                                                               ("log", log)) if p and not fs.exists(p)]
-    if base is not None:
-        state, w = base.checked.state, base.header.wal_sequence
-        used = {"file": base.file, "checkpoint_id": base.header.id_text, "wal_sequence": w,
-                "timestamp": base.header.timestamp}
-    else:
-        state, w, used = empty_for(reducer), 0, None
+    state, w, used = _start(base, reducer)
     if no_log:
-        outcome = OUTCOME_CHECKPOINT if base else OUTCOME_FRESH
         if base is None and (fallbacks or rejected):
             raise NotClean("no checkpoint verifies and there is no log to replay", checkpoints, code=EXIT_CORRUPT)
         if log is not None and fs.exists(log):
             warnings.append(f"log {log} holds no log files: treated as no log")
-        return RecoverReport(state, outcome, EXIT_OK, used, fallbacks, rejected, 0, (), 0, 0, w, tuple(warnings),
-                             _secs(t0, t1, time.perf_counter()))
+        return RecoverReport(state, OUTCOME_CHECKPOINT if base else OUTCOME_FRESH, EXIT_OK, used, fallbacks,
+                             rejected, 0, (), 0, 0, w, tuple(warnings), _secs(t0, t1, time.perf_counter()))
     entries, report, dups, _ = read_log(log, w, fs, progress)
     t_read = time.perf_counter()
-    torn = 0
-    history_gap = None  # no checkpoint: the first sequence finding that breaks "contiguous from 1"
-    for f in report.findings:
-        if f.exit_code == EXIT_TORN:
-            torn += (f.end_offset or 0) - (f.offset or 0)
-            continue
-        if f.exit_code == EXIT_OK:
-            if f.cls != "foreign-file":  # duplicates and anomalies: said, as verify says them
-                warnings.append(f"{f.cls}: {f.one_line()}")
-            continue
-        if f.cls == "sequence-gap" and f.sequence_range and f.sequence_range[0] <= w + 1 <= f.sequence_range[1] + 1:
-            continue  # the gap right after the checkpoint: the first-entry rule below decides (--allow-gap)
-        pos = _position(f)
-        if pos is not None and pos <= w:
-            warnings.append(f"at or below the checkpoint's sequence {w}: {f.cls}: {f.one_line()}")
-            continue
-        if base is None and f.exit_code == EXIT_SEQUENCE:
-            history_gap = history_gap or f  # step 2: not contiguous from 1 (a separate outcome, below)
-            continue
-        raise NotClean(f"the log is damaged after sequence {w}, nothing was recovered: {f.cls}: {f.one_line()}",
-                       log, code=f.exit_code)
+    torn, history_gap = _judge_log(report, log, w, base is not None, warnings)
     if dups:
         warnings.append(f"{dups} duplicate entries (a sequence repeated with the same checksum) were skipped")
     if base is None:
@@ -271,6 +251,59 @@ def recover(checkpoints: str | None, log: str | None, *, reducer: str = AUTO, al
             outcome = OUTCOME_STOPPED_AT_CHECKPOINT
         if not entries and report.last_sequence is not None and report.last_sequence < w:
             warnings.append(f"the log ends at sequence {report.last_sequence}, below the checkpoint's {w}")
+    state, final, skipped = _fold(fold, state, entries, w)
+    if skipped:
+        warnings.append(f"{len(skipped)} entries were not applied by the reducer (see skipped)")
+    t2 = time.perf_counter()
+    # Spec step 5: entries replayed include those the reducer skipped (unknown operations), not duplicates.
+    return RecoverReport(state, outcome, EXIT_OK, used, fallbacks, rejected, len(entries),
+                         tuple(skipped), dups, torn, final, tuple(warnings), _secs(t0, t1, t2, t_read))
+
+
+def _start(base, reducer: str) -> tuple[dict, int, dict | None]:
+    """(state, its sequence, the checkpoint used) to replay onto: the checkpoint's, else the empty state."""
+    if base is None:
+        return empty_for(reducer), 0, None
+    w = base.header.wal_sequence
+    return base.checked.state, w, {"file": base.file, "checkpoint_id": base.header.id_text, "wal_sequence": w,
+                                   "timestamp": base.header.timestamp}
+
+
+def _failures(reports) -> tuple[dict, ...]:
+    """Checkpoints passed over or rejected: file, the step that failed, why."""
+    return tuple({"file": r.file, "step": r.checked.failure.step, "reason": r.checked.failure.reason}
+                 for r in reports)
+
+
+def _judge_log(report: PathReport, log: str, w: int, has_checkpoint: bool, warnings: list[str]):
+    """(torn bytes, the first finding that breaks "contiguous from 1" when there is no checkpoint) from the
+    log's findings; damage after the checkpoint's sequence `w` refuses the recovery (NotClean)."""
+    torn = 0
+    history_gap = None
+    for f in report.findings:
+        if f.exit_code == EXIT_TORN:
+            torn += (f.end_offset or 0) - (f.offset or 0)
+            continue
+        if f.exit_code == EXIT_OK:
+            if f.cls != "foreign-file":  # duplicates and anomalies: said, as verify says them
+                warnings.append(f"{f.cls}: {f.one_line()}")
+            continue
+        if f.cls == "sequence-gap" and f.sequence_range and f.sequence_range[0] <= w + 1 <= f.sequence_range[1] + 1:
+            continue  # the gap right after the checkpoint: the first-entry rule decides (--allow-gap)
+        pos = _position(f)
+        if pos is not None and pos <= w:
+            warnings.append(f"at or below the checkpoint's sequence {w}: {f.cls}: {f.one_line()}")
+            continue
+        if not has_checkpoint and f.exit_code == EXIT_SEQUENCE:
+            history_gap = history_gap or f  # step 2: not contiguous from 1 (a separate outcome)
+            continue
+        raise NotClean(f"the log is damaged after sequence {w}, nothing was recovered: {f.cls}: {f.one_line()}",
+                       log, code=f.exit_code)
+    return torn, history_gap
+
+
+def _fold(fold, state: dict, entries: list[dict], w: int) -> tuple[dict, int, list[dict]]:
+    """(the state with every entry folded in, the last sequence, the entries the reducer skipped)."""
     skipped = []
     final = w
     for e in entries:
@@ -281,12 +314,7 @@ def recover(checkpoints: str | None, log: str | None, *, reducer: str = AUTO, al
             skipped.append({"sequence": e["sequence"], "reason": str(why)})
         final = e["sequence"]
     state["wal_sequence"] = final
-    if skipped:
-        warnings.append(f"{len(skipped)} entries were not applied by the reducer (see skipped)")
-    t2 = time.perf_counter()
-    # Spec step 5: entries replayed include those the reducer skipped (unknown operations), not duplicates.
-    return RecoverReport(state, outcome, EXIT_OK, used, fallbacks, rejected, len(entries),
-                         tuple(skipped), dups, torn, final, tuple(warnings), _secs(t0, t1, t2, t_read))
+    return state, final, skipped
 
 
 def _secs(t0, t1, t2, t_read=None) -> dict:

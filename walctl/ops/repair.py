@@ -79,13 +79,13 @@ class RepairReport(NamedTuple):
                        f"record into a clean directory")
             for f in damage:
                 rng = f"bytes {f.offset}..{f.end_offset}" if f.offset is not None and f.end_offset is not None else ""
-                lost = f.extra.get("lost_sequence_range") or (list(f.sequence_range) if f.sequence_range else None)
+                lost = f.lost_sequence_range or f.sequence_range
                 what = ", ".join(x for x in (rng, f"seq {lost[0]}..{lost[1]}" if lost else "") if x)
                 out.append(f"to set {f.file} aside ({f.cls}{': ' + what if what else ''}): "
                            f"{cmd('quarantine', 'move', d, f.file, '--reason', f.cls + (' ' + rng if rng else ''))}")
         gaps = [f for f in self.left_alone if f.cls in (F.SEQUENCE_GAP, F.SEQUENCE_REPEAT, F.SEQUENCE_REGRESSION)]
         for f in gaps:
-            rng = f.extra.get("missing") or f.extra.get("repeated") or list(f.sequence_range or ())
+            rng = f.missing or f.repeated or f.sequence_range
             what = f"seq {rng[0]}..{rng[1]}" if rng else "sequences"
             verb = "missing" if f.cls == F.SEQUENCE_GAP else "seen twice"
             out.append(f"{what} {verb} before {f.file} cannot be repaired in place: find the missing chunk "

@@ -32,7 +32,7 @@ from ..store.fs import DEFAULT_FS
 from . import judge as J
 from .fdwrite import write_pieces_to_fd  # noqa: F401 (callers pass its result as `out` with out_fd)
 from .ledger_check import accepted_gaps_only
-from .kinds import KIND_SEGMENT, KIND_SEGMENTS
+from .kinds import KINDS
 from .report import PathReport
 from .verify import assemble, detect_kind, not_a_file, resolve_chunks
 
@@ -149,9 +149,10 @@ def replay(path: str, out: Callable[[list], object], opts: ReplayOptions = Repla
     written by worker processes instead. `progress` is called with each chunk's or segment's size once it
     is read."""
     kind = detect_kind(path, fs)
-    if kind in (KIND_SEGMENTS, KIND_SEGMENT):
-        return _replay_segments(path, kind, out, opts, fs, progress)
-    return _replay_v2(path, out, opts, fs, out_fd, progress)
+    entry = KINDS[kind]
+    # a kind that holds no event stream goes to the chunk reader, which refuses it with its own message
+    run = entry.load("replay") if entry.replay is not None else replay_v2
+    return run(path, kind, out, opts, fs, out_fd, progress)
 
 
 def first_record_seq(path: str, fs=DEFAULT_FS) -> int | None:
@@ -175,7 +176,9 @@ def covered_prefix(paths: list[str], after: int, first_seq_of) -> int:
     return start
 
 
-def _replay_v2(path: str, out, opts: ReplayOptions, fs, out_fd: int | None = None, progress=None) -> ReplayReport:
+def replay_v2(path: str, kind: str, out, opts: ReplayOptions, fs, out_fd: int | None = None,
+              progress=None) -> ReplayReport:
+    """Spector V2 chunks (KINDS: replay); `kind` is detected again with the chunks."""
     import os
 
     chunks, foreign, kind, writer = resolve_chunks(path, fs)
@@ -335,8 +338,9 @@ def _chunk_block(name: str, outcome: ChunkOutcome) -> Blocked | None:
     return Blocked(name, 0, None, "unsupported", f"file header {s.header}", None)
 
 
-def _replay_segments(path: str, kind: str, out, opts: ReplayOptions, fs, progress=None) -> ReplayReport:
-    """ADR-003 entries: jsonl is the `inspect --jsonl` entry object, msgpack the entry map itself
+def replay_segments(path: str, kind: str, out, opts: ReplayOptions, fs, out_fd: int | None = None,
+                    progress=None) -> ReplayReport:
+    """ADR-003 entries (KINDS: replay; out_fd unused): jsonl is the `inspect --jsonl` entry object, msgpack the entry map itself
     (checksum included, so an importer can check it); there is no sync form for entries."""
     from ..format.canonical import packb
     from .segments import SegmentWalk, entry_json

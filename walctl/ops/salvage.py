@@ -116,9 +116,9 @@ def salvage(source: str, out: str, *, fs=DEFAULT_FS, max_chunk_bytes: int = 8 <<
 def _lost_ranges(report: PathReport) -> tuple[tuple[int, int], ...]:
     out = []
     for f in report.findings:
-        rng = f.extra.get("lost_sequence_range") or f.extra.get("missing")
+        rng = f.lost_or_missing
         if rng:
-            out.append((rng[0], rng[1]))
+            out.append(rng)
     return tuple(sorted(set(out)))
 
 

@@ -249,3 +249,19 @@ def _jsonable(v):
         return [_jsonable(x) for x in v]
     return v
 
+
+def select_entries(walk, from_seq: int | None = None, to_seq: int | None = None, operations=None,
+                   limit: int | None = None):
+    """(segment name, entry) of a walk within the sequence bounds whose operation (or its value's) is one of
+    `operations`; stops after `limit`, leaving the walk unfinished (its report stays None)."""
+    ops = set(operations or ())
+    shown = 0
+    for name, e in walk:
+        if (from_seq is not None and e.sequence < from_seq) or (to_seq is not None and e.sequence > to_seq):
+            continue
+        if ops and e.operation not in ops and e.value.get("operation") not in ops:
+            continue
+        yield name, e
+        shown += 1
+        if limit is not None and shown >= limit:
+            return

@@ -24,7 +24,7 @@ from . import judge as J
 from .findings import Finding
 from .kinds import (
     KIND_CHECKPOINT, KIND_CHECKPOINTS, KIND_CHUNK, KIND_DIR, KIND_SEGMENT, KIND_SEGMENTS, KIND_SUBSTRAT, KIND_TASKLOG,
-    KIND_TASKLOGS, KIND_WORKFLOWS,
+    KIND_TASKLOGS, KIND_WORKFLOWS, KINDS,
 )
 from .report import VERDICTS, ChunkReport, PathReport, VerifyReport
 
@@ -88,10 +88,9 @@ def verify_path(path: str, *, strict: bool = False, jobs: int | None = 1, fs=DEF
 
     try:
         kind = detect_kind(path, fs)
-        if kind not in (KIND_DIR, KIND_CHUNK):  # every other kind, by table (loaded only for them)
-            from .verify_kinds import VERIFIERS
-
-            return VERIFIERS[kind](path, kind, strict, fs, lock_held_by_us)
+        entry = KINDS[kind]
+        if entry.verify is not None:  # every other kind, by table (loaded only for them)
+            return entry.load("verify")(path, kind, strict, fs, lock_held_by_us)
         chunks, foreign, kind, writer = resolve_chunks(path, fs)
         if lock_held_by_us:
             writer = None
@@ -100,7 +99,7 @@ def verify_path(path: str, *, strict: bool = False, jobs: int | None = 1, fs=DEF
         return PathReport(path, None, e.exit_code, None, (),
                           (Finding(F.UNSUPPORTED if e.exit_code == EXIT_UNSUPPORTED else F.UNREADABLE,
                                    e.exit_code, e.reason, file=e.path, extra=extra),))
-    view = ledger_check.load_view(path, fs) if kind == KIND_DIR else None
+    view = ledger_check.load_view(path, fs) if KINDS[kind].is_dir else None  # a V2 directory has a ledger
     expects = ledger_check.expects_for(chunks, view, quick) if view is not None else None
     if jobs is None:  # by the work to do: hashing a sealed chunk costs about half a scan
         work = sum(c.size if e is None else c.size // 2 for c, e in zip(chunks, expects or [None] * len(chunks)))

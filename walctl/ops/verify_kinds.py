@@ -5,15 +5,11 @@ runs, so `walctl verify` of a chunk directory never loads them (cold start).
 from __future__ import annotations
 
 import os
-from typing import Callable
 
 from ..errors import EXIT_CORRUPT, EXIT_OK, combine_exit_codes
 from ..store.fs import DEFAULT_FS
 from .findings import Finding
-from .kinds import (
-    KIND_CHECKPOINT, KIND_CHECKPOINTS, KIND_SEGMENT, KIND_SEGMENTS, KIND_SUBSTRAT, KIND_TASKLOG, KIND_TASKLOGS,
-    KIND_WORKFLOWS,
-)
+from .kinds import KIND_CHECKPOINT, KIND_CHECKPOINTS, KIND_SEGMENTS, KIND_WORKFLOWS
 from .report import VERDICTS, ChunkReport, PathReport
 
 
@@ -70,29 +66,31 @@ def verify_workflows(root: str, fs=DEFAULT_FS) -> PathReport:
                       tuple(findings))
 
 
-def _segments(path: str, kind: str, strict: bool, fs, lock_held_by_us: bool) -> PathReport:
+def verify_segments(path: str, kind: str, strict: bool, fs, lock_held_by_us: bool) -> PathReport:
     from . import ledger_check
-    from .segments import verify_segments
+    from .segments import verify_segments as verify_segment_files
 
-    report = verify_segments(path, strict=strict, fs=fs, lock_held_by_us=lock_held_by_us)
+    report = verify_segment_files(path, strict=strict, fs=fs, lock_held_by_us=lock_held_by_us)
     if kind == KIND_SEGMENTS and report.kind == KIND_SEGMENTS:
         report = ledger_check.judge(report, ledger_check.load_view(path, fs), {}, strict, fs)
     return report
 
 
-def _substrat(path: str, kind: str, strict: bool, fs, lock_held_by_us: bool) -> PathReport:
+def verify_substrat(path: str, kind: str, strict: bool, fs, lock_held_by_us: bool) -> PathReport:
     from .agents import to_path_report
 
     return to_path_report(path, kind, fs)
 
 
-# kind -> verify(path, kind, strict, fs, lock_held_by_us) -> PathReport
-VERIFIERS: dict[str, Callable[..., PathReport]] = {
-    KIND_SEGMENTS: _segments, KIND_SEGMENT: _segments,
-    KIND_CHECKPOINTS: lambda path, kind, strict, fs, _: verify_checkpoints(path, strict=strict, fs=fs),
-    KIND_CHECKPOINT: lambda path, kind, strict, fs, _: verify_checkpoints(path, strict=strict, fs=fs),
-    KIND_TASKLOGS: lambda path, kind, strict, fs, _: verify_tasklogs(path, kind, strict=strict, fs=fs),
-    KIND_TASKLOG: lambda path, kind, strict, fs, _: verify_tasklogs(path, kind, strict=strict, fs=fs),
-    KIND_SUBSTRAT: _substrat,
-    KIND_WORKFLOWS: lambda path, kind, strict, fs, _: verify_workflows(path, fs),
-}
+# The verify functions ops/kinds.py's KINDS names: verify(path, kind, strict, fs, lock_held_by_us) -> PathReport.
+
+def verify_checkpoint_kind(path: str, kind: str, strict: bool, fs, lock_held_by_us: bool) -> PathReport:
+    return verify_checkpoints(path, strict=strict, fs=fs)
+
+
+def verify_tasklog_kind(path: str, kind: str, strict: bool, fs, lock_held_by_us: bool) -> PathReport:
+    return verify_tasklogs(path, kind, strict=strict, fs=fs)
+
+
+def verify_workflow_kind(path: str, kind: str, strict: bool, fs, lock_held_by_us: bool) -> PathReport:
+    return verify_workflows(path, fs)

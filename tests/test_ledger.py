@@ -649,3 +649,20 @@ def test_a_long_unterminated_ledger_tail_is_damage_not_a_torn_line(tmp_path, cli
     r = cli("write", str(d), "--type", "REMEMBER", "--id", "m", "--payload", "x")
     assert r.code == 3 and "refusing to append" in r.err and "not a torn append" in r.err
     assert ledger.stat().st_size == len(lines[0]) + (100 << 10)  # the evidence stays
+
+
+@pytest.mark.parametrize("case", ["wal-healthy", "wal-torn-tail", "wal-midlog-corrupt", "wal-legacy-v1"])
+def test_verify_without_expectations_reports_exactly_what_the_ledger_rules_would(tmp_path, cli, case):
+    """A directory with no ledger, quarantine or checkpoint.meta skips loading the ledger rules (cold start);
+    an empty .quarantine/ makes verify run them: the two reports must be the same."""
+    import shutil
+
+    ex = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", case)
+    d = tmp_path / "d"
+    shutil.copytree(ex, d)
+    fast = cli("verify", str(d), "--json")
+    (d / ".quarantine").mkdir()
+    full = cli("verify", str(d), "--json")
+    assert fast.code == full.code
+    strip = lambda doc: [{k: v for k, v in p.items() if k != "elapsed_s"} for p in doc["paths"]]  # noqa: E731
+    assert strip(fast.json()) == strip(full.json())

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import zlib
 
 import pytest
@@ -83,17 +84,20 @@ def fix_payload_crc(data: bytes, record_offset: int, payload_start: int, payload
 
 
 def tree_digest(path) -> dict:
-    """name -> (size, sha256, mtime_ns) for every file below path: proves read-only commands wrote nothing."""
+    """name -> (type and mode, size, sha256 or link target, mtime_ns) for everything below path, links not
+    followed: proves read-only commands wrote nothing, and that nothing outside a target changed."""
     out = {}
     for root, dirs, files in os.walk(path):
         for n in dirs + files:
             full = os.path.join(root, n)
             st = os.lstat(full)
             digest = None
-            if os.path.isfile(full) and not os.path.islink(full):
+            if stat.S_ISLNK(st.st_mode):
+                digest = os.readlink(full)
+            elif stat.S_ISREG(st.st_mode):
                 with open(full, "rb") as f:
                     digest = hashlib.sha256(f.read()).hexdigest()
-            out[os.path.relpath(full, path)] = (st.st_size, digest, st.st_mtime_ns)
+            out[os.path.relpath(full, path)] = (st.st_mode, st.st_size, digest, st.st_mtime_ns)
     return out
 
 

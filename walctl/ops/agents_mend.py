@@ -52,20 +52,14 @@ SESSION_FILES = ("session.json", "events.jsonl", "events.pending", "session.json
 
 def refuse_links(root: str, session_ids, fs=DEFAULT_FS) -> None:
     """Containment, checked when planning so that a refusal changes nothing: a mutation never goes through a
-    symlinked agents directory, session directory or session file (exit 7, naming it)."""
-    from ..errors import Refused
+    symlinked agents directory, session directory or session file, nor changes a hard-linked one, the lock,
+    .quarantine/ or its manifest (exit 7, naming it): store/contain.py's one check, over these names."""
+    from ..store.contain import refuse_links as refuse
 
-    paths = [os.path.join(root, "agents")]
+    names = ["agents"]
     for sid in session_ids:
-        d = os.path.join(root, "agents", sid)
-        paths += [d] + [os.path.join(d, n) for n in SESSION_FILES]
-    for path in paths:
-        if fs.is_symlink(path):
-            raise Refused(f"{os.path.relpath(path, root)} is a symbolic link: walctl does not modify anything "
-                          "through a link; nothing was changed", path)
-    from ..store import contain  # and hard links, the lock, .quarantine/ and its manifest
-
-    contain.refuse_links(root, [os.path.relpath(p, root) for p in paths[1:]], fs)
+        names += [f"agents/{sid}"] + [f"agents/{sid}/{n}" for n in SESSION_FILES]
+    refuse(root, names, fs)
 
 
 def _recover(root: str, apply: bool, force: bool, fs) -> tuple[list[Action], list[Finding]]:

@@ -74,7 +74,7 @@ def test_truncation_at_every_offset_gives_torn_tail_with_right_last_record(tmp_p
         if size < 8:
             assert report.exit_code == 1
             (f,) = report.findings
-            assert f.cls == "short-chunk" and f.extra["torn"]
+            assert f.cls == "short-chunk" and f.torn
             continue
         assert report.records == complete
         assert report.last_sequence == (complete or None)
@@ -85,9 +85,9 @@ def test_truncation_at_every_offset_gives_torn_tail_with_right_last_record(tmp_p
             assert report.exit_code == 1, size
             (f,) = report.findings
             assert f.cls == "tail-damage"
-            assert f.extra["tail_kind"] == "incomplete"
+            assert f.tail_kind == "incomplete"
             assert f.offset == max(o for o in offs if o < size) and f.end_offset == size
-            assert f.extra["last_good_sequence"] == (complete or None)
+            assert f.last_good_sequence == (complete or None)
 
 
 @pytest.mark.parametrize("n_zero", [1, 7, 8, 39, 40, 41, 4096])
@@ -96,7 +96,7 @@ def test_zero_filled_tail_is_torn_zero_fill(tmp_path, n_zero):
     report = _verify_bytes(tmp_path, zero_fill(chunk, n_zero), strict=False)
     assert report.exit_code == 1
     (f,) = report.findings
-    assert f.extra["tail_kind"] == "zero-fill"
+    assert f.tail_kind == "zero-fill"
     assert (f.offset, f.end_offset) == (len(chunk), len(chunk) + n_zero)
     assert report.records == 8
 
@@ -107,7 +107,7 @@ def test_last_record_zeroed_is_zero_fill_after_seven(tmp_path):
     data = chunk[:last] + bytes(len(chunk) - last)
     report = _verify_bytes(tmp_path, data, strict=False)
     (f,) = report.findings
-    assert (report.exit_code, f.extra["tail_kind"], f.offset, report.last_sequence) == (1, "zero-fill", last, 7)
+    assert (report.exit_code, f.tail_kind, f.offset, report.last_sequence) == (1, "zero-fill", last, 7)
 
 
 def test_complete_last_record_with_bad_crc_is_torn_checksum_with_warning(tmp_path):
@@ -117,7 +117,7 @@ def test_complete_last_record_with_bad_crc_is_torn_checksum_with_warning(tmp_pat
     report = _verify_bytes(tmp_path, data, strict=False)
     (f,) = report.findings
     assert report.exit_code == 1
-    assert (f.extra["tail_kind"], f.extra["field"], f.offset) == ("checksum", "payload-crc", last)
+    assert (f.tail_kind, f.field, f.offset) == ("checksum", "payload-crc", last)
     assert "may have been acknowledged" in f.reason
     payload = data[last + 40 + 4:last + 40 + 4 + 24]  # record 8: 4-byte id, 24-byte payload
     assert f.stored == zlib.crc32(bytes(range(24))) and f.computed == zlib.crc32(payload) != f.stored
@@ -130,7 +130,7 @@ def test_midlog_header_crc_damage_resyncs_and_counts_salvageable(tmp_path):
     report = _verify_bytes(tmp_path, data, strict=False)
     (f,) = report.findings
     assert report.exit_code == 3
-    assert (f.cls, f.extra["field"], f.offset, f.end_offset) == ("mid-log-damage", "header-crc", offs[2], offs[3])
+    assert (f.cls, f.field, f.offset, f.end_offset) == ("mid-log-damage", "header-crc", offs[2], offs[3])
     assert f.sequence_range == (3, 3)
     assert f.extra["salvageable_records"] == 5 and f.extra["salvageable_sequence_range"] == [4, 8]
     assert report.records == 7
@@ -143,7 +143,7 @@ def test_bad_record_magic_midlog(tmp_path):
     data[offs[4]:offs[4] + 2] = b"XX"
     report = _verify_bytes(tmp_path, bytes(data), strict=False)
     (f,) = report.findings
-    assert (f.extra["field"], f.stored, f.computed) == ("record-magic", int.from_bytes(b"XX", "big"), 0x5741)
+    assert (f.field, f.stored, f.computed) == ("record-magic", int.from_bytes(b"XX", "big"), 0x5741)
     assert f.sequence_range == (5, 5)
 
 

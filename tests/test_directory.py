@@ -32,7 +32,7 @@ def test_gap_between_chunks_names_exact_missing_range(tmp_path):
     report = verify_path(d)
     assert report.exit_code == 4
     (f,) = report.findings
-    assert f.cls == "sequence-gap" and f.sequence_range == (6, 8) and f.extra["missing"] == [6, 8]
+    assert f.cls == "sequence-gap" and f.sequence_range == (6, 8) and f.missing == (6, 8)
     assert (f.file, f.offset) == ("wal-000002.bin", 8)
     assert "chunk index 1..1 absent" in f.reason
 
@@ -67,7 +67,7 @@ def test_torn_tail_of_closed_chunk_continued_by_next_sequence_is_torn(tmp_path):
     report = verify_path(d)
     assert report.exit_code == 1, codes(report)
     (f,) = report.findings
-    assert f.cls == "tail-damage" and f.extra["torn"] and f.file == "wal-000000.bin"
+    assert f.cls == "tail-damage" and f.torn and f.file == "wal-000000.bin"
     assert "writer restarted" in f.reason
     assert report.records == 8
 
@@ -79,8 +79,8 @@ def test_torn_tail_of_closed_chunk_not_continued_is_corruption(tmp_path):
     report = verify_path(d)
     assert report.exit_code == 3
     (f,) = report.findings
-    assert f.cls == "tail-damage" and not f.extra["torn"]
-    assert f.extra["lost_sequence_range"] == [5, 5]  # attributed to the damage, no separate gap finding
+    assert f.cls == "tail-damage" and not f.torn
+    assert f.lost_sequence_range == (5, 5)  # attributed to the damage, no separate gap finding
 
 
 def test_torn_tail_followed_only_by_header_only_chunks_is_torn(tmp_path):
@@ -106,7 +106,7 @@ def test_unsupported_chunk_in_the_middle_creates_no_sequence_finding(tmp_path):
     report = verify_path(d)
     assert report.exit_code == 5
     (f,) = report.findings
-    assert f.cls == "unsupported" and "V1" in f.reason and f.extra["lost_sequence_range"] == [4, 9]
+    assert f.cls == "unsupported" and "V1" in f.reason and f.lost_sequence_range == (4, 9)
 
 
 def test_unknown_version_and_bad_magic_are_unsupported(tmp_path):
@@ -236,7 +236,7 @@ def test_unreadable_chunk_through_the_seam_is_environment_and_the_rest_is_read(t
     assert report.exit_code == 6
     (f,) = report.findings
     assert (f.cls, f.file, f.reason) == ("unreadable", "wal-000001.bin", "permission denied")
-    assert f.extra["lost_sequence_range"] == [4, 7]  # no separate sequence finding
+    assert f.lost_sequence_range == (4, 7)  # no separate sequence finding
     assert report.records == 4 and [c.state for c in report.chunks] == ["ok", "unreadable", "ok"]
 
 

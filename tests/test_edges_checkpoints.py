@@ -170,7 +170,7 @@ def test_a_zero_filled_segment_tail_is_labelled_zero_fill(tmp_path):
         f.write(bytes(4096))
     rep = verify_path(log)
     [f] = rep.findings
-    assert (rep.exit_code, f.cls, f.offset, f.end_offset, f.extra["tail_kind"]) == (1, "tail-damage", good, good + 4096,
+    assert (rep.exit_code, f.cls, f.offset, f.end_offset, f.tail_kind) == (1, "tail-damage", good, good + 4096,
                                                                                      "zero-fill")
     assert "4096 zero bytes" in f.reason and "acknowledged" not in f.reason
     rec = recover(None, log)
@@ -186,7 +186,7 @@ def test_a_nonzero_tail_frame_still_warns_that_it_may_have_been_acknowledged(tmp
     with open(seg, "ab") as f:
         f.write(bytes(frame))
     [f] = verify_path(log).findings
-    assert f.extra["tail_kind"] == "checksum" and "may have been acknowledged" in f.reason
+    assert f.tail_kind == "checksum" and "may have been acknowledged" in f.reason
 
 
 # ---- checkpoint create on a full disk removes its .tmp -----------------------------------------------

@@ -250,7 +250,7 @@ def test_size_change_of_a_sealed_chunk_is_corruption(tmp_path):
         f.write(make_chunk([87])[8:])  # a valid record appended: every CRC passes
     rep = verify_path(d)
     f = [f for f in rep.findings if f.cls == "seal-mismatch"]
-    assert rep.exit_code == 3 and f[0].extra["field"] == "size" and (f[0].stored, f[0].computed) == (
+    assert rep.exit_code == 3 and f[0].field == "size" and (f[0].stored, f[0].computed) == (
         4136, 4136 + len(make_chunk([87])) - 8)
 
 

@@ -10,7 +10,7 @@ import re
 import walctl
 from walctl.errors import EXIT_CORRUPT, EXIT_TORN
 from walctl.ops.archive_push import Outcome
-from walctl.ops.findings import TAIL_DAMAGE, Finding
+from walctl.ops.findings import SHARED_KEYS, TAIL_DAMAGE, Finding
 
 ROOT = os.path.dirname(os.path.abspath(walctl.__file__))
 
@@ -46,18 +46,42 @@ def test_archive_push_outcomes_are_typed():
     assert "held" in strings
 
 
-def test_finding_accessors_read_the_shared_keys_and_json_is_unchanged():
-    extra = {"field": "payload-crc", "last_good_sequence": 9, "claimed_sequence": 10,
-             "lost_sequence_range": [10, 12], "tail_kind": "checksum", "torn": True}
-    f = Finding(TAIL_DAMAGE, EXIT_TORN, "checksum tail", "c.wal", 100, 160, (10, 12), 1, 2, extra)
+def test_finding_shared_keys_are_fields_and_json_keeps_them_in_one_order():
+    f = Finding(TAIL_DAMAGE, EXIT_TORN, "checksum tail", "c.wal", 100, 160, (10, 12), 1, 2, {"writer": "pid 7"},
+                field="payload-crc", last_good_sequence=9, claimed_sequence=10, lost_sequence_range=(10, 12),
+                tail_kind="checksum", torn=True)
     assert (f.torn, f.tail_kind, f.field) == (True, "checksum", "payload-crc")
     assert f.lost_sequence_range == (10, 12) and f.lost_or_missing == (10, 12)
     assert (f.claimed_sequence, f.last_good_sequence, f.missing, f.repeated) == (10, 9, None, None)
     d = f.to_json()
-    assert list(d)[-6:] == list(extra) and d["lost_sequence_range"] == [10, 12] and d["length"] == 60
-    gap = Finding("sequence-gap", EXIT_CORRUPT, "gap", extra={"missing": [3, 5]})
+    # the common keys, then the shared ones that apply (in SHARED_KEYS order, None left out), then extra
+    assert list(d)[11:] == ["field", "tail_kind", "torn", "claimed_sequence", "last_good_sequence",
+                            "lost_sequence_range", "writer"]
+    assert d["lost_sequence_range"] == [10, 12] and d["length"] == 60 and d["torn"] is True
+    gap = Finding("sequence-gap", EXIT_CORRUPT, "gap", missing=(3, 5), previous_sequence=2)
     assert gap.lost_or_missing == (3, 5) and gap.torn is None and gap.lost_sequence_range is None
     assert json.loads(json.dumps(gap.to_json()))["missing"] == [3, 5]
+    assert Finding("short-chunk", EXIT_CORRUPT, "x", torn=False).to_json()["torn"] is False
+
+
+def test_no_producer_hides_a_shared_key_in_extra():
+    """`extra` is for class-specific keys only: a shared key there would shadow (or duplicate) the field."""
+    shared = set(SHARED_KEYS)
+    hits = []
+    for rel, text in _sources():
+        for node in ast.walk(ast.parse(text)):
+            keys = []
+            if isinstance(node, ast.keyword) and node.arg == "extra":
+                v = node.value
+                if isinstance(v, ast.Dict):
+                    keys = [k.value for k in v.keys if isinstance(k, ast.Constant)]
+                elif isinstance(v, ast.Call) and getattr(v.func, "id", None) == "dict":
+                    keys = [k.arg for k in v.keywords]
+            elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) \
+                    and node.value.attr == "extra" and isinstance(node.slice, ast.Constant):
+                keys = [node.slice.value]
+            hits += [(rel, node.lineno, k) for k in keys if k in shared]
+    assert hits == []
 
 
 def test_every_kind_has_one_table_entry_whose_functions_load():

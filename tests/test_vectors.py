@@ -62,7 +62,7 @@ def test_damaged_midlog_bitflip_is_corruption_with_salvage_accounting():
     (f,) = [f for f in report.findings if f.exit_code]
     assert f.cls == "mid-log-damage"
     assert (f.file, f.offset, f.end_offset) == ("wal-000000.bin", 2368, 2616)
-    assert f.extra["field"] == "payload-crc"
+    assert f.field == "payload-crc"
     # The Java log printed these as signed ints: expected -1976194650, got 2058353930.
     assert f.stored == -1976194650 & 0xFFFFFFFF
     assert f.computed == 2058353930
@@ -77,9 +77,9 @@ def test_damaged_torn_tail_is_torn_with_last_valid_record():
     report = verify_path(case_dir("torn-tail-mid-payload"))
     assert report.exit_code == 1
     (f,) = report.findings
-    assert (f.cls, f.offset, f.end_offset, f.extra["tail_kind"]) == ("tail-damage", 3064, 3215, "incomplete")
-    assert f.extra["torn"] is True
-    assert f.extra["last_good_sequence"] == 28
+    assert (f.cls, f.offset, f.end_offset, f.tail_kind) == ("tail-damage", 3064, 3215, "incomplete")
+    assert f.torn is True
+    assert f.last_good_sequence == 28
     assert report.last_sequence == 28
     assert report.damaged_bytes == 3215 - 3064
 

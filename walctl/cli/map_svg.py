@@ -87,7 +87,7 @@ def render_svg(m: M.DamageMap) -> str:
             where = "" if f.offset is None else f" offset {f.offset}" + (
                 f"..{f.end_offset}" if f.end_offset not in (None, f.offset) else "")
             tip = f"{row.file}{where}: {r.mark} ({f.cls}, exit {f.exit_code}): {f.reason}"
-            lost = f.extra.get("lost_sequence_range") or f.extra.get("missing")
+            lost = f.lost_or_missing
             if lost:
                 tip += f"; seq {seq_range(*lost)} missing"
             body.append(f'<rect class="region" data-mark="{r.mark}" data-offset="{f.offset}" '

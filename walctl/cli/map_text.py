@@ -187,11 +187,11 @@ def _region_text(r: M.Region) -> str:
     if f.offset is not None:
         where = f"@{f.offset}" + (f"..{f.end_offset}" if f.end_offset not in (None, f.offset) else "")
     bits = [f"   {ch} {where} {r.mark}" if where else f"   {ch} {r.mark}"]
-    lost = f.extra.get("lost_sequence_range") or f.extra.get("missing")
+    lost = f.lost_or_missing
     if lost:
         bits.append(f"seq {seq_range(*lost)} missing")
-    elif f.extra.get("repeated"):
-        bits.append(f"seq {seq_range(*f.extra['repeated'])} twice")
+    elif f.repeated:
+        bits.append(f"seq {seq_range(*f.repeated)} twice")
     elif f.sequence_range:
         bits.append(f"seq {seq_range(*f.sequence_range)}")
     if f.extra.get("next_good_sequence") is not None:

@@ -103,8 +103,8 @@ def render_human(report: VerifyReport, verbose: bool) -> None:
             if extra.get("salvageable_records"):
                 a, b = extra["salvageable_sequence_range"]
                 emit(f"      salvageable after it: {extra['salvageable_records']} records, seq {a}..{b}")
-            if extra.get("lost_sequence_range") and f.cls not in ("sequence-gap",):
-                a, b = extra["lost_sequence_range"]
+            if f.lost_sequence_range and f.cls not in ("sequence-gap",):
+                a, b = f.lost_sequence_range
                 emit(f"      sequences lost: {seq_range(a, b)}")
         from ..ops.advice import next_steps
         from .shown import shown

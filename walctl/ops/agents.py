@@ -349,7 +349,7 @@ def verify_root(root: str, fs=DEFAULT_FS) -> tuple[list[Finding], Tree, list[Ses
         if s.tail is not None:
             off, data = s.tail
             out.append(Finding("tail-damage", EXIT_TORN, f"{len(data)} bytes after the last newline: a partial "
-                               "line", f"{rel}/events.jsonl", off, off + len(data), extra={"torn": True}))
+                               "line", f"{rel}/events.jsonl", off, off + len(data), torn=True))
         if s.pending is not None:
             out.append(Finding("pending-entry", EXIT_TORN, "events.pending holds an entry not yet known to be in the "
                                "log (recover completes it)", f"{rel}/events.pending"))

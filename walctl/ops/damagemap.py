@@ -13,7 +13,7 @@ from typing import NamedTuple
 from ..errors import WalctlError
 from ..store.fs import DEFAULT_FS
 from . import findings as F
-from .findings import Finding
+from .findings import SHARED_KEYS, Finding
 from .pieces import Piece, read_pieces
 from .report import PathReport
 from .verify import verify_path
@@ -81,8 +81,9 @@ class Region(NamedTuple):
              "sequence_range": list(f.sequence_range) if f.sequence_range else None, "reason": f.reason}
         for key in ("lost_sequence_range", "missing", "repeated", "tail_kind", "torn", "next_good_sequence",
                     "last_good_sequence", "code"):
-            if key in f.extra:
-                d[key] = f.extra[key]
+            v = getattr(f, key) if key in SHARED_KEYS else f.extra.get(key)
+            if v is not None:
+                d[key] = list(v) if type(v) is tuple else v
         return d
 
 

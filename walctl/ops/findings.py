@@ -50,53 +50,22 @@ class Finding(NamedTuple):
     stored: int | None = None
     computed: int | None = None
     extra: dict = {}  # class-specific keys for JSON (never mutated: _replace builds a new one)
-
-    # The keys most findings share, read by name. They stay in `extra` because each producer's JSON key
-    # order is part of the schema (tests/test_schemas.py): a lost range follows `torn` for a short chunk
-    # but precedes `tail_kind` for tail damage.
-    @property
-    def torn(self) -> bool | None:
-        """Tail damage, a short chunk, a torn line: whether it is torn (an unacknowledged append)."""
-        return self.extra.get("torn")
-
-    @property
-    def tail_kind(self) -> str | None:
-        """zero-fill | incomplete | checksum, for tail damage."""
-        return self.extra.get("tail_kind")
-
-    @property
-    def field(self) -> str | None:
-        """The header field or check that failed (record-magic, header-crc, size, sha256...)."""
-        return self.extra.get("field")
-
-    @property
-    def lost_sequence_range(self) -> tuple[int, int] | None:
-        """The sequences the damaged bytes held (known from the records around them)."""
-        return _pair(self.extra.get("lost_sequence_range"))
-
-    @property
-    def missing(self) -> tuple[int, int] | None:
-        """A sequence gap's missing sequences."""
-        return _pair(self.extra.get("missing"))
-
-    @property
-    def repeated(self) -> tuple[int, int] | None:
-        """The sequences a repeat or regression shows twice."""
-        return _pair(self.extra.get("repeated"))
+    # The keys most findings share, typed. In JSON they follow the common keys, in this order, when set
+    # (None is "does not apply" and is left out); `extra` never carries them (tests/test_structure.py).
+    field: str | None = None  # the header field or check that failed (record-magic, header-crc, size...)
+    tail_kind: str | None = None  # zero-fill | incomplete | checksum, for tail damage
+    torn: bool | None = None  # tail damage, a short chunk, a torn line: an unacknowledged append?
+    claimed_sequence: int | None = None  # what a damaged record claims in its (unverified) header
+    last_good_sequence: int | None = None  # the last valid sequence before damage
+    previous_sequence: int | None = None  # the sequence before a gap, repeat or regression
+    lost_sequence_range: tuple[int, int] | None = None  # the sequences damaged bytes held
+    missing: tuple[int, int] | None = None  # a gap's missing sequences
+    repeated: tuple[int, int] | None = None  # the sequences a repeat or regression shows twice
 
     @property
     def lost_or_missing(self) -> tuple[int, int] | None:
         """The sequences this finding accounts for as absent: lost to damage, else missing from a gap."""
         return self.lost_sequence_range or self.missing
-
-    @property
-    def claimed_sequence(self) -> int | None:
-        """The sequence a damaged record claims in its (unverified) header."""
-        return self.extra.get("claimed_sequence")
-
-    @property
-    def last_good_sequence(self) -> int | None:
-        return self.extra.get("last_good_sequence")
 
     @property
     def severity(self) -> str:
@@ -118,6 +87,10 @@ class Finding(NamedTuple):
             "stored": self.stored,
             "computed": self.computed,
         }
+        for key in SHARED_KEYS:
+            v = getattr(self, key)
+            if v is not None:
+                d[key] = list(v) if type(v) is tuple else v
         d.update(self.extra)
         return d
 
@@ -139,5 +112,5 @@ class Finding(NamedTuple):
         return ": ".join(parts[:2]) + ("; " + "; ".join(parts[2:]) if len(parts) > 2 else "")
 
 
-def _pair(v) -> tuple[int, int] | None:
-    return (v[0], v[1]) if v else None
+SHARED_KEYS = ("field", "tail_kind", "torn", "claimed_sequence", "last_good_sequence", "previous_sequence",
+               "lost_sequence_range", "missing", "repeated")

@@ -153,8 +153,8 @@ def _resumes_text(f, report) -> str:
         rng = x.get("salvageable_sequence_range")
         more = f" ({n} records, seq {_rng(rng)}, in this chunk)" if n and rng else ""
         return f"intact record at offset {f.end_offset}, sequence {x['next_good_sequence']}{more}"
-    if x.get("previous_sequence") is not None:
-        return f"this record, after sequence {x['previous_sequence']}"
+    if f.previous_sequence is not None:
+        return f"this record, after sequence {f.previous_sequence}"
     names = [c.file for c in report.chunks]
     if f.file in names:
         later = [c for c in report.chunks[names.index(f.file) + 1:] if c.first_sequence is not None]

@@ -145,18 +145,18 @@ def _explain_text(extra: dict) -> str:
 
 def _sequence(view: View, a: int, b: int, reason: str, strict: bool, file=None, extra=None) -> Finding:
     """A range issued but not present: a sequence finding, or a warning when an accept-loss covers it."""
-    extra = dict(extra or {}, missing=[a, b], **_explain(view, a, b))
+    extra = dict(extra or {}, **_explain(view, a, b))
     accepted = view.exp.accepted_cover(a, b)
     if accepted is not None:
         extra["accepted_by"] = {"ledger_line": accepted.number, "time": accepted.ts,
                                 "reason": accepted.get("reason")}
         return Finding(F.ACCEPTED_LOSS, EXIT_CORRUPT if strict else EXIT_OK,
                        f"{reason}; loss accepted at {accepted.ts}: {accepted.get('reason')}", file,
-                       sequence_range=(a, b), extra=extra)
+                       sequence_range=(a, b), extra=extra, missing=(a, b))
     hint = ACCEPT_HINT.format(dir=view.directory, a=a, b=b)
     return Finding(F.SEQUENCE_MISSING, EXIT_SEQUENCE,
                    f"{reason}{_explain_text(extra)}; if this loss is final: `{hint}`", file,
-                   sequence_range=(a, b), extra=extra)
+                   sequence_range=(a, b), extra=extra, missing=(a, b))
 
 
 def judge(report, view: View, seals: dict, strict: bool, fs=DEFAULT_FS):
@@ -170,7 +170,7 @@ def judge(report, view: View, seals: dict, strict: bool, fs=DEFAULT_FS):
                                LEDGER_FILE, bad.offset, extra={"line": bad.number}))
         if view.ledger.torn_offset is not None:
             out.append(Finding(F.LEDGER_LINE, EXIT_OK, "torn last line (a crash mid-append); the next writer cuts "
-                               "it", LEDGER_FILE, view.ledger.torn_offset, view.ledger.size, extra={"torn": True}))
+                               "it", LEDGER_FILE, view.ledger.torn_offset, view.ledger.size, torn=True))
     out += _seal_findings(report, view, seals, strict, fs)
     # sequences below 1
     for c in report.chunks:
@@ -220,7 +220,7 @@ def _seal_findings(report, view: View, seals: dict, strict: bool, fs) -> list[Fi
         elif c.size != line.get("size"):
             out.append(Finding(F.SEAL_MISMATCH, EXIT_CORRUPT, f"size differs from its seal (ledger line "
                                f"{line.number})", name, sequence_range=rng, stored=line.get("size"),
-                               computed=c.size, extra=dict(where, field="size")))
+                               computed=c.size, extra=where, field="size"))
         else:
             got = seals.get(name)
             if got is None:  # not hashed by the scan (segments): hash here
@@ -230,7 +230,7 @@ def _seal_findings(report, view: View, seals: dict, strict: bool, fs) -> list[Fi
                 out.append(Finding(F.SEAL_MISMATCH, EXIT_CORRUPT, f"SHA-256 differs from its seal (ledger line "
                                    f"{line.number}) although the size matches: bytes changed in place",
                                    name, sequence_range=rng, stored=line.get("sha256"), computed=got[1],
-                                   extra=dict(where, field="sha256")))
+                                   extra=where, field="sha256"))
     return out
 
 

@@ -163,13 +163,12 @@ def is_empty_log_dir(log: str, fs=DEFAULT_FS) -> bool:
 
 def _position(f: Finding) -> int | None:
     """The first sequence a finding affects, when it can be told."""
-    x = f.extra
     if f.lost_sequence_range:
         return f.lost_sequence_range[0]
     if f.sequence_range:
         return f.sequence_range[0]
-    if x.get("last_good_sequence") is not None:
-        return x["last_good_sequence"] + 1
+    if f.last_good_sequence is not None:
+        return f.last_good_sequence + 1
     return None
 
 

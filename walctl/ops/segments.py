@@ -124,8 +124,7 @@ class SegmentWalk:
                         cls = F.SEQUENCE_REPEAT if cont == J.Continuity.REPEAT else F.SEQUENCE_REGRESSION
                         f = Finding(cls, EXIT_SEQUENCE,
                                     f"sequence {q} after {prev} with a different checksum", s.name, off,
-                                    off + e.size, (q, min(prev, q)), extra={"repeated": [q, q],
-                                                                            "previous_sequence": prev})
+                                    off + e.size, (q, min(prev, q)), repeated=(q, q), previous_sequence=prev)
                         findings.append(f)
                         codes.append(f.exit_code)
                         off += e.size
@@ -135,12 +134,11 @@ class SegmentWalk:
                         if pending_damage:
                             d = findings[pending_damage[0]]
                             findings[pending_damage[0]] = d._replace(
-                                sequence_range=d.sequence_range or rng,
-                                extra=dict(d.extra, lost_sequence_range=list(rng)))
+                                sequence_range=d.sequence_range or rng, lost_sequence_range=rng)
                         else:
                             f = Finding(F.SEQUENCE_GAP, EXIT_SEQUENCE, f"sequence gap: {rng[1] - rng[0] + 1} missing "
                                         f"({rng[0]}..{rng[1]}) before seq {q}", s.name, off, None, rng,
-                                        extra={"missing": list(rng), "previous_sequence": prev})
+                                        missing=rng, previous_sequence=prev)
                             findings.append(f)
                             codes.append(f.exit_code)
                     pending_damage = []
@@ -164,32 +162,32 @@ class SegmentWalk:
 
     def _damage(self, s: SegmentFile, fr: seg.Frame, off: int, end: int, resynced: bool, is_last: bool,
                 writer, prev, zeros: bool = False) -> Finding:
-        extra = {"field": fr.kind, "last_good_sequence": prev}
+        shared = dict(field=fr.kind, last_good_sequence=prev)
         if resynced:
             return Finding(F.MID_LOG_DAMAGE, EXIT_CORRUPT, f"{fr.problem}; intact frames resume at offset {end}",
-                           s.name, off, end, extra=extra)
+                           s.name, off, end, **shared)
         if zeros:
             # Preallocated or never-written blocks after a crash (a length of 0 is no frame at all): no
             # complete frame failed a check, so nothing here can have been acknowledged.
-            extra.update(tail_kind="zero-fill", torn=is_last)
+            shared.update(tail_kind="zero-fill", torn=is_last)
             if is_last:
                 return Finding(F.TAIL_DAMAGE, EXIT_TORN, f"zero-fill tail: {end - off} zero bytes to the end of the "
-                               "file", s.name, off, end, extra=extra)
+                               "file", s.name, off, end, **shared)
             return Finding(F.TAIL_DAMAGE, EXIT_CORRUPT, f"zero-fill tail: {end - off} zero bytes to the end of the "
                            "file (not the last segment: entries that followed are missing)", s.name, off, end,
-                           extra=extra)
+                           **shared)
         tail_kind = "incomplete" if fr.kind == "incomplete" else "checksum"
-        extra.update(tail_kind=tail_kind, torn=is_last)
+        shared.update(tail_kind=tail_kind, torn=is_last)
         if is_last and writer and fr.kind == "incomplete":
             return Finding(F.IN_PROGRESS, EXIT_OK, f"append in progress by a live writer ({writer}): {fr.problem}",
-                           s.name, off, end, extra=dict(extra, writer=writer))
+                           s.name, off, end, extra={"writer": writer}, **shared)
         if is_last:
             warn = " (a complete frame fails its check: it may have been acknowledged; repair keeps it as " \
                    "evidence)" if fr.kind != "incomplete" else ""
             return Finding(F.TAIL_DAMAGE, EXIT_TORN, f"{tail_kind} tail: {fr.problem}{warn}", s.name, off, end,
-                           extra=extra)
+                           **shared)
         return Finding(F.TAIL_DAMAGE, EXIT_CORRUPT, f"{tail_kind} tail: {fr.problem} (not the last segment: "
-                       "acknowledged entries are damaged)", s.name, off, end, extra=extra)
+                       "acknowledged entries are damaged)", s.name, off, end, **shared)
 
 
 def verify_segments(path: str, *, strict: bool = False, fs=DEFAULT_FS, lock_held_by_us: bool = False) -> PathReport:

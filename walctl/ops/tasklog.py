@@ -47,7 +47,7 @@ class TaskReport(NamedTuple):
             off, n = self.read.torn
             out.append(Finding("tail-damage", EXIT_TORN, f"{n} bytes after the last newline: a torn last line "
                                "(never folded)", os.path.basename(self.path), off, off + n,
-                               extra={"tail_kind": "incomplete", "torn": True}))
+                               tail_kind="incomplete", torn=True))
         return tuple(out)
 
     @property

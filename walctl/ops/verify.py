@@ -284,21 +284,19 @@ def _file_pos(chunks, name):
 
 
 def _with_lost(f: Finding, rng: tuple[int, int]) -> Finding:
-    extra = dict(f.extra, lost_sequence_range=list(rng))
-    return Finding(f.cls, f.exit_code, f.reason, f.file, f.offset, f.end_offset, f.sequence_range or rng,
-                   f.stored, f.computed, extra)
+    return f._replace(sequence_range=f.sequence_range or rng, lost_sequence_range=rng)
 
 
 def _short_chunk(c: ChunkFile, s: ChunkScan, is_last: bool, writer: str | None) -> Finding:
     reason = f"file is {s.size} bytes, shorter than the 8-byte chunk header"
     if is_last and writer:
         return Finding(F.IN_PROGRESS, EXIT_OK, reason + " (a live writer is creating it)", file=c.name,
-                       offset=0, end_offset=s.size, extra={"torn": True, "writer": writer})
+                       offset=0, end_offset=s.size, torn=True, extra={"writer": writer})
     if is_last:
         return Finding(F.SHORT_CHUNK, EXIT_TORN, reason + " (last chunk: torn while being created)",
-                       file=c.name, offset=0, end_offset=s.size, extra={"torn": True})
+                       file=c.name, offset=0, end_offset=s.size, torn=True)
     return Finding(F.SHORT_CHUNK, EXIT_CORRUPT, reason + " (not the last chunk: acknowledged data may be lost)",
-                   file=c.name, offset=0, end_offset=s.size, extra={"torn": False})
+                   file=c.name, offset=0, end_offset=s.size, torn=False)
 
 
 def _unsupported_chunk(c: ChunkFile, s: ChunkScan) -> Finding:
@@ -328,52 +326,47 @@ def _sequence_finding(chunks, prev_where, prev_last, pos, run: Run) -> Finding:
         if missing_idx:
             reason += f"; chunk index {missing_idx[0]}..{missing_idx[-1]} absent"
         return Finding(F.SEQUENCE_GAP, EXIT_SEQUENCE, reason, file=chunks[pos].name, offset=run.offset,
-                       sequence_range=(a, b), extra={"missing": [a, b], "previous_sequence": prev_last})
+                       sequence_range=(a, b), missing=(a, b), previous_sequence=prev_last)
     a, b = run.first_seq, min(run.last_seq, prev_last)
     cls = F.SEQUENCE_REPEAT if run.first_seq == prev_last else F.SEQUENCE_REGRESSION
     reason = (f"sequence {'repeats' if cls == F.SEQUENCE_REPEAT else 'goes back'}: seq {run.first_seq} at {here} "
               f"after seq {prev_last}; {a}..{b} appear twice")
     return Finding(cls, EXIT_SEQUENCE, reason, file=chunks[pos].name, offset=run.offset,
-                   sequence_range=(a, b), extra={"repeated": [a, b], "previous_sequence": prev_last})
+                   sequence_range=(a, b), repeated=(a, b), previous_sequence=prev_last)
 
 
 def _damage_finding(c, j: J.Judged, entries, is_last, writer) -> Finding:
-    d, k, last_before, lost_rng = j.item, j.index, j.last_before, j.lost
-    extra: dict = {"field": d.field, "last_good_sequence": last_before}
-    if d.sequence is not None:
-        extra["claimed_sequence"] = d.sequence
-    if lost_rng:
-        extra["lost_sequence_range"] = list(lost_rng)
+    d, k, lost_rng = j.item, j.index, j.lost
+    shared = dict(field=d.field, claimed_sequence=d.sequence, last_good_sequence=j.last_before,
+                  lost_sequence_range=lost_rng)
     if d.kind == fscan.UNDECODABLE:
         return Finding(F.UNDECODABLE_PAYLOAD, EXIT_CORRUPT,
                        f"CRC-valid compressed payload does not decode: {d.reason}", c.name, d.offset, d.end,
-                       (d.sequence, d.sequence), extra=extra)
+                       (d.sequence, d.sequence), **shared)
     if d.kind == fscan.MID_LOG:
         after = [item for p, item in entries[k + 1:] if p == entries[k][0] and isinstance(item, Run)]
-        extra.update(next_good_sequence=d.resync_sequence, salvageable_records=sum(r.count for r in after),
+        extra = dict(next_good_sequence=d.resync_sequence, salvageable_records=sum(r.count for r in after),
                      salvageable_sequence_range=[after[0].first_seq, after[-1].last_seq] if after else None)
         return Finding(F.MID_LOG_DAMAGE, EXIT_CORRUPT,
                        f"{d.reason}; intact records resume at offset {d.end}", c.name, d.offset, d.end,
-                       lost_rng, d.stored, d.computed, extra)
+                       lost_rng, d.stored, d.computed, extra, **shared)
     # Tail damage: the judge says whether it is torn (ops/judge.py).
-    extra["tail_kind"] = d.tail_kind
     torn = j.torn
-    extra["torn"] = torn
+    shared.update(tail_kind=d.tail_kind, torn=torn)
     reason = f"{d.tail_kind} tail: {d.reason}"
     if is_last and writer and d.tail_kind == fscan.INCOMPLETE:
-        extra["writer"] = writer
         return Finding(F.IN_PROGRESS, EXIT_OK, f"append in progress by a live writer ({writer}): {d.reason}",
-                       c.name, d.offset, d.end, None, d.stored, d.computed, extra)
+                       c.name, d.offset, d.end, None, d.stored, d.computed, {"writer": writer}, **shared)
     if torn:
         if d.tail_kind == fscan.CHECKSUM:
             reason += " (a complete record fails its check: it may have been acknowledged; repair keeps it as evidence)"
         elif not is_last:
             reason += " (the next chunk continues the sequence: the writer restarted)"
         return Finding(F.TAIL_DAMAGE, EXIT_TORN, reason, c.name, d.offset, d.end, lost_rng, d.stored,
-                       d.computed, extra)
+                       d.computed, **shared)
     reason += " (in a closed chunk that the next chunk does not continue: acknowledged data is damaged)"
     return Finding(F.TAIL_DAMAGE, EXIT_CORRUPT, reason, c.name, d.offset, d.end, lost_rng, d.stored,
-                   d.computed, extra)
+                   d.computed, **shared)
 
 
 def _anomaly_findings(c: ChunkFile, s: ChunkScan, strict: bool) -> list[Finding]:

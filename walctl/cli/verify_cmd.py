@@ -5,6 +5,7 @@ from typing import List, Optional
 
 import typer
 
+from ..ops.kinds import kind_of
 from ..ops.report import VerifyReport
 
 from ..ops.verify import verify_paths
@@ -20,10 +21,6 @@ finding (order 6, 3, 4, 5, 1): 0 clean, 1 torn tail only, 3 corruption, 4 sequen
 
 Example: walctl verify /var/lib/agent/wal --json | jq .exit_code"""
 
-_UNITS = {"adr003-segments": ("segment", "entries"), "adr003-segment": ("segment", "entries"),
-          "checkpoint-dir": ("checkpoint", "valid"), "checkpoint": ("checkpoint", "valid"),
-          "tasklog-dir": ("task log", "entries"), "tasklog": ("task log", "entries"),
-          "substrat-root": ("session", "events"), "workflow-store": ("workflow checkpoint", "valid")}
 _SEVERITY_COLOR = {"error": "red", "torn": "yellow", "warning": "yellow", "note": "dim"}
 _VERDICT_COLOR = {"clean": "green", "torn": "yellow"}
 
@@ -79,7 +76,7 @@ def render_human(report: VerifyReport, verbose: bool) -> None:
     for p in report.paths:
         head = f"{p.path}: {paint(p.verdict.upper(), _VERDICT_COLOR.get(p.verdict, 'red'))} (exit {p.exit_code})"
         if p.chunks:
-            unit = _UNITS.get(p.kind, ("chunk", "records"))
+            unit = _units(p.kind)
             head += (f": {len(p.chunks)} {unit[0]}{'s' if len(p.chunks) != 1 else ''}, {p.records} {unit[1]}, "
                      f"seq {seq_range(p.first_sequence, p.last_sequence)}, {p.damaged_bytes} damaged bytes")
         emit(head)
@@ -93,7 +90,7 @@ def render_human(report: VerifyReport, verbose: bool) -> None:
         if shown:
             rows = [[c.file, c.size, c.records, seq_range(c.first_sequence, c.last_sequence), c.damaged_bytes,
                      c.verdict] for c in shown]
-            unit = _UNITS.get(p.kind, ("chunk", "records"))
+            unit = _units(p.kind)
             for line in plain_table([unit[0], "bytes", unit[1], "sequences", "damaged", "verdict"], rows):
                 emit(line)
         for f in p.findings:
@@ -111,3 +108,9 @@ def render_human(report: VerifyReport, verbose: bool) -> None:
 
         for i, line in enumerate(next_steps(p)):
             emit(f"  {'next:' if i == 0 else '     '} {shown(line)}")
+
+
+def _units(kind: str | None) -> tuple[str, str]:
+    """What a row is called and what it counts, by the kinds table (a path not recognised: chunks)."""
+    k = kind_of(kind)
+    return (k.item, k.counted) if k is not None else ("chunk", "records")

@@ -23,13 +23,13 @@ def chunk_path(directory: str, chunk: str) -> str:
 def next_steps(report) -> list[str]:
     """After verify: the commands that take an operator from the alert to the bytes, for this path."""
     from ..errors import EXIT_CORRUPT, EXIT_SEQUENCE, EXIT_TORN
-    from .kinds import KIND_DIR
+    from .kinds import kind_of
 
     code, p = report.exit_code, report.path
     if code == 0 or report.kind is None:
         return []
     out = [cmd("inspect", p, "--damaged"), cmd("map", p)]
-    if report.kind == KIND_DIR:
+    if kind_of(report.kind).mend:
         if code == EXIT_TORN:
             out.append(cmd("repair", p) + "   (dry run: shows the cut; add --apply)")
         elif code == EXIT_CORRUPT:

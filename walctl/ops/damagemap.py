@@ -178,6 +178,10 @@ def _gaps(report: PathReport, rows, regions, pieces) -> tuple[Gap, ...]:
     the gap whose missing sequences or absent indices they cover."""
     from ..format.names import parse_chunk_name
 
+    from .kinds import kind_of
+
+    k = kind_of(report.kind)
+    is_chunk_dir = k is not None and k.is_v2 and k.is_dir
     out = []
     gap_region = {r.chunk: r.index for r in regions if r.mark == MARK_GAP and r.chunk is not None}
     for k in range(-1, len(rows) - 1):
@@ -187,7 +191,7 @@ def _gaps(report: PathReport, rows, regions, pieces) -> tuple[Gap, ...]:
         if region is not None:
             missing = regions[region].finding.missing
         absent = None
-        if report.kind == "spector-v2-dir":
+        if is_chunk_dir:  # chunk indexes count: an index not there is a missing file
             lo = rows[k].index + 1 if k >= 0 else None
             if lo is not None and nxt.index > lo:
                 absent = (lo, nxt.index - 1)

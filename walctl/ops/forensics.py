@@ -93,11 +93,11 @@ def damaged_views(path: str, context: int = 32, fs=DEFAULT_FS) -> tuple[object, 
     file offset (an unreadable chunk) gets no bytes, only its text."""
     from .verify import verify_path
 
-    from .kinds import KIND_CHUNK, KIND_DIR
+    from .kinds import kind_of
 
     report = verify_path(path, fs=fs)
     is_dir = fs.stat(path).kind == "dir"
-    v2 = report.kind in (KIND_DIR, KIND_CHUNK)  # other formats: the bytes, without V2 record annotations
+    v2 = report.kind is not None and kind_of(report.kind).is_v2  # other formats: the bytes, without V2 record annotations
     out = []
     for f in report.findings:
         if f.exit_code == 0:

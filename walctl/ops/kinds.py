@@ -35,6 +35,10 @@ class Kind(NamedTuple):
     events: str | None = None    # "module:function" -> (entries after a sequence, report, duplicates): recover, merge
     archive: str | None = None   # the archive's object kind for its files (ops/archive.py), when it is pushed
     files: str | None = None     # "module:function" -> the names of its files in order (archive push)
+    item: str = "chunk"          # what one of its files (a report row) is called on screen
+    counted: str = "records"     # what a row counts on screen
+    ledger: bool = False         # keeps a directory ledger: seal, accept-loss, verify's ledger rules
+    mend: bool = False           # repair, salvage and quarantine act on it (verify's next steps)
 
     def load(self, what: str):
         """The function the entry names under `what` (verify, replay, events, files)."""
@@ -51,20 +55,27 @@ class Kind(NamedTuple):
 
 _V2 = dict(units="records", inspect=VIEW_RECORDS, stats=VIEW_RECORDS, verify=None,
            replay="replay:replay_v2", events="recover:v2_events")
-_SEG = dict(units="entries", inspect=VIEW_ENTRIES, stats=VIEW_ENTRIES, verify="verify_kinds:verify_segments",
+_SEG = dict(item="segment", counted="entries", units="entries", inspect=VIEW_ENTRIES, stats=VIEW_ENTRIES, verify="verify_kinds:verify_segments",
             replay="replay:replay_segments", events="recover:segment_events")
-_CKPT = dict(units="checkpoints", inspect=VIEW_CHECKPOINTS, stats=VIEW_SUMMARY, verify="verify_kinds:verify_checkpoint_kind")
-_TLOG = dict(units="entries", inspect=VIEW_TASKLOGS, stats=VIEW_SUMMARY, verify="verify_kinds:verify_tasklog_kind")
+_CKPT = dict(item="checkpoint", counted="valid", units="checkpoints", inspect=VIEW_CHECKPOINTS, stats=VIEW_SUMMARY, verify="verify_kinds:verify_checkpoint_kind")
+_TLOG = dict(item="task log", counted="entries", units="entries", inspect=VIEW_TASKLOGS, stats=VIEW_SUMMARY, verify="verify_kinds:verify_tasklog_kind")
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind(KIND_DIR, True, archive="chunks", files="archive_push:chunk_names", **_V2),
+    Kind(KIND_DIR, True, archive="chunks", files="archive_push:chunk_names", ledger=True, mend=True, **_V2),
     Kind(KIND_CHUNK, False, **_V2),
-    Kind(KIND_SEGMENTS, True, archive="segments", files="archive_push:segment_names", **_SEG),
+    Kind(KIND_SEGMENTS, True, archive="segments", files="archive_push:segment_names", ledger=True, **_SEG),
     Kind(KIND_SEGMENT, False, **_SEG),
     Kind(KIND_CHECKPOINTS, True, **_CKPT),
     Kind(KIND_CHECKPOINT, False, **_CKPT),
     Kind(KIND_TASKLOGS, True, **_TLOG),
     Kind(KIND_TASKLOG, False, **_TLOG),
-    Kind(KIND_SUBSTRAT, True, "sessions", VIEW_AGENTS, VIEW_SUMMARY, "verify_kinds:verify_substrat"),
-    Kind(KIND_WORKFLOWS, True, "documents", VIEW_WORKFLOWS, VIEW_SUMMARY, "verify_kinds:verify_workflow_kind"),
+    Kind(KIND_SUBSTRAT, True, "sessions", VIEW_AGENTS, VIEW_SUMMARY, "verify_kinds:verify_substrat",
+         item="session", counted="events"),
+    Kind(KIND_WORKFLOWS, True, "documents", VIEW_WORKFLOWS, VIEW_SUMMARY, "verify_kinds:verify_workflow_kind",
+         item="workflow checkpoint", counted="valid"),
 )}
+
+
+def kind_of(name: str | None) -> Kind | None:
+    """The table entry for a report's kind (None: the path was not recognised)."""
+    return KINDS.get(name) if name is not None else None

@@ -22,10 +22,9 @@ from ..store.lock import DirectoryLock, holder_text
 from . import findings as F
 from .ledger_check import LEDGER_FILE
 from .clock import utc_now
-from .kinds import KIND_DIR
+from .kinds import kind_of
 from .report import PathReport
 from .verify import verify_path
-from .kinds import KIND_SEGMENTS
 
 
 class SealItem(NamedTuple):
@@ -86,7 +85,7 @@ def seal(directory: str, *, apply: bool = False, fs=DEFAULT_FS) -> SealReport:
 
 def _plan_seal(directory: str, fs, locked: bool) -> SealReport:
     report = verify_path(directory, fs=fs, lock_held_by_us=locked)
-    if report.kind not in (KIND_DIR, KIND_SEGMENTS):
+    if not (report.kind and kind_of(report.kind).ledger):
         raise UsageError(f"seal works on a chunk or segment directory, not {report.kind or 'this'}", directory)
     if not locked and report.live_writer:
         raise Refused(f"a live writer holds it ({report.live_writer}); its chunks are sealed by the writer",

@@ -19,7 +19,7 @@ from ..store.lock import LOCK_NAME
 from . import findings as F
 from . import judge as J
 from .findings import Finding
-from .kinds import KIND_SEGMENT, KIND_SEGMENTS
+from .kinds import KIND_SEGMENT, KIND_SEGMENTS, kind_of
 from .report import VERDICTS, ChunkReport, PathReport
 
 RECENT_CHECKSUMS = 16_384  # how far back a repeat is recognised as the same entry
@@ -69,7 +69,7 @@ class SegmentWalk:
         segs, foreign, kind = list_segments(self.path, self.fs)
         if not segs:
             raise UnsupportedInput("no ADR-003 segment files (wal_NNNNNNNN.log) in this directory", self.path)
-        writer = None if self.lock_held_by_us or kind == KIND_SEGMENT else self.fs.probe_writer(self.path)
+        writer = None if self.lock_held_by_us or not kind_of(kind).is_dir else self.fs.probe_writer(self.path)
         findings: list[Finding] = list(foreign)
         self.findings = findings  # grows as the walk goes: replay stops at the first blocking one
         chunks: list[ChunkReport] = []

@@ -9,7 +9,7 @@ import os
 from ..errors import EXIT_CORRUPT, EXIT_OK, combine_exit_codes
 from ..store.fs import DEFAULT_FS
 from .findings import Finding
-from .kinds import KIND_CHECKPOINT, KIND_CHECKPOINTS, KIND_SEGMENTS, KIND_WORKFLOWS
+from .kinds import KIND_CHECKPOINT, KIND_CHECKPOINTS, KIND_WORKFLOWS, kind_of
 from .report import VERDICTS, ChunkReport, PathReport
 
 
@@ -71,7 +71,7 @@ def verify_segments(path: str, kind: str, strict: bool, fs, lock_held_by_us: boo
     from .segments import verify_segments as verify_segment_files
 
     report = verify_segment_files(path, strict=strict, fs=fs, lock_held_by_us=lock_held_by_us)
-    if kind == KIND_SEGMENTS and report.kind == KIND_SEGMENTS:
+    if kind_of(report.kind).ledger:  # a directory of segments, not one segment file
         report = ledger_check.judge(report, ledger_check.load_view(path, fs), {}, strict, fs)
     return report
 

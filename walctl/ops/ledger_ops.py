@@ -24,7 +24,7 @@ from .ledger_check import LEDGER_FILE
 from .clock import utc_now
 from .kinds import KIND_DIR
 from .report import PathReport
-from .verify import verify_path
+from .verify import detect_kind, require_recognised, verify_path
 from .kinds import KIND_SEGMENTS
 
 
@@ -69,6 +69,7 @@ def seal(directory: str, *, apply: bool = False, fs=DEFAULT_FS) -> SealReport:
     fs = fs.beneath(directory)
     if not apply:
         return _plan_seal(directory, fs, False)
+    detect_kind(directory, fs)  # nothing recognised is unsupported (5) before even the lock file is made
     refuse_links(directory, [], fs, what="write")
     with DirectoryLock(directory, holder_text("seal"), fs):
         rep = _plan_seal(directory, fs, True)
@@ -85,9 +86,9 @@ def seal(directory: str, *, apply: bool = False, fs=DEFAULT_FS) -> SealReport:
 
 
 def _plan_seal(directory: str, fs, locked: bool) -> SealReport:
-    report = verify_path(directory, fs=fs, lock_held_by_us=locked)
+    report = require_recognised(verify_path(directory, fs=fs, lock_held_by_us=locked))
     if report.kind not in (KIND_DIR, KIND_SEGMENTS):
-        raise UsageError(f"seal works on a chunk or segment directory, not {report.kind or 'this'}", directory)
+        raise UsageError(f"seal works on a chunk or segment directory, not {report.kind}", directory)
     if not locked and report.live_writer:
         raise Refused(f"a live writer holds it ({report.live_writer}); its chunks are sealed by the writer",
                       directory)
@@ -165,6 +166,7 @@ def accept_loss(directory: str, first: int, last: int, reason: str, *, apply: bo
     fs = fs.beneath(directory)
     if not apply:
         return _plan_accept(directory, first, last, reason, fs, False)
+    detect_kind(directory, fs)  # nothing recognised is unsupported (5) before even the lock file is made
     refuse_links(directory, [], fs, what="write")
     with DirectoryLock(directory, holder_text("repair --accept-loss"), fs):
         rep = _plan_accept(directory, first, last, reason, fs, True)
@@ -176,7 +178,7 @@ def accept_loss(directory: str, first: int, last: int, reason: str, *, apply: bo
 
 
 def _plan_accept(directory, first, last, reason, fs, locked) -> AcceptReport:
-    report = verify_path(directory, fs=fs, lock_held_by_us=locked)
+    report = require_recognised(verify_path(directory, fs=fs, lock_held_by_us=locked))
     missing = sorted({tuple(f.sequence_range) for f in report.findings
                       if f.cls in MISSING_CLASSES and f.sequence_range})
     need = first

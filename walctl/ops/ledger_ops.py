@@ -76,13 +76,17 @@ def seal(directory: str, *, apply: bool = False, fs=DEFAULT_FS) -> SealReport:
         refuse_links(directory, [i.file for i in rep.items if i.action == "seal"], fs, what="seal")
         todo = [i for i in rep.items if i.action == "seal"]
         now = utc_now()
-        lines = []
+        lines, written = [], {}
         for i in todo:
             path = os.path.join(directory, i.file)
             durable.sync_file(path, fs)  # the seal vouches for these bytes: they must be on disk first
             lines.append(SL.seal_line(path, i.first_seq, i.last_seq, i.records, now, fs))
+            written[i.file] = L.decode_line(lines[-1].rstrip(b"\n"))  # what the line says (hash, size)
         SL.append_lines(directory, lines, fs)
-        return rep._replace(applied=bool(lines))
+        # each item reports the hash and size its ledger line records, not the plan's unknown hash
+        items = tuple(i._replace(sha256=written[i.file].get("sha256"), size=written[i.file].get("size"))
+                      if i.file in written else i for i in rep.items)
+        return rep._replace(applied=bool(lines), items=items)
 
 
 def _plan_seal(directory: str, fs, locked: bool) -> SealReport:

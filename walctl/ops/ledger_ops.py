@@ -152,6 +152,8 @@ class AcceptReport(NamedTuple):
 def parse_range(text: str) -> tuple[int, int]:
     a, sep, b = text.partition("..")
     try:
+        if not all(x.isascii() and x.isdigit() for x in (a, b if sep else a)):  # never '١٢', ' 1', '+1', '1_0'
+            raise ValueError(text)
         first, last = int(a), int(b if sep else a)
     except ValueError:
         raise UsageError(f"--accept-loss takes A..B (two sequences), not {text!r}") from None

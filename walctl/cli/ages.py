@@ -10,6 +10,8 @@ MAX_SECONDS = 1_000 * 365.25 * 86400  # more is no age (and date arithmetic woul
 def seconds(text: str, option: str = "--max-age") -> float:
     t = text.strip().lower()
     try:
+        if not t.isascii() or "_" in t:  # ASCII digits only: float() also takes '١٢' and '1_0'
+            raise ValueError(t)
         value = float(t[:-1]) * _UNITS[t[-1]] if t[-1:] in _UNITS else float(t)
     except ValueError:
         value = -1.0

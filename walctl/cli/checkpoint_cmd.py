@@ -126,9 +126,9 @@ def _describe(v) -> str:
 Example: walctl checkpoint list ckpts/""")
 def list_(directory: str = typer.Argument(..., help="The checkpoint directory.", callback=existing_dir),
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-list/1).")):
-    from ..ops.checkpoint import list_checkpoints
+    from ..ops.checkpoint import list_dir
 
-    lst = list_checkpoints(directory, decode=True)
+    lst = list_dir(directory)
     if json_out:
         emit(json_document("walctl.checkpoint-list/1", lst.to_json()))
         raise typer.Exit(EXIT_OK)

@@ -98,8 +98,12 @@ def _coercer_class(base):
             if isinstance(value, typ) and not isinstance(value, bool):
                 number = value
             else:
+                text = str(value).strip()
                 try:
-                    number = typ(str(value).strip()) if typ is float else int(str(value).strip(), 10)
+                    # ASCII digits only: Python's int()/float() also take '١٢', '1_000' and full-width digits
+                    if not text.isascii() or "_" in text or (typ is int and not text.lstrip("+-").isdigit()):
+                        raise ValueError(text)
+                    number = typ(text) if typ is float else int(text, 10)
                 except ValueError:
                     raise BadParameter(f"{value!r} is not a valid {'integer' if typ is int else 'float'}.",
                                        ctx=ctx, param=param) from None

@@ -27,12 +27,30 @@ def help_(
     page = read_page(name)
     if page is None:
         raise UsageError(f"no manual page for '{' '.join(command or [])}' (see 'walctl --help' for the commands)")
+    _refuse_extra_words(command or [], page)
     if not width:
         import shutil
 
         width = min(100, shutil.get_terminal_size((80, 24)).columns)
     emit(render(page, width).rstrip("\n"))
     raise typer.Exit(EXIT_OK)
+
+
+def _refuse_extra_words(command: list[str], page: str) -> None:
+    """A word after the command is a subcommand of its group (named in the group's page), or a usage error:
+    `walctl help verify extra` is never silently the verify page."""
+    from . import COMMANDS
+
+    if len(command) < 2:
+        return
+    subs = {ln.split()[3] for ln in page.splitlines()
+            if COMMANDS.get(command[0], ("", "", ""))[2] == "group" and ln.startswith(f".B walctl {command[0]} ")
+            and len(ln.split()) > 3}
+    known = command[:2] if command[1] in subs else command[:1]
+    extra = command[len(known):]
+    if extra:
+        raise UsageError(f"help {' '.join(command)}: unexpected {' '.join(extra)!r} after '{' '.join(known)}' "
+                         f"(see 'walctl help {command[0]}')")
 
 
 def page_dirs() -> list[str]:

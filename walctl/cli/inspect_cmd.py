@@ -37,7 +37,7 @@ def _parse_time(text: str | None, name: str) -> int | None:
     from datetime import datetime, timezone
 
     t = text.strip()
-    if t.lstrip("-").isdigit():
+    if t.isascii() and t.lstrip("-").isdigit():  # ASCII digits only (never '١٢' nor '²')
         return int(t)
     try:
         dt = datetime.fromisoformat(t[:-1] + "+00:00" if t.endswith(("Z", "z")) else t)

@@ -17,9 +17,9 @@ Example: walctl workflow list /var/lib/workflows""", no_args_is_help=True)
 
 
 def _store(root):
-    from ..ops.workflow import DirectoryWorkflowStore
+    from ..ops.workflow import existing_store
 
-    return DirectoryWorkflowStore(root)
+    return existing_store(root)
 
 
 def _summary(s) -> dict:
@@ -37,7 +37,9 @@ Example: walctl workflow list /var/lib/workflows --workflow deploy --json""")
 def list_(root: str = typer.Argument(..., help="The store's root directory.", callback=existing_dir),
           workflow: Optional[str] = typer.Option(None, "--workflow", help="Only this workflow_name."),
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-list/1).")):
-    store = _store(root)
+    from ..ops.workflow import existing_store
+
+    store = existing_store(root)
     states = store.list(workflow)
     code = 3 if store.problems else 0
     if json_out:

@@ -126,6 +126,38 @@ def _check(event, fields: dict) -> str | None:
         return f"moved: why {fields['why']!r} is not one of {', '.join(MOVED_WHY)}"
     if event == ACCEPT_LOSS and not 1 <= fields["first_seq"] <= fields["last_seq"]:
         return "accept-loss: the range is not 1 <= first_seq <= last_seq"
+    return _impossible(event, fields)
+
+
+_SHA256_HEX = frozenset("0123456789abcdef")
+
+
+def _impossible(event, f: dict) -> str | None:
+    """Values no writer can have recorded (a negative size, a range that ends before it starts...): the
+    line is damaged or forged, so it is a bad line like any other, never acted on."""
+    for key in ("size", "records", "offset", "bytes", "seq"):
+        if key in f and f[key] < 0:
+            return f"{event}: {key} {f[key]} is negative"
+    first, last = f.get("first_seq"), f.get("last_seq")
+    if event in (SEAL, MOVED) and (first is None) != (last is None):
+        return f"{event}: first_seq and last_seq are not both set or both null"
+    if first is not None and last is not None and first > last:
+        return f"{event}: first_seq {first} is above last_seq {last}"
+    if event == SEAL:
+        # a seal describes a clean closed chunk: sequences from 1, rising by one, one record each
+        if first is None and f["records"] != 0:
+            return f"seal: {f['records']} records but no sequences"
+        if first is not None and first < 1:
+            return f"seal: first_seq {first} is below 1"
+        if first is not None and f["records"] != last - first + 1:
+            return f"seal: {f['records']} records for sequences {first}..{last}"
+        sha = f["sha256"]
+        if len(sha) != 64 or not _SHA256_HEX.issuperset(sha):
+            return "seal: sha256 is not 64 lowercase hex digits"
+        if f["stat"]["ino"] < 0:
+            return "seal: stat.ino is negative"
+    if event == CUT and f["last_seq_kept"] is not None and f["last_seq_kept"] < 0:
+        return f"cut: last_seq_kept {f['last_seq_kept']} is negative"
     return None
 
 

@@ -86,7 +86,7 @@ def parse_type(text: str) -> int:
     key = text.strip().upper()
     if key in TYPE_ORDINALS:
         return TYPE_ORDINALS[key]
-    if key.isdigit() and int(key) < 256:
+    if key.isascii() and key.isdigit() and int(key) < 256:  # ASCII digits only (never "²" nor "١٢")
         return int(key)
     raise ValueError(f"unknown event type {text!r} (names: {', '.join(EVENT_TYPES)}; or an ordinal 0..255)")
 

@@ -12,7 +12,7 @@ import os
 import re
 from typing import NamedTuple
 
-from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_TORN, combine_exit_codes
+from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_TORN, UnsupportedInput, combine_exit_codes
 from ..format.jsonload import loads
 from ..store import durable
 from ..store.fs import DEFAULT_FS
@@ -318,9 +318,11 @@ def build_tree(sessions: list[Session]) -> Tree:
 
 
 def read_root(root: str, fs=DEFAULT_FS) -> list[Session]:
+    """A Substrat root has an agents/ directory (verify recognises it by that); a directory without one is
+    unsupported (5), never an empty clean tree."""
     adir = os.path.join(root, "agents")
-    if not fs.exists(adir):
-        return []
+    if not fs.exists(adir) or fs.stat(adir).kind != "dir":
+        raise UnsupportedInput("not a Substrat root: no agents/ directory here", root)
     return [read_session(e.path, fs) for e in sorted(fs.listdir(adir), key=lambda e: e.name) if e.kind == "dir"]
 
 

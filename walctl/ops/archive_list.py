@@ -34,7 +34,12 @@ def list_archive(dest: str, namespace: str | None = None, wal_dir: str | None = 
     store = open_store(dest, endpoint_url)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     out, warnings = [], []
-    for ns in [namespace] if namespace else namespaces(store):
+    nss = [namespace] if namespace else namespaces(store)
+    if not nss:  # never an empty "clean" listing of a destination holding no archive
+        from ..errors import UnsupportedInput
+
+        raise UnsupportedInput("no archive here: no namespaces at this destination", store.url)
+    for ns in nss:
         man = read_manifest(store, ns)
         warnings.extend(man.warnings)
         for w in man.warnings if on_warning else ():

@@ -6,7 +6,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
-from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, NotClean, Refused, UsageError
+from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, NotClean, Refused, UnsupportedInput, UsageError
 from ..format.record import SEQUENCE
 from ..store import durable
 from ..store.fs import DEFAULT_FS
@@ -93,6 +93,8 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
 
 def _only_namespace(store) -> str:
     nss = namespaces(store)
+    if not nss:  # nothing recognised: unsupported, as verify says of an empty directory
+        raise UnsupportedInput("no archive here: no namespaces at this destination", store.url)
     if len(nss) != 1:
         raise UsageError(f"give --namespace: this destination holds {len(nss)} namespaces ({', '.join(nss)})")
     return nss[0]

@@ -6,7 +6,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-from ..errors import EXIT_CORRUPT, EXIT_SEQUENCE, UsageError, combine_exit_codes
+from ..errors import EXIT_CORRUPT, EXIT_SEQUENCE, UnsupportedInput, UsageError, combine_exit_codes
 from ..store.objstore import open_store, sha256_file
 from ..store.scratch import Scratch
 from .archive import LIVE, Entry, _download, contiguous_pieces, describe, live_files, object_key, read_manifest
@@ -22,7 +22,7 @@ def verify_archive(dest: str, *, namespace: str | None = None, jobs: int = 4, en
     store = open_store(dest, endpoint_url)
     nss = [namespace] if namespace else namespaces(store)
     if not nss:
-        raise UsageError("no namespaces at this destination", store.url)
+        raise UnsupportedInput("no archive here: no namespaces at this destination", store.url)
     findings: list[Finding] = []
     out = []
     for ns in nss:

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from .. import __version__
 from ..errors import (
-    EXIT_CORRUPT, EXIT_OK, EXIT_UNSUPPORTED, NotClean, UsageError, combine_exit_codes,
+    EXIT_CORRUPT, EXIT_OK, EXIT_UNSUPPORTED, NotClean, UnsupportedInput, UsageError, combine_exit_codes,
 )
 from ..format import checkpoint as ck
 from ..store import durable, quarantine
@@ -97,6 +97,7 @@ def inspect_path(path: str, *, fs=DEFAULT_FS) -> tuple[list[CheckpointReport], b
     """Every step on a checkpoint file, or on every *.ckpt of a directory in name order (as verify reads
     it): (reports, whether PATH is a directory)."""
     if fs.stat(path).kind == "dir":
+        require_checkpoint_dir(path, fs)
         return [check_path(e.path, fs=fs) for e in sorted(fs.listdir(path), key=lambda e: e.name)
                 if e.name.endswith(SUFFIX) and e.kind == "file"], True
     return [check_path(path, fs=fs)], False
@@ -108,6 +109,19 @@ def is_checkpoint_file(path: str, fs=DEFAULT_FS) -> bool:
 
 def looks_like_checkpoint_dir(directory: str, fs=DEFAULT_FS) -> bool:
     return any(e.name.endswith(SUFFIX) for e in fs.listdir(directory))
+
+
+def require_checkpoint_dir(directory: str, fs=DEFAULT_FS) -> None:
+    """inspect, list and prune of a directory without a single *.ckpt: unsupported (5, as verify says),
+    never an empty clean listing. (recover and create take an empty checkpoint directory: no checkpoint yet.)"""
+    if not looks_like_checkpoint_dir(directory, fs):
+        raise UnsupportedInput(f"no checkpoints (*{SUFFIX}) here", directory)
+
+
+def list_dir(directory: str, *, fs=DEFAULT_FS) -> Listing:
+    """`checkpoint list`: every checkpoint fully checked, in latest order, of a directory that has some."""
+    require_checkpoint_dir(directory, fs)
+    return list_checkpoints(directory, decode=True, fs=fs)
 
 
 class Listing(NamedTuple):
@@ -200,6 +214,7 @@ def resolve(path: str, fs=DEFAULT_FS, max_state_bytes: int = ck.DEFAULT_MAX_STAT
     """A checkpoint file, or the latest valid one of a directory. `progress(n)`: the bytes read and
     checked, once the file is."""
     if fs.stat(path).kind == "dir":
+        require_checkpoint_dir(path, fs)
         found = latest(path, max_state_bytes=max_state_bytes, fs=fs)
         if found.report is None:
             raise NotClean(f"no valid checkpoint ({len(found.fallbacks)} failed, {len(found.rejected)} rejected)",
@@ -242,6 +257,7 @@ def prune(directory: str, *, max_age_s: int = 86_400, keep: int = 2, apply: bool
 
     keep = max(1, keep)
     now = time.time() if now is None else now
+    require_checkpoint_dir(directory, fs)
     listing = list_checkpoints(directory, decode=True, fs=fs)
     valid = [c for c in listing.candidates if c.checked.ok]
     invalid = [c for c in listing.candidates if not c.checked.ok] + list(listing.rejected)
@@ -267,6 +283,7 @@ def prune(directory: str, *, max_age_s: int = 86_400, keep: int = 2, apply: bool
 def horizon(directory: str, fs=DEFAULT_FS) -> tuple[int, str]:
     """The compaction horizon a checkpoint directory gives: the wal_sequence of the OLDEST checkpoint kept
     for fallback (compacting to the newest would make "try the previous checkpoint" impossible)."""
+    require_checkpoint_dir(directory, fs)
     listing = list_checkpoints(directory, decode=True, fs=fs)
     valid = [c for c in listing.candidates if c.checked.ok]
     if not valid:

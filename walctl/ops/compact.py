@@ -122,9 +122,9 @@ def plan(directory: str, hwm: int, fs=DEFAULT_FS, lock_held_by_us: bool = False)
     """Refuses (exit 4) a directory whose sequences repeat, go back or have a gap nobody accepted: the
     "next chunk's first sequence minus one" bound below holds only where sequences rise by one, and a
     regression would let a chunk holding records above the HWM leave the log."""
-    from .verify import verify_path
+    from .verify import require_recognised, verify_path
 
-    report = verify_path(directory, fs=fs, lock_held_by_us=lock_held_by_us)
+    report = require_recognised(verify_path(directory, fs=fs, lock_held_by_us=lock_held_by_us))
     seq = [f for f in report.findings if f.exit_code == EXIT_SEQUENCE and f.cls in (
         F.SEQUENCE_REPEAT, F.SEQUENCE_REGRESSION, F.SEQUENCE_BELOW_ONE)]  # a gap stops the plan below
     if seq:

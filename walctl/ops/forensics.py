@@ -222,7 +222,7 @@ def find_sequence(path: str, sequence: int, fs=DEFAULT_FS) -> SequenceView:
 def parse_around(spec: str) -> tuple[str | None, int]:
     """`OFFSET` or `CHUNK:OFFSET` -> (chunk name or None, offset). Usage errors for anything else."""
     chunk, sep, num = spec.rpartition(":")
-    if not num.isdigit() or len(num) > 19:
+    if not (num.isascii() and num.isdigit()) or len(num) > 19:  # ASCII digits only
         raise UsageError(f"--around {spec!r}: expected OFFSET or CHUNK:OFFSET with a byte offset >= 0")
     if sep and (not chunk or "/" in chunk or chunk in (".", "..")):
         raise UsageError(f"--around {spec!r}: CHUNK must be a file name in the directory")

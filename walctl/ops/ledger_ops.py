@@ -24,7 +24,7 @@ from .ledger_check import LEDGER_FILE
 from .clock import utc_now
 from .kinds import kind_of
 from .report import PathReport
-from .verify import verify_path
+from .verify import detect_kind, require_recognised, verify_path
 
 
 class SealItem(NamedTuple):
@@ -68,25 +68,30 @@ def seal(directory: str, *, apply: bool = False, fs=DEFAULT_FS) -> SealReport:
     fs = fs.beneath(directory)
     if not apply:
         return _plan_seal(directory, fs, False)
+    detect_kind(directory, fs)  # nothing recognised is unsupported (5) before even the lock file is made
     refuse_links(directory, [], fs, what="write")
     with DirectoryLock(directory, holder_text("seal"), fs):
         rep = _plan_seal(directory, fs, True)
         refuse_links(directory, [i.file for i in rep.items if i.action == "seal"], fs, what="seal")
         todo = [i for i in rep.items if i.action == "seal"]
         now = utc_now()
-        lines = []
+        lines, written = [], {}
         for i in todo:
             path = os.path.join(directory, i.file)
             durable.sync_file(path, fs)  # the seal vouches for these bytes: they must be on disk first
             lines.append(SL.seal_line(path, i.first_seq, i.last_seq, i.records, now, fs))
+            written[i.file] = L.decode_line(lines[-1].rstrip(b"\n"))  # what the line says (hash, size)
         SL.append_lines(directory, lines, fs)
-        return rep._replace(applied=bool(lines))
+        # each item reports the hash and size its ledger line records, not the plan's unknown hash
+        items = tuple(i._replace(sha256=written[i.file].get("sha256"), size=written[i.file].get("size"))
+                      if i.file in written else i for i in rep.items)
+        return rep._replace(applied=bool(lines), items=items)
 
 
 def _plan_seal(directory: str, fs, locked: bool) -> SealReport:
-    report = verify_path(directory, fs=fs, lock_held_by_us=locked)
-    if not (report.kind and kind_of(report.kind).ledger):
-        raise UsageError(f"seal works on a chunk or segment directory, not {report.kind or 'this'}", directory)
+    report = require_recognised(verify_path(directory, fs=fs, lock_held_by_us=locked))
+    if not kind_of(report.kind).ledger:
+        raise UsageError(f"seal works on a chunk or segment directory, not {report.kind}", directory)
     if not locked and report.live_writer:
         raise Refused(f"a live writer holds it ({report.live_writer}); its chunks are sealed by the writer",
                       directory)
@@ -146,6 +151,8 @@ class AcceptReport(NamedTuple):
 def parse_range(text: str) -> tuple[int, int]:
     a, sep, b = text.partition("..")
     try:
+        if not all(x.isascii() and x.isdigit() for x in (a, b if sep else a)):  # never '١٢', ' 1', '+1', '1_0'
+            raise ValueError(text)
         first, last = int(a), int(b if sep else a)
     except ValueError:
         raise UsageError(f"--accept-loss takes A..B (two sequences), not {text!r}") from None
@@ -164,6 +171,7 @@ def accept_loss(directory: str, first: int, last: int, reason: str, *, apply: bo
     fs = fs.beneath(directory)
     if not apply:
         return _plan_accept(directory, first, last, reason, fs, False)
+    detect_kind(directory, fs)  # nothing recognised is unsupported (5) before even the lock file is made
     refuse_links(directory, [], fs, what="write")
     with DirectoryLock(directory, holder_text("repair --accept-loss"), fs):
         rep = _plan_accept(directory, first, last, reason, fs, True)
@@ -175,7 +183,7 @@ def accept_loss(directory: str, first: int, last: int, reason: str, *, apply: bo
 
 
 def _plan_accept(directory, first, last, reason, fs, locked) -> AcceptReport:
-    report = verify_path(directory, fs=fs, lock_held_by_us=locked)
+    report = require_recognised(verify_path(directory, fs=fs, lock_held_by_us=locked))
     missing = sorted({tuple(f.sequence_range) for f in report.findings
                       if f.cls in MISSING_CLASSES and f.sequence_range})
     need = first

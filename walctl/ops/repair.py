@@ -136,7 +136,9 @@ def repair(path: str, *, apply: bool = False, max_drop_bytes: int = DEFAULT_MAX_
         return _repair(path, False, max_drop_bytes, fs)
     # The plan first, without the lock: a repair refused by a bound or a link leaves even the lock file
     # as it found it.
-    _repair(path, False, max_drop_bytes, fs)
+    plan = _repair(path, False, max_drop_bytes, fs)
+    if plan.before.kind is None:  # nothing recognised (verify's exit 5): nothing to do, not even the lock file
+        return plan
     with DirectoryLock(path, holder_text("repair"), fs):
         return _repair(path, True, max_drop_bytes, fs)
 

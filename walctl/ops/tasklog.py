@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from .. import __version__
 from ..errors import (
-    EXIT_CORRUPT, EXIT_OK, EXIT_TORN, NotClean, Refused, UsageError, combine_exit_codes,
+    EXIT_CORRUPT, EXIT_OK, EXIT_TORN, NotClean, Refused, UnsupportedInput, UsageError, combine_exit_codes,
 )
 from ..format import tasklog as tl
 from ..store import durable, quarantine
@@ -24,9 +24,21 @@ SUFFIX = ".wal"
 
 
 def task_id_of(path: str) -> str:
+    """The task id of a log to create (append): a name that is not `<task_id>.wal` is a usage error."""
     name = os.path.basename(path)
     if not name.endswith(SUFFIX):
         raise UsageError(f"a task log is named <task_id>{SUFFIX}", path)
+    return name[:-len(SUFFIX)]
+
+
+def _existing_task_id(path: str, fs) -> str:
+    """The task id of an existing log to read: a directory is the wrong argument (2); a file not named
+    `<task_id>.wal` is not a known format (5, as verify says of it)."""
+    if fs.stat(path).kind == "dir":
+        raise UsageError(f"a directory: give one task log <task_id>{SUFFIX}", path)
+    name = os.path.basename(path)
+    if not name.endswith(SUFFIX):
+        raise UnsupportedInput(f"not a task log (a task log is named <task_id>{SUFFIX})", path)
     return name[:-len(SUFFIX)]
 
 
@@ -72,15 +84,20 @@ class TaskReport(NamedTuple):
 
 def read_task(path: str, *, strict: bool = False, fs=DEFAULT_FS, timeline: bool = False,
               until: int | None = None) -> TaskReport:
-    tid = task_id_of(path)
+    tid = _existing_task_id(path, fs)
     with fs.map_read(path) as buf:
         read = tl.read_log(buf, tid, timeline=timeline, until=until)
     return TaskReport(path, tid, read, strict)
 
 
 def task_files(path: str, fs=DEFAULT_FS) -> list[str]:
+    """The logs of PATH (a log, or a directory of them); a directory holding none is unsupported (5), never
+    an empty clean result."""
     if fs.stat(path).kind == "dir":
-        return sorted(e.path for e in fs.listdir(path) if e.name.endswith(SUFFIX) and e.kind == "file")
+        found = sorted(e.path for e in fs.listdir(path) if e.name.endswith(SUFFIX) and e.kind == "file")
+        if not found:
+            raise UnsupportedInput(f"no task logs (<task_id>{SUFFIX}) here", path)
+        return found
     return [path]
 
 

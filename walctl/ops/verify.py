@@ -9,8 +9,8 @@ import os
 from typing import Callable
 
 from ..errors import (
-    EXIT_CORRUPT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED, UnsupportedInput,
-    WalctlError, combine_exit_codes,
+    EXIT_CORRUPT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED, REASON_IO,
+    EnvironmentProblem, UnsupportedInput, WalctlError, combine_exit_codes,
 )
 from ..format.names import LEDGER_DIR, QUARANTINE_DIR, parse_chunk_name
 from ..format import scan as fscan
@@ -124,6 +124,18 @@ def verify_path(path: str, *, strict: bool = False, jobs: int | None = 1, fs=DEF
     return report._replace(ledger={"lines": len(view.ledger.lines) if view.ledger else 0,
                                    "sealed": len(view.exp.sealed), "verified_by_hash": verified,
                                    "trusted_by_stat": trusted})
+
+
+def require_recognised(report: PathReport) -> PathReport:
+    """For a command that acts on what verify recognised (seal, compact, repair --accept-loss): nothing
+    recognised at the path is verify's own answer, raised: unsupported (5), or the environment's reason
+    (6) when it could not be read. Never an empty "clean" result or a usage error for it."""
+    if report.kind is not None:
+        return report
+    f = report.findings[0]
+    if report.exit_code == EXIT_ENVIRONMENT:
+        raise EnvironmentProblem(f.reason, f.file or report.path, kind=f.extra.get("env_reason", REASON_IO))
+    raise UnsupportedInput(f.reason, f.file or report.path)
 
 
 EXPECTATION_FILES = (LEDGER_DIR, QUARANTINE_DIR, "checkpoint.meta")  # what can expect more than the scan sees

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
 
 from .. import __version__
-from ..errors import UsageError
+from ..errors import UnsupportedInput, UsageError
 from ..format import workflow as wf
 from ..format.workflow import CheckpointState, PauseMetadata
 from ..store import durable, quarantine
@@ -191,13 +191,11 @@ def _refuse_link(store: DirectoryWorkflowStore, checkpoint_id: str) -> None:
 
 def delete(root: str, checkpoint_id: str, *, apply: bool = False, fs=DEFAULT_FS) -> DeletePlan:
     """`workflow delete`: sets the document aside into .quarantine/ (with a manifest line), valid or not."""
-    store = DirectoryWorkflowStore(root, fs)
+    store = existing_store(root, fs)
     path = store._path(checkpoint_id)  # a UsageError for an id that is not a plain name
     if not apply:
         return DeletePlan(checkpoint_id, fs.exists(path), _problem(store, checkpoint_id), False, None)
     _refuse_link(store, checkpoint_id)
-    if not fs.exists(store.dir):
-        return DeletePlan(checkpoint_id, False, None, True, None)
     with DirectoryLock(store.dir, holder_text("workflow delete"), store.fs):
         problem = _problem(store, checkpoint_id)
         entry = store.set_aside(checkpoint_id, "walctl workflow delete")
@@ -212,15 +210,22 @@ def _problem(store: DirectoryWorkflowStore, checkpoint_id: str) -> str | None:
     return None
 
 
+def existing_store(root: str, fs=DEFAULT_FS) -> DirectoryWorkflowStore:
+    """The store at ROOT for a command that reads or changes it (list, cleanup): a root without
+    workflow-checkpoints/ is unsupported (5, as verify says), never an empty clean listing. (save creates it.)"""
+    store = DirectoryWorkflowStore(root, fs)
+    if not fs.exists(store.dir) or fs.stat(store.dir).kind != "dir":
+        raise UnsupportedInput(f"not a workflow store: no {SUBDIR}/ directory here", root)
+    return store
+
+
 def cleanup(root: str, max_age_hours: float, *, apply: bool = False, now: datetime | None = None,
             fs=DEFAULT_FS) -> CleanupPlan:
     """`workflow cleanup`: sets aside documents older than the age; unreadable ones are reported."""
-    store = DirectoryWorkflowStore(root, fs)
+    store = existing_store(root, fs)
     if not apply:
         expired = expired_ids(store.list(), max_age_hours, now)
         return CleanupPlan(tuple(expired), tuple(store.problems), False, ())
-    if not fs.exists(store.dir):
-        return CleanupPlan((), (), True, ())
     for cid in expired_ids(store.list(), max_age_hours, now) or ["-"]:  # refused before even the lock file
         _refuse_link(store, cid)
     with DirectoryLock(store.dir, holder_text("workflow cleanup"), store.fs):

@@ -52,7 +52,7 @@ def event_from_options(type_: str, memory_id: str, payloads: dict, timestamp_ms:
     to a value or None."""
     from .write import parse_event
 
-    one = {"type": int(type_) if type_.isdigit() else type_, "id": memory_id}
+    one = {"type": int(type_) if type_.isascii() and type_.isdigit() else type_, "id": memory_id}
     for key, value in payloads.items():
         if value is not None:
             one[key] = value

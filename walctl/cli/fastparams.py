@@ -19,7 +19,7 @@ _SIMPLE = (str, int, float, bool)
 
 def install(command) -> int:
     """Give every simple parameter of `command` (and its subcommands) a pydantic-free coercer.
-    Returns how many parameters were given one (0 on typer 0.27 or when typer's internals moved).
+    Returns how many parameters were given one (on typer 0.27: how many number types were made ASCII-only).
     The --help option is made per context by click; WalctlCommand.get_help_option passes it to `give`."""
     done = sum(install(sub) for sub in getattr(command, "commands", {}).values())
     return done + sum(give(p) for p in command.params)
@@ -27,6 +27,8 @@ def install(command) -> int:
 
 def give(param) -> bool:
     cls = _coercer()
+    if cls is None:
+        return _ascii_click_number(param)
     desc = getattr(param, "type_descriptor", None)
     if cls is None or desc is None or getattr(param, "_runtime_param", "absent") is not None:
         return False
@@ -65,6 +67,35 @@ def _simple_kind(annotation) -> tuple[bool, type] | None:
     return None
 
 
+def ascii_number(text: str, typ: type) -> bool:
+    """ASCII digits only: Python's int()/float() also take '١٢', '1_000' and full-width digits."""
+    return text.isascii() and "_" not in text and (typ is float or text.lstrip("+-").isdigit())
+
+
+def _ascii_click_number(param) -> bool:
+    """typer 0.27 converts numbers with click's types, whose int()/float() take non-ASCII digits: check
+    the text first (once per type object; click.INT is shared by every parameter, which is what we want)."""
+    t = getattr(param, "type", None)
+    try:
+        from typer._click.types import FloatParamType, IntParamType  # typer 0.27 vendors click
+    except ImportError:
+        try:
+            from click.types import FloatParamType, IntParamType
+        except ImportError:
+            return False
+    if not isinstance(t, (IntParamType, FloatParamType)) or getattr(t, "_walctl_ascii", False):
+        return False
+    typ, convert = (int if isinstance(t, IntParamType) else float), t.convert
+
+    def strict(value, param=None, ctx=None):
+        if isinstance(value, str) and not ascii_number(value.strip(), typ):
+            t.fail(f"{value!r} is not a valid {'integer' if typ is int else 'float'}.", param, ctx)
+        return convert(value, param, ctx)
+
+    t.convert, t._walctl_ascii = strict, True
+    return True
+
+
 _TRUE = {"1", "true", "t", "yes", "y", "on"}
 _FALSE = {"0", "false", "f", "no", "n", "off"}
 
@@ -101,7 +132,7 @@ def _coercer_class(base):
                 text = str(value).strip()
                 try:
                     # ASCII digits only: Python's int()/float() also take '١٢', '1_000' and full-width digits
-                    if not text.isascii() or "_" in text or (typ is int and not text.lstrip("+-").isdigit()):
+                    if not ascii_number(text, typ):
                         raise ValueError(text)
                     number = typ(text) if typ is float else int(text, 10)
                 except ValueError:

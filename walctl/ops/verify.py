@@ -26,7 +26,7 @@ from .kinds import (
     KIND_CHECKPOINT, KIND_CHECKPOINTS, KIND_CHUNK, KIND_DIR, KIND_SEGMENT, KIND_SEGMENTS, KIND_SUBSTRAT, KIND_TASKLOG,
     KIND_TASKLOGS, KIND_WORKFLOWS, KINDS,
 )
-from .report import VERDICTS, ChunkReport, PathReport, VerifyReport
+from .report import VERDICTS, ChunkReport, PathReport, VerifyReport, file_row
 
 AUTO_JOBS_BYTES = 256 << 20  # this much scanning is spread over one process per core (forks cost ~10 ms)
 
@@ -228,7 +228,7 @@ def _chunk_report(c: ChunkFile, o: ChunkOutcome, code: int) -> ChunkReport:
     s = o.scan
     if s is None:
         state = "unreadable" if o.error.exit_code == EXIT_ENVIRONMENT else "not-a-file"
-        return ChunkReport(c.name, c.index, c.size, state, None, VERDICTS[code], code, 0, None, None, 0, 0, {})
+        return file_row(c.name, c.index, c.size, state, code)
     damaged = sum(d.end - d.offset for d in s.damage)
     verdict = "header-only" if code == EXIT_OK and s.header_only else VERDICTS[code]
     if s.header == fscan.HEADER_SHORT and code == EXIT_TORN:

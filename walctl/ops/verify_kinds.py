@@ -10,7 +10,7 @@ from ..errors import EXIT_CORRUPT, EXIT_OK, combine_exit_codes
 from ..store.fs import DEFAULT_FS
 from .findings import Finding
 from .kinds import KIND_CHECKPOINT, KIND_CHECKPOINTS, KIND_WORKFLOWS, kind_of
-from .report import VERDICTS, ChunkReport, PathReport
+from .report import PathReport, file_row
 
 
 def verify_checkpoints(path: str, *, strict: bool = False, fs=DEFAULT_FS) -> PathReport:
@@ -28,10 +28,10 @@ def verify_checkpoints(path: str, *, strict: bool = False, fs=DEFAULT_FS) -> Pat
         findings.extend(rep.findings)
         h = rep.header
         size = fs.stat(p).size
-        chunks.append(ChunkReport(rep.file, i, size, "ok" if rep.checked.ok else "invalid", 2 if h else None,
-                                  VERDICTS[rep.exit_code], rep.exit_code, 1 if rep.checked.ok else 0,
-                                  h.wal_sequence if h else None, h.wal_sequence if h else None,
-                                  size if rep.checked.ok else 0, 0 if rep.checked.ok else size, {}))
+        ok, seq = rep.checked.ok, h.wal_sequence if h else None
+        chunks.append(file_row(rep.file, i, size, "ok" if ok else "invalid", rep.exit_code, version=2 if h else None,
+                               records=1 if ok else 0, first_sequence=seq, last_sequence=seq,
+                               valid_bytes=size if ok else 0, damaged_bytes=0 if ok else size))
     return PathReport(path, kind, combine_exit_codes(f.exit_code for f in findings), None, tuple(chunks),
                       tuple(findings))
 
@@ -45,8 +45,9 @@ def verify_tasklogs(path: str, kind: str, *, strict: bool = False, fs=DEFAULT_FS
         findings.extend(rep.findings)
         size = fs.stat(rep.path).size
         damaged = sum((f.end_offset or 0) - (f.offset or 0) for f in rep.findings if f.exit_code)
-        chunks.append(ChunkReport(os.path.basename(rep.path), i, size, rep.read.status, 1, VERDICTS[rep.exit_code],
-                                  rep.exit_code, rep.read.state.valid_entries, None, None, size - damaged, damaged, {}))
+        chunks.append(file_row(os.path.basename(rep.path), i, size, rep.read.status, rep.exit_code, version=1,
+                               records=rep.read.state.valid_entries, valid_bytes=size - damaged,
+                               damaged_bytes=damaged))
     return PathReport(path, kind, combine_exit_codes(f.exit_code for f in findings), None, tuple(chunks),
                       tuple(findings))
 
@@ -58,10 +59,9 @@ def verify_workflows(root: str, fs=DEFAULT_FS) -> PathReport:
     store = DirectoryWorkflowStore(root, fs)
     states = store.list()
     findings = [Finding("workflow-document", EXIT_CORRUPT, p.reason, p.file) for p in store.problems]
-    chunks = [ChunkReport(f"{s.checkpoint_id}.json", i, 0, "ok", 1, "clean", EXIT_OK, 1, None, None, 0, 0, {})
+    chunks = [file_row(f"{s.checkpoint_id}.json", i, 0, "ok", EXIT_OK, version=1, records=1)
               for i, s in enumerate(states)]
-    chunks += [ChunkReport(p.file, len(chunks) + i, 0, "invalid", None, "corrupt", EXIT_CORRUPT, 0, None, None, 0, 0, {})
-               for i, p in enumerate(store.problems)]
+    chunks += [file_row(p.file, len(chunks) + i, 0, "invalid", EXIT_CORRUPT) for i, p in enumerate(store.problems)]
     return PathReport(root, KIND_WORKFLOWS, combine_exit_codes(f.exit_code for f in findings), None, tuple(chunks),
                       tuple(findings))
 

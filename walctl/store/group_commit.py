@@ -10,8 +10,9 @@ flight (HELPER_DEPTH with the helper, one with the commit thread): a further ful
 and what a crash can take stay bounded. A failed sync poisons the writer (`_failed`), as in the appender.
 
 GroupCommit is a part of ChunkAppender, split out by responsibility (issue #13), not a class of its own:
-it shares the appender's lock, condition, buffer and sequence counters, and every method expects the
-caller to hold `self._lock` except `_commit_loop`, which is the commit thread's body.
+it shares the appender's lock, condition, buffer and sequence counters. Every method expects the caller
+to hold `self._lock`, except the set-up the appender's constructor calls and `_commit_loop`, the commit
+thread's body, which takes it.
 """
 from __future__ import annotations
 

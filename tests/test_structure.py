@@ -113,15 +113,16 @@ def test_dispatchers_choose_by_the_kinds_table_not_by_if_chains():
 
 
 MAX_FUNCTION_LINES = 60
-MAX_MODULE_LINES = 450
+MAX_MODULE_LINES = 400
 # What is still longer (issue #13: split where it reads better). The scanner's hot loop stays inlined for speed.
 LONG_FUNCTIONS = {
     "format/scan.py:_scan_records",  # the hot loop (benchmarks/verify_throughput.py)
-    "ops/segments.py:__iter__", "cli/roff.py:render", "cli/map_svg.py:render_svg",
-    "ops/follow.py:step", "ops/importer.py:import_stream",
-    "ops/follow_segments.py:step", "format/checkpoint.py:check_file",
+    "ops/segments.py:__iter__",
+    "ops/follow.py:step",
+    "ops/follow_segments.py:step",
 }
-LONG_MODULES = {"store/appender.py"}  # one class (group commit, roll, helper process): split with care
+# Over 400 lines, to be split by the issue #13 edge-case work that owns them (not touched by the size split).
+LONG_MODULES = {"format/tasklog.py", "cli/inspect_cmd.py", "ops/agents.py"}
 
 
 def _long_functions_and_modules():

@@ -39,9 +39,8 @@ def _a(text) -> str:
 
 
 def render_svg(m: M.DamageMap) -> str:
-    out: list[str] = []
-    y = PAD
     body: list[str] = []
+    y = PAD
     title = (f"{m.path}: {m.verdict.upper()} (exit {m.exit_code}), {len(m.rows)} files, seq "
              f"{seq_range(m.report.first_sequence, m.report.last_sequence)}, {m.report.damaged_bytes} damaged bytes")
     body.append(f'<text x="{PAD}" y="{y + 14}" class="h">{_t(title)}</text>')
@@ -49,55 +48,67 @@ def render_svg(m: M.DamageMap) -> str:
     gaps_after: dict = {}
     for g in m.gaps:
         gaps_after.setdefault(g.after, []).append(g)
-
-    def gap_row(g: M.Gap) -> None:
-        nonlocal y
-        parts = []
-        if g.missing:
-            parts.append(f"seq {seq_range(*g.missing)} missing")
-        if g.absent_indices:
-            parts.append(f"chunk index {seq_range(*g.absent_indices)} absent")
-        held = [m.pieces[i] for i in g.pieces]
-        if held:
-            parts.append("set aside: " + ", ".join(f"{p.name or p.evidence} ({p.action})" for p in held))
-        text = "gap: " + "; ".join(parts)
-        x0 = PAD + LABEL_W
-        body.append(f'<g class="gap"><title>{_t(text)}</title>'
-                    f'<text x="{PAD}" y="{y + 12}" class="g">~~ gap</text>'
-                    f'<text x="{x0 + 4}" y="{y + 11}" class="g">{_t(text)}</text>'
-                    f'<line x1="{x0}" y1="{y + 18}" x2="{x0 + BAR_W}" y2="{y + 18}" '
-                    f'stroke="{FILL[M.MARK_GAP]}" stroke-width="3" stroke-dasharray="8 5"/></g>')
-        y += ROW_H
-
     for g in gaps_after.get(None, ()):
-        gap_row(g)
+        y = _gap_row(body, y, m, g)
     for k, row in enumerate(m.rows):
-        label = f"{row.file}  seq {seq_range(row.first_sequence, row.last_sequence)}  {row.size} B"
-        x0 = PAD + LABEL_W
-        body.append(f'<g class="chunk" data-file={_a(row.file)}>')
-        body.append(f'<text x="{PAD}" y="{y + 13}" class="l">{_t(label)}</text>')
-        body.append(f'<rect x="{x0}" y="{y}" width="{BAR_W}" height="{BAR_H}" '
-                    f'fill="{VALID_FILL if row.size else EMPTY_FILL}"><title>{_t(row.file)}: bytes 0..{row.size}, '
-                    f'{row.records} valid records, seq {seq_range(row.first_sequence, row.last_sequence)}, '
-                    f'{_t(row.verdict)}</title></rect>')
-        regs = [m.regions[i] for i in row.regions]
-        for r in sorted(regs, key=lambda r: r.mark not in POINT_MARKS):  # points first, damage on top
-            x, w = _span(r, row.size)
-            f = r.finding
-            where = "" if f.offset is None else f" offset {f.offset}" + (
-                f"..{f.end_offset}" if f.end_offset not in (None, f.offset) else "")
-            tip = f"{row.file}{where}: {r.mark} ({f.cls}, exit {f.exit_code}): {f.reason}"
-            lost = f.lost_or_missing
-            if lost:
-                tip += f"; seq {seq_range(*lost)} missing"
-            body.append(f'<rect class="region" data-mark="{r.mark}" data-offset="{f.offset}" '
-                        f'data-end="{f.end_offset}" x="{x0 + x:.2f}" y="{y - 2}" width="{w:.2f}" '
-                        f'height="{BAR_H + 4}" fill="{FILL[r.mark]}" stroke="#000" stroke-width="0.5">'
-                        f'<title>{_t(tip)}</title></rect>')
-        body.append("</g>")
-        y += ROW_H
+        y = _chunk_row(body, y, m, row)
         for g in gaps_after.get(k, ()):
-            gap_row(g)
+            y = _gap_row(body, y, m, g)
+    y = _notes(body, y, m)
+    y = _legend(body, y + 8, m)
+    return _document(m, body, y)
+
+
+def _gap_row(body: list[str], y: int, m: M.DamageMap, g: M.Gap) -> int:
+    """A dashed line for a gap between chunks: what is missing and what was set aside from it."""
+    parts = []
+    if g.missing:
+        parts.append(f"seq {seq_range(*g.missing)} missing")
+    if g.absent_indices:
+        parts.append(f"chunk index {seq_range(*g.absent_indices)} absent")
+    held = [m.pieces[i] for i in g.pieces]
+    if held:
+        parts.append("set aside: " + ", ".join(f"{p.name or p.evidence} ({p.action})" for p in held))
+    text = "gap: " + "; ".join(parts)
+    x0 = PAD + LABEL_W
+    body.append(f'<g class="gap"><title>{_t(text)}</title>'
+                f'<text x="{PAD}" y="{y + 12}" class="g">~~ gap</text>'
+                f'<text x="{x0 + 4}" y="{y + 11}" class="g">{_t(text)}</text>'
+                f'<line x1="{x0}" y1="{y + 18}" x2="{x0 + BAR_W}" y2="{y + 18}" '
+                f'stroke="{FILL[M.MARK_GAP]}" stroke-width="3" stroke-dasharray="8 5"/></g>')
+    return y + ROW_H
+
+
+def _chunk_row(body: list[str], y: int, m: M.DamageMap, row) -> int:
+    """One file: its label, its bar, and a rectangle (with hover text) for each region in it."""
+    label = f"{row.file}  seq {seq_range(row.first_sequence, row.last_sequence)}  {row.size} B"
+    x0 = PAD + LABEL_W
+    body.append(f'<g class="chunk" data-file={_a(row.file)}>')
+    body.append(f'<text x="{PAD}" y="{y + 13}" class="l">{_t(label)}</text>')
+    body.append(f'<rect x="{x0}" y="{y}" width="{BAR_W}" height="{BAR_H}" '
+                f'fill="{VALID_FILL if row.size else EMPTY_FILL}"><title>{_t(row.file)}: bytes 0..{row.size}, '
+                f'{row.records} valid records, seq {seq_range(row.first_sequence, row.last_sequence)}, '
+                f'{_t(row.verdict)}</title></rect>')
+    regs = [m.regions[i] for i in row.regions]
+    for r in sorted(regs, key=lambda r: r.mark not in POINT_MARKS):  # points first, damage on top
+        x, w = _span(r, row.size)
+        f = r.finding
+        where = "" if f.offset is None else f" offset {f.offset}" + (
+            f"..{f.end_offset}" if f.end_offset not in (None, f.offset) else "")
+        tip = f"{row.file}{where}: {r.mark} ({f.cls}, exit {f.exit_code}): {f.reason}"
+        lost = f.lost_or_missing
+        if lost:
+            tip += f"; seq {seq_range(*lost)} missing"
+        body.append(f'<rect class="region" data-mark="{r.mark}" data-offset="{f.offset}" '
+                    f'data-end="{f.end_offset}" x="{x0 + x:.2f}" y="{y - 2}" width="{w:.2f}" '
+                    f'height="{BAR_H + 4}" fill="{FILL[r.mark]}" stroke="#000" stroke-width="0.5">'
+                    f'<title>{_t(tip)}</title></rect>')
+    body.append("</g>")
+    return y + ROW_H
+
+
+def _notes(body: list[str], y: int, m: M.DamageMap) -> int:
+    """Below the bars: findings tied to no file, the pieces set aside, and problems reading the map."""
     for r in (r for r in m.regions if r.chunk is None):
         body.append(f'<text x="{PAD}" y="{y + 12}" class="l">{_t(f"{r.finding.file or m.path}: {r.mark}: {r.finding.reason}")}'
                     f'<title>{_t(r.finding.reason)}</title></text>')
@@ -112,7 +123,11 @@ def render_svg(m: M.DamageMap) -> str:
     for p in m.problems:
         body.append(f'<text x="{PAD}" y="{y + 12}" class="l">problem: {_t(p)}</text>')
         y += 18
-    y += 8
+    return y
+
+
+def _legend(body: list[str], y: int, m: M.DamageMap) -> int:
+    """A swatch for valid bytes and for each mark the map uses."""
     x = PAD
     used = {r.mark for r in m.regions}
     entries = [("valid bytes", VALID_FILL)] + [(STYLE[k][2], FILL[k]) for k in STYLE if k in used]
@@ -120,15 +135,18 @@ def render_svg(m: M.DamageMap) -> str:
         body.append(f'<rect x="{x}" y="{y}" width="14" height="14" fill="{colour}" stroke="#000" stroke-width="0.5"/>'
                     f'<text x="{x + 18}" y="{y + 12}" class="l">{_t(text)}</text>')
         x += 26 + 7 * len(text)
-    y += 14 + PAD
+    return y + 14 + PAD
+
+
+def _document(m: M.DamageMap, body: list[str], height: int) -> str:
     total_w = PAD * 2 + LABEL_W + BAR_W
-    out.append('<?xml version="1.0" encoding="UTF-8"?>')
-    out.append(f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w}" height="{y}" '
-               f'viewBox="0 0 {total_w} {y}" font-family="monospace" font-size="12">')
-    out.append(f"<title>{_t('walctl map: ' + m.path)}</title>")
-    out.append("<style>.h{font-weight:bold;font-size:14px}.h2{font-weight:bold}.l{fill:#222}.g{fill:#1f77b4}"
-               "</style>")
-    out.append(f'<rect width="{total_w}" height="{y}" fill="#ffffff"/>')
+    out = ['<?xml version="1.0" encoding="UTF-8"?>',
+           f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w}" height="{height}" '
+           f'viewBox="0 0 {total_w} {height}" font-family="monospace" font-size="12">',
+           f"<title>{_t('walctl map: ' + m.path)}</title>",
+           "<style>.h{font-weight:bold;font-size:14px}.h2{font-weight:bold}.l{fill:#222}.g{fill:#1f77b4}"
+           "</style>",
+           f'<rect width="{total_w}" height="{height}" fill="#ffffff"/>']
     out.extend(body)
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -47,7 +47,7 @@ def _check(ctx, kind: str, value):
 
 
 def _require(kind: str, value) -> None:
-    from ..store.fs import require_dir, require_path
+    from ..store.oserror import require_dir, require_path
 
     for v in value if isinstance(value, (list, tuple)) else (value,):
         (require_dir if kind == "dir" else require_path)(v)

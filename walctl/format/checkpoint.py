@@ -194,21 +194,7 @@ def check_file(buf, file_id: str | None, *, max_state_bytes: int = DEFAULT_MAX_S
                                               f"{expected}", len(buf), expected), tuple(anomalies), None)
     body = memoryview(buf)[CHECKPOINT_HEADER.size:]
     inflate_anomalies: list[str] = []
-    if decode and len(body) >= OVERLAP_BYTES:
-        # Steps 8 and 9 both run outside the GIL (OpenSSL, libzstd): side by side they take the time of
-        # the decompression alone (about 35 ms less for a 40 MB body here). The results are still judged
-        # in step order; what the decompression allocates is bounded by the verified header either way.
-        digests: list[str] = []
-        hasher = threading.Thread(target=lambda: digests.append(hashlib.sha256(body).hexdigest()),
-                                  name="walctl-body-sha256")
-        hasher.start()
-        try:
-            inflated = inflate(body, h.uncompressed_size, max_state_bytes, inflate_anomalies)
-        finally:
-            hasher.join()
-        digest = digests[0] if digests else hashlib.sha256(body).hexdigest()  # (the thread failed: again here)
-    else:
-        inflated, digest = None, hashlib.sha256(body).hexdigest()
+    inflated, digest = _digest_and_inflate(body, h.uncompressed_size, max_state_bytes, decode, inflate_anomalies)
     if digest != h.body_sha256.hex():
         return Checked(h, Failure(8, CORRUPT, "body SHA-256 mismatch", h.body_sha256.hex(), digest),
                        tuple(anomalies), None)
@@ -220,16 +206,40 @@ def check_file(buf, file_id: str | None, *, max_state_bytes: int = DEFAULT_MAX_S
     raw, failure = inflated
     if failure is not None:
         return Checked(h, failure, tuple(anomalies), None)
+    state, failure = _decode_state(raw, h.wal_sequence, check_canonical, anomalies)
+    return Checked(h, failure, tuple(anomalies), state)
+
+
+def _digest_and_inflate(body, size: int, max_state_bytes: int, decode: bool, anomalies: list[str]):
+    """(step 9's result, or None when it was not run; step 8's SHA-256 of the body). Steps 8 and 9 both
+    run outside the GIL (OpenSSL, libzstd): side by side they take the time of the decompression alone
+    (about 35 ms less for a 40 MB body here). The caller still judges the results in step order; what
+    the decompression allocates is bounded by the verified header either way."""
+    if not decode or len(body) < OVERLAP_BYTES:
+        return None, hashlib.sha256(body).hexdigest()
+    digests: list[str] = []
+    hasher = threading.Thread(target=lambda: digests.append(hashlib.sha256(body).hexdigest()),
+                              name="walctl-body-sha256")
+    hasher.start()
+    try:
+        inflated = inflate(body, size, max_state_bytes, anomalies)
+    finally:
+        hasher.join()
+    return inflated, digests[0] if digests else hashlib.sha256(body).hexdigest()  # (the thread failed: again here)
+
+
+def _decode_state(raw: bytes, wal_sequence: int, check_canonical: bool,
+                  anomalies: list[str]) -> tuple[dict | None, Failure | None]:
+    """Steps 10 and 11 over the inflated body: (the state map, None) or (None, the failure)."""
     try:
         state = unpackb(raw)
     except ValueError as e:
-        return Checked(h, Failure(10, CORRUPT, f"body is not exactly one msgpack value: {e}"), tuple(anomalies), None)
+        return None, Failure(10, CORRUPT, f"body is not exactly one msgpack value: {e}")
     if not isinstance(state, dict):
-        return Checked(h, Failure(10, CORRUPT, f"body is a msgpack {type(state).__name__}, not a map"),
-                       tuple(anomalies), None)
-    if "wal_sequence" in state and state["wal_sequence"] != h.wal_sequence:
-        return Checked(h, Failure(11, CORRUPT, "the body's wal_sequence differs from the header's",
-                                  state["wal_sequence"], h.wal_sequence), tuple(anomalies), None)
+        return None, Failure(10, CORRUPT, f"body is a msgpack {type(state).__name__}, not a map")
+    if "wal_sequence" in state and state["wal_sequence"] != wal_sequence:
+        return None, Failure(11, CORRUPT, "the body's wal_sequence differs from the header's",
+                             state["wal_sequence"], wal_sequence)
     # A body with no canonical form at all (a non-string key, an ext type, nesting deeper than the
     # encoder goes) is not the map of the spec: corruption, at every caller, so that verify never passes
     # what restore and recover cannot use (and recover falls back to the previous checkpoint). A body
@@ -237,12 +247,11 @@ def check_file(buf, file_id: str | None, *, max_state_bytes: int = DEFAULT_MAX_S
     try:
         canonical = packb(state)
     except ValueError as e:
-        return Checked(h, Failure(10, CORRUPT, f"body has no canonical form ({e}): not a checkpoint state"),
-                       tuple(anomalies), None)
+        return None, Failure(10, CORRUPT, f"body has no canonical form ({e}): not a checkpoint state")
     if check_canonical and canonical != raw:
         anomalies.append("body decodes but is not canonical msgpack")
     del canonical
-    return Checked(h, None, tuple(anomalies), state)
+    return state, None
 
 
 def inflate(body, size: int, max_state_bytes: int, anomalies: list[str]) -> tuple[bytes | None, Failure | None]:

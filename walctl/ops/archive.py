@@ -1,5 +1,6 @@
 """archive: what push, verify, restore and prune (archive_*.py) share: the manifest and describing a file as
-the archive sees it (the listing and lag: ops/archive_list.py; the StorageAdapter API: ops/archive_adapter.py). Rules: docs/format.md section 13.
+the archive sees it (the listing and lag: ops/archive_list.py; the StorageAdapter API: ops/archive_adapter.py;
+how live pieces lay out a file: ops/archive_pieces.py). Rules: docs/format.md section 13.
 
 Under a destination, one namespace per WAL: `<ns>/chunks/wal-NNNNNN.bin`, `<ns>/segments/wal_N.log`,
 `<ns>/checkpoints/<uuid>.ckpt`, `<ns>/live/<piece>` (pieces of the chunk or segment still being
@@ -224,54 +225,6 @@ def describe_piece(name: str, data: bytes) -> tuple[Entry | None, Finding | None
                              f"{p.first_sequence}..{p.last_sequence}", name)
     return Entry(name, LIVE, len(data), hashlib.sha256(data).hexdigest(), p.first_sequence, p.last_sequence,
                  utc_now(), last_time_ms=last_ms), None
-
-
-def live_files(entries) -> dict:
-    """file -> its live pieces in offset order, for each chunk or segment that has no sealed object:
-    once a file's sealed object is archived, its pieces are stale (kept only until deleted)."""
-    sealed = {e.name for e in entries if e.kind in WAL_KINDS}
-    out: dict = {}
-    for e in entries:
-        p = e.piece
-        if p is not None and p.file not in sealed:
-            out.setdefault(p.file, []).append(e)
-    for v in out.values():
-        v.sort(key=lambda e: (e.piece.start, e.piece.end))
-    return out
-
-
-def contiguous_pieces(pieces: list) -> tuple[list, list[Finding]]:
-    """The pieces that lay the file out from byte 0 without a hole or an overlap (byte-exact reassembly)
-    and findings for the others: a hole ends the usable prefix; an overlap is a sequence finding."""
-    used, findings, at = [], [], 0
-    for e in pieces:
-        p = e.piece
-        if p.start == at and (not used or p.first_sequence == used[-1].last_sequence + 1 or p.is_segment):
-            used.append(e)
-            at = p.end
-            continue
-        kind = "piece-overlap" if p.start < at else "piece-hole"
-        findings.append(Finding(kind, EXIT_SEQUENCE, f"starts at byte {p.start} of {p.file}, "
-                                f"{'before' if p.start < at else 'after'} the end of the pieces before it ({at})",
-                                e.name, p.start, sequence_range=(p.first_sequence, p.last_sequence)))
-        if p.start > at:
-            break
-    return used, findings
-
-
-def wal_units(entries) -> list[Entry]:
-    """What restore lays out: the sealed WAL objects, and for each file with live pieces and no sealed
-    object, one Entry (kind of the file, sha256 "") for its contiguous pieces from byte 0."""
-    entries = list(entries)
-    out = [e for e in entries if e.kind in WAL_KINDS]
-    for file, pieces in live_files(entries).items():
-        used, _ = contiguous_pieces(pieces)
-        if used:
-            kind = SEGMENTS if used[0].piece.is_segment else CHUNKS
-            out.append(Entry(file, kind, sum(e.size for e in used), "", used[0].first_sequence,
-                             used[-1].last_sequence, max(e.uploaded_at for e in used),
-                             last_time_ms=used[-1].last_time_ms))
-    return out
 
 
 # ---- the manifest ------------------------------------------------------------------------------------

@@ -29,8 +29,9 @@ from ..errors import EXIT_CORRUPT, EXIT_OK, EnvironmentProblem, NotClean, Refuse
 from ..format.livepiece import Piece, parse_piece_name, piece_name
 from ..format.names import chunk_name, parse_chunk_name, parse_segment_name, segment_name
 from ..store.objstore import open_store
-from .archive import CHUNKS, LIVE, SEGMENTS, WAL_KINDS, Entry, check_namespace, contiguous_pieces, describe, \
-    live_files, object_key, read_manifest, verify_upload, write_manifest
+from .archive import CHUNKS, LIVE, SEGMENTS, WAL_KINDS, Entry, check_namespace, describe, object_key, \
+    read_manifest, verify_upload, write_manifest
+from .archive_pieces import contiguous_pieces, live_files
 from .clock import utc_now
 
 

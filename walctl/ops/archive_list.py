@@ -8,8 +8,9 @@ from typing import NamedTuple
 from ..errors import EXIT_SEQUENCE
 from ..format.names import parse_chunk_name, parse_segment_name
 from .archive import (
-    CHECKPOINTS, CHUNKS, KINDS, LIVE, MANIFEST, WAL_KINDS, Entry, Manifest, _order, object_key, valid_namespace, wal_units,
+    CHECKPOINTS, CHUNKS, KINDS, LIVE, MANIFEST, WAL_KINDS, Entry, Manifest, _order, object_key, valid_namespace,
 )
+from .archive_pieces import wal_units
 from .findings import Finding
 
 

@@ -12,9 +12,10 @@ from ..store import durable
 from ..store.fs import DEFAULT_FS
 from ..store.objstore import open_store, sha256_file
 from ..store.scratch import Scratch
-from .archive import CHECKPOINTS, LIVE, WAL_KINDS, Entry, HashingSink, Manifest, _download, _order, \
-    contiguous_pieces, live_files, object_key, read_manifest, wal_units
+from .archive import CHECKPOINTS, LIVE, WAL_KINDS, Entry, HashingSink, Manifest, _download, _order, object_key, \
+    read_manifest
 from .archive_list import gaps, namespaces
+from .archive_pieces import contiguous_pieces, live_files, wal_units
 from .advice import cmd as _cmd
 
 

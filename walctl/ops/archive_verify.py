@@ -9,8 +9,9 @@ from typing import Callable
 from ..errors import EXIT_CORRUPT, EXIT_SEQUENCE, UnsupportedInput, UsageError, combine_exit_codes
 from ..store.objstore import open_store, sha256_file
 from ..store.scratch import Scratch
-from .archive import LIVE, Entry, _download, contiguous_pieces, describe, live_files, object_key, read_manifest
+from .archive import LIVE, Entry, _download, describe, object_key, read_manifest
 from .archive_list import gaps, namespaces, overlaps, summary
+from .archive_pieces import contiguous_pieces, live_files
 from .findings import Finding
 
 

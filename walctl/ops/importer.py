@@ -190,58 +190,94 @@ def import_stream(directory: str, items: Iterator, form: str, *, fs=DEFAULT_FS, 
     if first is None:
         hwm = local_hwm(directory, fs) if dir_kind else 0
         return ImportReport(directory, form, dir_kind or KIND_EVENTS, 0, 0, 0, None, None, hwm, hwm, False)
-    if dir_kind is not None and dir_kind != item_kind:
-        raise UnsupportedInput(f"the stream carries {item_kind}; the directory holds {dir_kind}", directory)
-    if dir_kind is None and _seq(first) > 1 and not allow_initial_gap and local_hwm(directory, fs) == 0:
-        # Refused before the writer creates anything.
-        raise NotClean(f"sequence gap: the stream starts at {_seq(first)} but the directory has no events; "
-                       f"1..{_seq(first) - 1} are missing (--allow-initial-gap starts it there)", directory,
-                       code=EXIT_SEQUENCE)
+    _refuse_before_writing(directory, first, item_kind, dir_kind, allow_initial_gap, fs)
     start = _seq(first) if allow_initial_gap else None
     writer = WalWriter(directory, fs=fs, sync=sync, batch_records=batch_records, batch_ms=batch_ms,
                        max_chunk_bytes=max_chunk_bytes, compress_threshold=compress_threshold,
                        command="import", format=FORMAT_V2 if item_kind == KIND_EVENTS else FORMAT_SEGMENTS,
                        encoding=encoding, start_sequence=start)
     hwm = writer.opened.first_sequence - 1
-    received = skipped = applied = 0
-    first_applied = last_applied = None
-    checked = False
-    error: Exception | None = None
+    tally = _Tally()
+    error: BaseException | None = None
     try:
-        expected = hwm + 1
-        item = first
-        while item is not None:
-            received += 1
-            seq = _seq(item)
-            if (item_kind == KIND_EVENTS) != isinstance(item, ev.Event):
-                raise ev.StreamError("the stream mixes V2 events and ADR-003 entries", received, "item")
-            if seq < expected and applied:
-                raise NotClean(f"the stream goes back from {expected - 1} to {seq} (a replay stream only rises)",
-                               directory, code=EXIT_SEQUENCE)
-            if seq < expected:
-                if seq == hwm and hwm > 0 and not checked:
-                    _check_overlap(directory, item, hwm, fs)
-                    checked = True
-                skipped += 1
-            elif seq > expected:
-                what = "the directory is empty" if expected == 1 and hwm == 0 else f"the local HWM is {expected - 1}"
-                hint = " (--allow-initial-gap starts an empty directory there)" if hwm == 0 and applied == 0 else ""
-                raise NotClean(f"sequence gap: the stream jumps to {seq} but {what}; "
-                               f"{expected}..{seq - 1} are missing{hint}", directory, code=EXIT_SEQUENCE)
-            else:
-                if item_kind == KIND_EVENTS:
-                    got = writer.append(item.type_ordinal, item.memory_id, item.payload, item.timestamp_ms)
-                else:
-                    got = _append_entry(writer, item)
-                if got != seq:  # the writer assigns sequences: it must agree with the stream
-                    raise NotClean(f"writer assigned {got} to stream sequence {seq}", directory, code=EXIT_SEQUENCE)
-                applied += 1
-                first_applied = seq if first_applied is None else first_applied
-                last_applied = seq
-                expected = seq + 1
-            item = next(items, None)
+        _apply(directory, writer, first, items, item_kind, hwm, tally, fs)
     except BaseException as e:  # close (and sync) what was applied before reporting the failure
         error = e
+    durable = _close(directory, writer, error, tally.applied)
+    return ImportReport(directory, form, item_kind, tally.received, tally.skipped, tally.applied,
+                        tally.first_applied, tally.last_applied, hwm, durable, tally.checked)
+
+
+def _refuse_before_writing(directory: str, first, item_kind: str, dir_kind: str | None, allow_initial_gap: bool,
+                           fs) -> None:
+    """A stream of the other kind than the directory's, or one that would start an empty directory past
+    sequence 1: refused before the writer creates anything."""
+    if dir_kind is not None and dir_kind != item_kind:
+        raise UnsupportedInput(f"the stream carries {item_kind}; the directory holds {dir_kind}", directory)
+    if dir_kind is None and _seq(first) > 1 and not allow_initial_gap and local_hwm(directory, fs) == 0:
+        raise NotClean(f"sequence gap: the stream starts at {_seq(first)} but the directory has no events; "
+                       f"1..{_seq(first) - 1} are missing (--allow-initial-gap starts it there)", directory,
+                       code=EXIT_SEQUENCE)
+
+
+class _Tally:
+    """What the import has done so far: kept outside the loop, so that a failure part-way can say how
+    much was applied before it."""
+    __slots__ = ("received", "skipped", "applied", "first_applied", "last_applied", "checked")
+
+    def __init__(self) -> None:
+        self.received = self.skipped = self.applied = 0
+        self.first_applied: int | None = None
+        self.last_applied: int | None = None
+        self.checked = False  # the event at the old HWM was in the stream and matched
+
+
+def _apply(directory: str, writer, first, items: Iterator, item_kind: str, hwm: int, tally: _Tally, fs) -> None:
+    """Feeds the stream to the writer: at or below the HWM skipped (the event at it compared), above it
+    appended while it continues the sequence exactly; a gap or a step back is refused."""
+    expected = hwm + 1
+    item = first
+    while item is not None:
+        tally.received += 1
+        seq = _seq(item)
+        if (item_kind == KIND_EVENTS) != isinstance(item, ev.Event):
+            raise ev.StreamError("the stream mixes V2 events and ADR-003 entries", tally.received, "item")
+        if seq < expected:
+            _skip(directory, item, seq, expected, hwm, tally, fs)
+        elif seq > expected:
+            what = "the directory is empty" if expected == 1 and hwm == 0 else f"the local HWM is {expected - 1}"
+            hint = " (--allow-initial-gap starts an empty directory there)" if hwm == 0 and tally.applied == 0 else ""
+            raise NotClean(f"sequence gap: the stream jumps to {seq} but {what}; "
+                           f"{expected}..{seq - 1} are missing{hint}", directory, code=EXIT_SEQUENCE)
+        else:
+            if item_kind == KIND_EVENTS:
+                got = writer.append(item.type_ordinal, item.memory_id, item.payload, item.timestamp_ms)
+            else:
+                got = _append_entry(writer, item)
+            if got != seq:  # the writer assigns sequences: it must agree with the stream
+                raise NotClean(f"writer assigned {got} to stream sequence {seq}", directory, code=EXIT_SEQUENCE)
+            tally.applied += 1
+            tally.first_applied = seq if tally.first_applied is None else tally.first_applied
+            tally.last_applied = seq
+            expected = seq + 1
+        item = next(items, None)
+
+
+def _skip(directory: str, item, seq: int, expected: int, hwm: int, tally: _Tally, fs) -> None:
+    """An event the directory already holds: skipped (the one at the HWM compared with the local one),
+    unless something was applied before it, when the stream went back."""
+    if tally.applied:
+        raise NotClean(f"the stream goes back from {expected - 1} to {seq} (a replay stream only rises)",
+                       directory, code=EXIT_SEQUENCE)
+    if seq == hwm and hwm > 0 and not tally.checked:
+        _check_overlap(directory, item, hwm, fs)
+        tally.checked = True
+    tally.skipped += 1
+
+
+def _close(directory: str, writer, error: BaseException | None, applied: int) -> int:
+    """Closes (and syncs) the writer; returns the durable sequence, or raises the loop's failure once
+    what came before it is durable."""
     try:
         durable = writer.close()
     except BaseException:
@@ -253,8 +289,7 @@ def import_stream(directory: str, items: Iterator, form: str, *, fs=DEFAULT_FS, 
             raise UsageError(f"bad replay stream: {error}; {applied} events before it applied "
                              f"(durable through {durable})", directory) from None
         raise error
-    return ImportReport(directory, form, item_kind, received, skipped, applied, first_applied, last_applied,
-                        hwm, durable, checked)
+    return durable
 
 
 def _append_entry(writer, entry: dict) -> int:

@@ -20,7 +20,8 @@ from ..errors import EXIT_OK, EXIT_TORN, REASON_LOCKED, EnvironmentProblem, Refu
 from ..format.ledger import CUT, is_log_file_name
 from ..store import ledger, quarantine
 from ..store import durable
-from ..store.fs import DEFAULT_FS, require_dir
+from ..store.fs import DEFAULT_FS
+from ..store.oserror import require_dir
 from ..store.contain import refuse_links
 from ..store.lock import DirectoryLock, holder_text
 from . import findings as F

@@ -6,14 +6,10 @@ its record happen under one lock, so threads can share a writer.
 
 sync=always: every record is on disk before append returns: the chunk is open with O_DSYNC, so one
   write system call does what write + fdatasync would do in two (PostgreSQL's open_datasync).
-sync=batch (group commit): records gather in memory; every `batch_records` records, or once the oldest
-  has waited `batch_ms`, the group is committed while appends go on filling the next group. On the real
-  file system the appending thread writes the group and a helper process (synchelper.py) fdatasyncs it
-  and answers through a socket: a thread would need the GIL back to report, and waiting for it cost
-  50-100 us a group here. Elsewhere (or if the helper cannot start or dies) a commit thread writes the
-  group with one O_DSYNC write. Groups reach the disk in order, each with its own sync, and few are in
-  flight (HELPER_DEPTH with the helper, one with the commit thread): a further full group waits, so
-  memory and what a crash can take stay bounded. durable_sequence says what has been synced.
+sync=batch (group commit, store/group_commit.py): records gather in memory; every `batch_records`
+  records, or once the oldest has waited `batch_ms`, the group is committed (synced by a helper process
+  or a commit thread) while appends go on filling the next group; few groups are in flight, so memory
+  and what a crash can take stay bounded. durable_sequence says what has been synced.
 sync=none: records gather in memory and are written when 1 MiB has gathered, at a roll and at close;
   nothing is synced before close.
 Every policy syncs at close (a durability point), and batch also at each chunk roll.
@@ -30,18 +26,16 @@ import time
 from ..format.names import chunk_name
 from ..format.v2 import compress_payload, encode_file_header, encode_record
 from .fs import DEFAULT_FS
+from .group_commit import GroupCommit
 
 SYNC_ALWAYS = "always"
 SYNC_BATCH = "batch"
 SYNC_NONE = "none"
 SYNC_POLICIES = (SYNC_ALWAYS, SYNC_BATCH, SYNC_NONE)
 WRITE_BUFFER_BYTES = 1 << 20
-# Groups written and waiting for the helper's fdatasync: with two, the helper finds the next request
-# waiting when a sync ends, and the writer rarely waits for it (0.5x -> 0.7x of the raw loop here).
-HELPER_DEPTH = 2
 
 
-class ChunkAppender:
+class ChunkAppender(GroupCommit):
     def __init__(self, directory: str, *, next_sequence: int, chunk_index: int, chunk_exists: bool,
                  fs=DEFAULT_FS, sync: str = SYNC_BATCH, batch_records: int = 100, batch_ms: int = 1000,
                  max_chunk_bytes: int = 8 << 20, compress_threshold: int | None = None,
@@ -82,14 +76,7 @@ class ChunkAppender:
         self._pending_since = 0.0
         self._fd: int | None = None
         self._buf = bytearray()  # records not yet handed to the kernel
-        self._inflight: tuple[bytes, int] | None = None  # (group, its last sequence) being committed
-        self._dsync_fd: int | None = None  # batch: the commit thread's O_DSYNC descriptor on the chunk
-        # batch on the real file system: groups are written by the appending thread and synced by a helper
-        # process (store/synchelper.py), started with the first group; None until then, or for good once
-        # it could not start or stopped answering (the commit thread then syncs, as on other file systems)
-        self._helper = None
-        self._use_helper = self._batch and fs.real
-        self._last_written = next_sequence - 1  # helper mode: the last sequence handed to the kernel
+        self._init_group_commit(self._batch, fs.real, next_sequence)
         self._unsynced_closed: list[str] = []  # chunks rolled away under sync=none
         self._new_names = False  # a chunk was created under sync=none: its directory entry is unsynced
         self._failed: BaseException | None = None
@@ -97,10 +84,8 @@ class ChunkAppender:
         self._index = chunk_index
         self._path_of: tuple[int | None, str] = (None, "")
         self._open_chunk(chunk_exists)
-        self._committer = None
         if self._batch:
-            self._committer = threading.Thread(target=self._commit_loop, name="walctl-commit", daemon=True)
-            self._committer.start()
+            self._start_committer()
 
     # ---- public ----
 
@@ -302,86 +287,6 @@ class ChunkAppender:
             self._roll_locked()
         return handed_off
 
-    def _wait_idle_locked(self) -> None:
-        while self._inflight is not None:
-            self._cv.wait()
-        if self._helper is not None and self._helper.outstanding:
-            self._collect_helper_locked(block=True)
-        if self._failed is not None:
-            raise self._failed
-
-    def _hand_off_locked(self) -> bool:
-        """Commits the gathered group: written here and synced by the helper process (at most
-        HELPER_DEPTH groups unanswered), or given to the commit thread (True; one group in flight)."""
-        if self._helper is not None:
-            self._collect_helper_locked(block=True, until=HELPER_DEPTH - 1)
-            if self._failed is not None:
-                raise self._failed
-        else:
-            self._wait_idle_locked()
-        if self._use_helper and (self._helper is not None or self._start_helper_locked()):
-            self._write(self._buf)  # to the page cache; the helper's fdatasync makes it durable
-            self._buf = bytearray()
-            self._pending = 0
-            self._last_written = self.next_sequence - 1
-            self._helper_call(self._helper.request, self._last_written)
-            return False
-        self._inflight = (bytes(self._buf), self.next_sequence - 1)
-        self._buf = bytearray()
-        self._pending = 0
-        self._cv.notify_all()
-        return True
-
-    # ---- the sync helper (callers hold self._lock) ----
-
-    def _start_helper_locked(self) -> bool:
-        from .synchelper import HelperGone, SyncHelper
-
-        try:
-            self._helper = SyncHelper(self._path)
-        except (OSError, HelperGone):  # no interpreter to start, no processes left ...: the commit thread syncs
-            self._use_helper = False
-        return self._helper is not None
-
-    def _helper_call(self, op, *args) -> None:
-        from .synchelper import HelperGone
-
-        try:
-            op(*args)
-        except HelperGone:
-            self._helper_gone()
-
-    def _collect_helper_locked(self, block: bool, until: int = 0) -> None:
-        """Takes the helper's answers (with block, until at most `until` are outstanding): each success
-        makes its group durable; a failed fdatasync poisons the writer like a failed O_DSYNC write."""
-        from ..errors import EnvironmentProblem
-        from .synchelper import HelperGone
-
-        try:
-            answers = self._helper.answers(block, until)
-        except HelperGone:
-            self._helper_gone()
-            return
-        for err, ticket in answers:
-            if err and self._failed is None:
-                self._failed = EnvironmentProblem(f"fdatasync failed: {os.strerror(err)}", self._path)
-            elif not err:
-                self._durable = max(self._durable, ticket)
-
-    def _helper_gone(self) -> None:
-        """The helper died (killed, out of memory): sync what it may not have, then go on with the commit
-        thread. Nothing it had not confirmed was ever reported durable."""
-        self._stop_helper()
-        self._use_helper = False
-        if self._failed is None and self._fd is not None:
-            self._fsync_active()  # every group written so far, whatever the helper did with them
-            self._durable = max(self._durable, self._last_written)
-
-    def _stop_helper(self) -> None:
-        helper, self._helper = self._helper, None
-        if helper is not None:
-            helper.close()
-
     def _sync_locked(self) -> None:
         """Everything written so far reaches the disk, in this thread."""
         self._wait_idle_locked()
@@ -413,46 +318,3 @@ class ChunkAppender:
         self._index += 1
         self._open_chunk(False)
 
-    def _in_background(self, op, *args) -> None:
-        """The commit thread's own steps: a failure is kept in _failed (every later call raises it), never
-        raised in this thread, where nobody would see it but stderr."""
-        try:
-            op(*args)
-        except BaseException:  # noqa: BLE001
-            if self._failed is None:
-                raise
-
-    def _commit_loop(self) -> None:
-        with self._lock:
-            while True:
-                if self._inflight is None and not self._stopping and self._pending and self._failed is None \
-                        and (time.monotonic() - self._pending_since) * 1000 >= self.batch_ms:
-                    self._in_background(self._hand_off_locked)  # the time bound: a quiet writer's group goes
-                if self._inflight is not None:
-                    group, last = self._inflight
-                    fd, path = self._dsync_fd, self._path
-                    self._lock.release()  # appends go on filling the next group meanwhile
-                    try:
-                        self.fs.write(fd, group, path)  # O_DSYNC: durable when it returns
-                        error = None
-                    except BaseException as e:  # noqa: BLE001 - kept in _failed; every later call raises it
-                        error = e
-                    finally:
-                        self._lock.acquire()
-                    if error is None:
-                        self._durable = max(self._durable, last)
-                    elif self._failed is None:
-                        self._failed = error
-                    self._inflight = None
-                    self._cv.notify_all()
-                    continue
-                if self._helper is not None and self._helper.outstanding:
-                    # A quiet writer's last group: nobody else would take its answer. An answer waited
-                    # for a quarter period is surely there, or about to be.
-                    asked = self._helper.outstanding[0][1]
-                    self._in_background(self._collect_helper_locked,
-                                        (time.monotonic() - asked) * 1000 >= self.batch_ms / 4)
-                if self._stopping:
-                    return
-                # Wake four times per period: a record waits at most ~1.25 x batch_ms for its commit.
-                self._cv.wait(self.batch_ms / 4000)

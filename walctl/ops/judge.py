@@ -190,6 +190,11 @@ def skipped_damage(item) -> bool:
     return type(item) is Damage and item.kind in (MID_LOG, UNDECODABLE)
 
 
+def no_ledger(a: int, b: int) -> bool:
+    """`accepted` for a stream with no ledger to ask (the followers): no gap is accepted as lost."""
+    return False
+
+
 def stream_block(run: Judged, accepted: Callable[[int, int], bool]):
     """For a stream reaching this run: None (stream it), or the (pos, item) that stops the stream before
     it (the last pending tail damage or short chunk, which the run does not continue), or `run` itself

@@ -360,7 +360,7 @@ def _damage_finding(c, j: J.Judged, entries, is_last, writer) -> Finding:
     torn = j.torn
     extra["torn"] = torn
     reason = f"{d.tail_kind} tail: {d.reason}"
-    if is_last and writer and d.tail_kind == fscan.INCOMPLETE:
+    if J.in_progress(d, is_last, writer):
         extra["writer"] = writer
         return Finding(F.IN_PROGRESS, EXIT_OK, f"append in progress by a live writer ({writer}): {d.reason}",
                        c.name, d.offset, d.end, None, d.stored, d.computed, extra)

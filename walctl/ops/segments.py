@@ -1,9 +1,11 @@
-"""ADR-003 entry segment directories: walking, verifying, and the torn-vs-corrupt rules for them.
+"""ADR-003 entry segment directories: walking and verifying them.
 
 One sequential pass over the segments in numeric order. Sequences are global and must rise by one; an
 entry repeated with the same checksum (a writer re-sending what it was not sure had landed) is skipped
 with a warning; repeated with another checksum it is a sequence finding. Damage with an intact frame
-after it is corruption; with none, it is a torn tail only in the last segment.
+after it is corruption; with none, it is a torn tail only in the last segment. Those verdicts are the
+judge's (ops/judge.py, policy SEGMENTS), fed through the adapter in ops/segment_items.py; this module
+turns them into findings.
 """
 from __future__ import annotations
 

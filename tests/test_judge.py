@@ -125,3 +125,102 @@ def test_stream_block_table():
     # a repeat is never accepted
     judged, block = _block([run(1, 5), run(5, 6)], lambda a, b: True)
     assert block is judged and judged.gap is None
+
+
+# ADR-003 segments (judge.SEGMENTS, fed through ops/segment_items.py): items are (item, in last file).
+def _judge_segments(items):
+    j = J.Judge(J.SEGMENTS)
+    out = []
+    for pos, (item, last_file) in enumerate(items):
+        out.extend(j.feed(pos, item, last_file))
+    return out + j.end()
+
+
+SEGMENT_CASES = [
+    # (name, [(item, in the last segment)], verdicts in the order the judge gives them)
+    ("tail in the last segment is torn", [(run(1, 1), True), (tail(), True)], ["RNone:first", "T1:torn:None"]),
+    ("tail before the last segment is corrupt even when the next continues (unlike V2)",
+     [(run(1, 1), False), (tail(), False), (run(2, 2), True)], ["RNone:first", "T1:corrupt:None", "R1:continues"]),
+    ("tail before an empty last segment: nothing follows, still corrupt", [(run(1, 1), False), (tail(), False)],
+     ["RNone:first", "T1:corrupt:None"]),
+    ("a gap after the tail is its lost range", [(run(1, 1), False), (tail(INCOMPLETE), False), (run(5, 5), True)],
+     ["RNone:first", "T1:corrupt:(2, 4)", "R1:gap"]),
+    ("a step back is judged at once and dropped: the sequence and the pending damage stay",
+     [(run(1, 3), False), (mid(), False), (run(2, 2), False), (run(6, 6), False)],
+     ["RNone:first", "R3:regression", "D3:(4, 5)", "R3:gap"]),
+    ("a repeat is dropped: the next entry continues from before it",
+     [(run(1, 3), True), (run(3, 3), True), (run(4, 4), True)], ["RNone:first", "R3:repeat", "R3:continues"]),
+    ("legacy segment (unsupported barrier) then a gap", [(run(1, 1), False), (J.Barrier(J.UNSUPPORTED), False), (run(4, 4), True)],
+     ["RNone:first", "B1:(2, 3)", "R1:gap"]),
+]
+
+
+@pytest.mark.parametrize("name,items,expected", SEGMENT_CASES, ids=[c[0] for c in SEGMENT_CASES])
+def test_judge_segment_policy_table(name, items, expected):
+    got = _judge_segments(items)
+    assert [summary(j) for j in got] == expected
+    assert sorted(j.index for j in got) == list(range(len(items)))  # each item judged exactly once
+
+
+def test_a_rejected_step_back_carries_the_pending_damage_so_a_stream_stops_there():
+    j = J.Judge(J.SEGMENTS)
+    j.feed(0, run(1, 5))
+    t = tail()
+    assert j.feed(0, t) == []
+    (v,) = j.feed(1, run(5, 5))  # judged now; the tail stays pending
+    assert v.continuity == J.Continuity.REPEAT and v.after == ((0, t),) and j.prev_last == 5
+    assert J.stream_block(v, J.no_ledger) == (0, t)
+    assert [summary(x) for x in j.feed(1, run(6, 6))] == ["T5:corrupt:None", "R5:continues"]
+
+
+@pytest.mark.parametrize("item,last_file,writer,expected", [
+    (tail(INCOMPLETE), True, "pid 7", True),
+    (tail(INCOMPLETE), True, None, False),  # no live writer: a torn tail
+    (tail(INCOMPLETE), False, "pid 7", False),  # not the end of the log
+    (tail(CHECKSUM), True, "pid 7", False),  # a whole record failing its check is not an append in flight
+    (mid(), True, "pid 7", False),
+    (run(1, 1), True, "pid 7", False),
+], ids=["incomplete-last-live", "no-writer", "not-last", "checksum", "mid-log", "run"])
+def test_live_writer_context(item, last_file, writer, expected):
+    assert J.in_progress(item, last_file, writer) is expected
+
+
+def test_resumed_judge_starts_from_the_known_sequence():
+    j = J.Judge(last=41)
+    assert [summary(v) for v in j.feed(0, run(42, 43))] == ["R41:continues"]
+    assert [summary(v) for v in J.Judge(last=41).feed(0, run(45, 45))] == ["R41:gap"]
+
+
+def _follow(events):
+    """Follow feeding: ("roll", bytes) is the tail a follower leaves on a roll (tail.Tail.roll), a Run the
+    records of a poll. Returns what judge.stream_block says for each run: "go", "tail" or "sequence"."""
+    from walctl.ops.tail import Tail
+
+    j, out = J.Judge(), []
+    t = Tail("/nonexistent", "c1", "records")
+    for ev in events:
+        if type(ev) is tuple:
+            t.pending, t.base = ev[1], 64
+            left = t.roll("c2")
+            assert left.kind == TAIL and (left.offset, left.end) == (64, 64 + len(ev[1]))
+            assert left.reason == f"{len(ev[1])} bytes at c1 offset 64" and (t.current, t.pending) == ("c2", b"")
+            j.feed("c1", left)
+            t.current = "c1"
+            continue
+        v = j.feed("c2", ev)[-1]
+        b = J.stream_block(v, J.no_ledger)
+        out.append("go" if b is None else "sequence" if b is v else "tail")
+    return out
+
+
+@pytest.mark.parametrize("events,expected", [
+    ([run(1, 3), run(4, 9)], ["go", "go"]),
+    ([run(1, 3), ("roll", b"\0" * 9), run(4, 4), run(5, 5)], ["go", "go", "go"]),  # writer restarted
+    ([run(1, 3), ("roll", b"x"), run(7, 7)], ["go", "tail"]),  # a gap after bytes left behind
+    ([run(1, 3), ("roll", b"x"), run(3, 3)], ["go", "tail"]),  # a step back after bytes left behind
+    ([run(1, 3), run(7, 7)], ["go", "sequence"]),  # a bare gap: no ledger accepts it
+    ([run(1, 3), ("roll", b"x"), run(4, 4), run(9, 9)], ["go", "go", "sequence"]),  # the tail was proved torn
+    ([("roll", b"x"), run(5, 5)], ["go"]),  # nothing before the tail: the first run is the first
+], ids=["continues", "roll-then-continues", "roll-then-gap", "roll-then-repeat", "gap", "tail-cleared", "first"])
+def test_follow_feeding_table(events, expected):
+    assert _follow(events) == expected

@@ -94,18 +94,12 @@ class ChunkFollower:
 
     def __init__(self, directory, on_records, *, after=0, to=None, limit=None, settle_polls=25, start=None,
                  on_bytes=None):
-        from .replay import covered_prefix, first_record_seq
+        from .replay import first_record_seq
 
         self.directory, self.on_records, self.on_bytes = directory, on_records, on_bytes
         self.after, self.to, self.limit, self.settle_polls = after, to, limit, settle_polls
-        self.prev: int | None = None  # last valid sequence seen
-        if start is not None:
-            self.t = Tail(directory, start[0], "records")
-            self.t.base, self.prev = start[1], start[2]
-        else:
-            names = _chunk_names(directory)
-            pos = covered_prefix([os.path.join(directory, n) for _, n in names], after, first_record_seq)
-            self.t = Tail(directory, names[pos][1] if names else None, "records")
+        self.t, last = Tail.open(directory, _chunk_names(directory), "records", after, first_record_seq, start)
+        self.judge = J.Judge(last=last)  # continuity, and the tails left in chunks rolled away from
         self.events = 0
         self.first = self.last = None
 
@@ -115,7 +109,6 @@ class ChunkFollower:
     def step(self) -> tuple[bool, FollowResult | None]:
         """(whether records were handed on, the end of the stream or None)."""
         t, result = self.t, self.result
-        after, to, limit = self.after, self.to, self.limit
         progressed = False
         while True:
             newer, cut = t.poll(_chunk_names(self.directory), lambda n: parse_chunk_name(n) or 0)
@@ -124,83 +117,118 @@ class ChunkFollower:
             if t.current is None:
                 return progressed, None
             current, base, pending = t.current, t.base, t.pending
-            if base == 0 and len(pending) < FILE_HEADER.size:
-                header_ok = None  # the header itself is in flight
-            else:
-                header_ok = base > 0 or pending[:FILE_HEADER.size] == encode_file_header()
+            header_ok = _header_state(base, pending)
             if header_ok is False:
                 return progressed, result("damage", f"{current}: not a V2 chunk (file header {pending[:8].hex()})",
                                           EXIT_UNSUPPORTED)
-            recs: list[Record] = []
-            consumed = 0
-            tail: fscan.Damage | None = None
-            broken: str | None = None
-            shift = 0
-            if header_ok:
-                body_off = FILE_HEADER.size if base == 0 else 0
-                buf = encode_file_header() + pending[body_off:]
-                shift = base + body_off - FILE_HEADER.size  # file offset = buffer offset + shift
-
-                def visit(b, off, h, p, q, nxt, payload):
-                    _, ver, flags, typ, idlen, _, seq, ts, plen, pcrc, _, hcrc = h
-                    recs.append(Record(current, off + shift, nxt - off, ver, flags, typ, seq, ts,
-                                       bytes(b[off + 40:p]), plen, bytes(b[p:q]) if payload is None else payload))
-                    return False
-
-                scan = fscan.scan_chunk(buf, visit)
-                consumed = 0
-                for item in scan.items:
-                    if isinstance(item, fscan.Damage):
-                        if item.kind != fscan.TAIL:  # the records before it still go out, then we stop
-                            broken = f"{current}: offset {item.offset + shift}: {item.kind} damage: {item.reason}"
-                        tail = item
-                        break
-                    consumed = item.end - FILE_HEADER.size + body_off
-            out: list[Record] = []
-            for r in recs:
-                if r.offset >= base + consumed:
-                    break
-                if J.continuity(self.prev, r.sequence) not in J.FOLLOWS:
-                    why = f" after damage left in a closed chunk ({t.closed_tail})" if t.closed_tail else ""
-                    return progressed, result("damage", f"{current}: offset {r.offset}: sequence {r.sequence} after "
-                                              f"{self.prev}{why}", EXIT_CORRUPT if t.closed_tail else EXIT_SEQUENCE)
-                t.closed_tail = None
-                self.prev = r.sequence
-                if r.sequence <= after:
-                    continue
-                if to is not None and r.sequence > to:
-                    break
-                out.append(r)
-                if limit is not None and self.events + len(out) >= limit:
-                    break
+            sc = _scan(current, base, pending) if header_ok else _Scanned([], [], 0, None, None)
+            out, end = self._take(current, sc)
+            if end is not None:
+                return progressed, end
             if out:
                 self.on_records(out)
                 self.events += len(out)
                 self.first = out[0].sequence if self.first is None else self.first
                 self.last = out[-1].sequence
                 progressed = True
-            if broken is not None:
-                if consumed and self.on_bytes is not None:  # the intact records before the damage
-                    self.on_bytes(current, base, bytes(pending[:consumed]), [r for r in recs
-                                                                              if r.offset < base + consumed])
-                return progressed, result("damage", broken, EXIT_CORRUPT)
-            if limit is not None and self.events >= limit:
+            if sc.broken is not None:
+                if sc.consumed and self.on_bytes is not None:  # the intact records before the damage
+                    self.on_bytes(current, base, bytes(pending[:sc.consumed]), sc.consumed_records(base))
+                return progressed, result("damage", sc.broken, EXIT_CORRUPT)
+            if self.limit is not None and self.events >= self.limit:
                 return progressed, result("limit")
-            if to is not None and self.prev is not None and self.prev >= to:
+            last = self.judge.prev_last
+            if self.to is not None and last is not None and last >= self.to:
                 return progressed, result("to")
-            if consumed:
+            if sc.consumed:
                 if self.on_bytes is not None:
-                    self.on_bytes(current, base, bytes(pending[:consumed]), [r for r in recs
-                                                                              if r.offset < base + consumed])
-                t.consume(consumed)
+                    self.on_bytes(current, base, bytes(pending[:sc.consumed]), sc.consumed_records(base))
+                t.consume(sc.consumed)
+            tail = sc.tail
             if newer and (not t.pending or tail is not None or header_ok is None):
-                t.roll(newer[0])
+                left = t.roll(newer[0])
+                if left is not None:
+                    self.judge.feed(current, left)
                 continue
             if tail is not None and tail.tail_kind != fscan.INCOMPLETE:
                 if t.stuck(self.settle_polls, writer_is_alive):
-                    return progressed, result("damage", f"{current}: offset {tail.offset + shift}: {tail.tail_kind} "
-                                              f"tail: {tail.reason} (no live writer)", EXIT_CORRUPT)
+                    return progressed, result("damage", f"{current}: offset {tail.offset + sc.shift}: "
+                                              f"{tail.tail_kind} tail: {tail.reason} (no live writer)", EXIT_CORRUPT)
             return progressed, None
+
+    def _take(self, current: str, sc: "_Scanned") -> tuple[list[Record], FollowResult | None]:
+        """The records to hand on, run by run: the judge says whether each run may be streamed
+        (judge.stream_block); after/to/limit choose within it. (records, the end of the stream or None)."""
+        after, to, limit = self.after, self.to, self.limit
+        out: list[Record] = []
+        i = 0
+        for run in sc.runs:
+            prev = self.judge.prev_last
+            verdict = self.judge.feed(current, run)[-1]
+            block = J.stream_block(verdict, J.no_ledger)
+            if block is not None:
+                r = sc.recs[i]
+                closed = block is not verdict  # tail damage left in a chunk rolled away from
+                why = f" after damage left in a closed chunk ({block[1].reason})" if closed else ""
+                return out, self.result("damage", f"{current}: offset {r.offset}: sequence {r.sequence} after "
+                                        f"{prev}{why}", EXIT_CORRUPT if closed else EXIT_SEQUENCE)
+            for r in sc.recs[i:i + run.count]:
+                if r.sequence <= after:
+                    continue
+                if to is not None and r.sequence > to:
+                    return out, None
+                out.append(r)
+                if limit is not None and self.events + len(out) >= limit:
+                    return out, None
+            i += run.count
+        return out, None
+
+
+def _header_state(base: int, pending: bytes) -> bool | None:
+    """Whether the chunk's file header is intact: None while it is still in flight."""
+    if base == 0 and len(pending) < FILE_HEADER.size:
+        return None
+    return base > 0 or pending[:FILE_HEADER.size] == encode_file_header()
+
+
+class _Scanned(NamedTuple):
+    """What one poll's scan of the pending bytes found: the runs before the first damage, every valid
+    record, the bytes those runs cover, the first damage when it is a tail, or why the stream breaks."""
+    runs: list
+    recs: list
+    consumed: int
+    tail: fscan.Damage | None
+    broken: str | None
+    shift: int = 0  # file offset = scan buffer offset + shift
+
+    def consumed_records(self, base: int) -> list[Record]:
+        return [r for r in self.recs if r.offset < base + self.consumed]
+
+
+def _scan(current: str, base: int, pending: bytes) -> _Scanned:
+    """Scans the pending bytes with verify's scanner, a file header in front (the scanner reads whole
+    chunks); records carry their file offsets."""
+    recs: list[Record] = []
+    body_off = FILE_HEADER.size if base == 0 else 0
+    buf = encode_file_header() + pending[body_off:]
+    shift = base + body_off - FILE_HEADER.size  # file offset = buffer offset + shift
+
+    def visit(b, off, h, p, q, nxt, payload):
+        _, ver, flags, typ, idlen, _, seq, ts, plen, pcrc, _, hcrc = h
+        recs.append(Record(current, off + shift, nxt - off, ver, flags, typ, seq, ts,
+                           bytes(b[off + 40:p]), plen, bytes(b[p:q]) if payload is None else payload))
+        return False
+
+    runs, consumed, tail, broken = [], 0, None, None
+    for item in fscan.scan_chunk(buf, visit).items:
+        if isinstance(item, fscan.Damage):
+            if item.kind != fscan.TAIL:  # the records before it still go out, then we stop
+                broken = f"{current}: offset {item.offset + shift}: {item.kind} damage: {item.reason}"
+            tail = item
+            break
+        runs.append(item)
+        consumed = item.end - FILE_HEADER.size + body_off
+    return _Scanned(runs, recs, consumed, tail, broken, shift)
 
 
 def follow_events(path: str, form: str, out, *, after: int = 0, to: int | None = None, limit: int | None = None,

@@ -15,9 +15,8 @@ from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE
 from ..format import segment as seg
 from ..format.names import parse_segment_name
 from . import judge as J
+from .segment_items import SegmentItems
 from .tail import FollowResult, Tail, drive, writer_is_alive
-
-RECENT = 16_384  # how far back a repeat is recognised as the same entry, as verify does
 
 
 def _segments(directory: str) -> list[tuple[int, str]]:
@@ -55,21 +54,12 @@ class SegmentFollower:
 
     def __init__(self, directory, on_entries, *, after=0, to=None, limit=None, settle_polls=25, start=None,
                  on_bytes=None, result_type=None, writer_alive=None):
-        from .replay import covered_prefix
-
         self.directory, self.on_entries, self.on_bytes = directory, on_entries, on_bytes
         self.after, self.to, self.limit, self.settle_polls = after, to, limit, settle_polls
         self.result_type = result_type or FollowResult
         self.writer_alive = writer_alive or writer_is_alive
-        self.prev = None
-        if start is not None:
-            self.t = Tail(directory, start[0], "entries")
-            self.t.base, self.prev = start[1], start[2]
-        else:
-            names = _segments(directory)
-            pos = covered_prefix([os.path.join(directory, n) for _, n in names], after, _first_entry_seq)
-            self.t = Tail(directory, names[pos][1] if names else None, "entries")
-        self.recent: dict[int, str] = {}
+        self.t, last = Tail.open(directory, _segments(directory), "entries", after, _first_entry_seq, start)
+        self.items = SegmentItems(last)  # the judge's adapter: continuity, duplicates, closed tails
         self.events, self.first, self.last = 0, None, None
 
     def result(self, ended_by, problem=None, code=EXIT_OK):
@@ -83,7 +73,6 @@ class SegmentFollower:
 
     def step(self):
         t, result = self.t, self.result
-        after, to, limit = self.after, self.to, self.limit
         progressed = False
         while True:
             newer, cut = t.poll(_segments(self.directory), parse_segment_name)
@@ -91,59 +80,71 @@ class SegmentFollower:
                 return progressed, result("damage", cut, EXIT_CORRUPT)
             if t.current is None:
                 return progressed, None
-            current, base, pending = t.current, t.base, t.pending
-            out, off, bad, seen = [], 0, None, []
-            while off < len(pending):
-                fr = seg.read_frame(pending, off)
-                if fr.kind == "incomplete":
-                    break
-                if fr.entry is None:
-                    bad = fr
-                    break
-                e = fr.entry
-                q, checksum = e.sequence, e.checksum
-                if self.prev is not None and q <= self.prev and self.recent.get(q) == checksum:
-                    off += e.size  # a re-sent entry: skipped, as verify does
-                    continue
-                if J.continuity(self.prev, q) not in J.FOLLOWS:
-                    why = f" after damage left in a closed segment ({t.closed_tail})" if t.closed_tail else ""
-                    if out:
-                        self._hand_on(out)
-                    if off and self.on_bytes is not None:
-                        self.on_bytes(current, base, bytes(pending[:off]), seen)
-                    return progressed, result("damage", f"{current}: offset {base + off}: sequence {q} after "
-                                              f"{self.prev}{why}", EXIT_CORRUPT if t.closed_tail else EXIT_SEQUENCE)
-                t.closed_tail, self.prev = None, q
-                self.recent[q] = checksum
-                if len(self.recent) > 2 * RECENT:
-                    self.recent = dict(list(self.recent.items())[-RECENT:])
-                off += e.size
-                seen.append((current, e._replace(offset=base + off - e.size)))
-                if q <= after:
-                    continue
-                if to is not None and q > to:
-                    break
-                out.append(seen[-1])
-                if limit is not None and self.events + len(out) >= limit:
-                    break
+            out, off, bad, seen, end = self._read(t)
+            if end is not None:
+                return progressed, end
             if out:
                 self._hand_on(out)
                 progressed = True
-            if limit is not None and self.events >= limit:
+            if self.limit is not None and self.events >= self.limit:
                 return progressed, result("limit")
-            if to is not None and self.prev is not None and self.prev >= to:
+            if self.to is not None and self.items.last is not None and self.items.last >= self.to:
                 return progressed, result("to")
             if off:
                 if self.on_bytes is not None:
-                    self.on_bytes(current, base, bytes(pending[:off]), seen)
+                    self.on_bytes(t.current, t.base, bytes(t.pending[:off]), seen)
                 t.consume(off)
             if bad is not None and seg.resync(t.pending, 1, [16 * len(t.pending) + (1 << 20)]) is not None:
-                return progressed, result("damage", f"{current}: offset {t.base}: mid-log damage: {bad.problem}",
+                return progressed, result("damage", f"{t.current}: offset {t.base}: mid-log damage: {bad.problem}",
                                           EXIT_CORRUPT)
             if newer and (not t.pending or bad is not None):
-                t.roll(newer[0])
+                closed, left = t.current, t.roll(newer[0])
+                if left is not None:
+                    self.items.closed_tail(closed, left)
                 continue
             if bad is not None and t.stuck(self.settle_polls, self.writer_alive):
-                return progressed, result("damage", f"{current}: offset {t.base}: {bad.problem} (no live writer)",
+                return progressed, result("damage", f"{t.current}: offset {t.base}: {bad.problem} (no live writer)",
                                           EXIT_CORRUPT)
             return progressed, None
+
+    def _read(self, t: Tail):
+        """The intact frames of the pending bytes: (entries to hand on, bytes consumed, the frame that
+        does not verify or None, every consumed (segment, entry), the end of the stream or None). The
+        judge decides whether each entry may be streamed (judge.stream_block); a re-sent entry is skipped."""
+        current, base, pending = t.current, t.base, t.pending
+        after, to, limit, items = self.after, self.to, self.limit, self.items
+        out, off, bad, seen = [], 0, None, []
+        while off < len(pending):
+            fr = seg.read_frame(pending, off)
+            if fr.kind == "incomplete":
+                break
+            if fr.entry is None:
+                bad = fr
+                break
+            e = fr.entry
+            q, checksum = e.sequence, e.checksum
+            if items.duplicate(q, checksum):
+                off += e.size  # a re-sent entry: skipped, as verify does
+                continue
+            prev = items.last
+            verdict = items.entry(current, q, checksum, base + off, e.size)[-1]
+            block = J.stream_block(verdict, J.no_ledger)
+            if block is not None:
+                closed = block is not verdict  # tail damage left in a segment rolled away from
+                why = f" after damage left in a closed segment ({block[1].reason})" if closed else ""
+                if out:
+                    self._hand_on(out)
+                if off and self.on_bytes is not None:
+                    self.on_bytes(current, base, bytes(pending[:off]), seen)
+                return out, off, bad, seen, self.result("damage", f"{current}: offset {base + off}: sequence {q} "
+                                                        f"after {prev}{why}", EXIT_CORRUPT if closed else EXIT_SEQUENCE)
+            off += e.size
+            seen.append((current, e._replace(offset=base + off - e.size)))
+            if q <= after:
+                continue
+            if to is not None and q > to:
+                break
+            out.append(seen[-1])
+            if limit is not None and self.events + len(out) >= limit:
+                break
+        return out, off, bad, seen, None

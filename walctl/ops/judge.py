@@ -22,14 +22,25 @@ The rules:
   chunk) the run does not continue, or at the discontinuity itself.
 
 verify feeds everything and turns every Judged into findings; replay feeds chunk by chunk and stops at
-the first block.
+the first block; the followers (ops/follow.py, ops/follow_segments.py) feed as bytes arrive -- the bytes
+left in a file they roll away from are a tail Damage (`Tail.roll`), the records after it a Run -- and
+stop where `stream_block` says.
+
+Where a kind of log differs, the judge takes a `Policy` rather than a second copy of a rule:
+- V2 chunks (`CONTINUED`): tail damage is torn when what follows continues the sequence (above);
+  a run stepping back is judged and the sequence goes on from its last record.
+- ADR-003 segments (`SEGMENTS`, through the adapter in ops/segment_items.py): tail damage is torn only
+  in the directory's last segment (`feed(..., last_file=True)`), whatever follows; an entry stepping
+  back with another checksum is reported and dropped: it is judged on arrival (so verdicts may come
+  before those of damage still pending), the last sequence stays, the damage before it stays pending.
+The live-writer context is `in_progress`: the same rule for chunks and segments.
 """
 from __future__ import annotations
 
 from enum import StrEnum
 from typing import Callable, NamedTuple
 
-from ..format.scan import MID_LOG, TAIL, UNDECODABLE, Damage, Run
+from ..format.scan import INCOMPLETE, MID_LOG, TAIL, UNDECODABLE, Damage, Run
 
 
 class Continuity(StrEnum):
@@ -94,27 +105,51 @@ def tail_torn(last_before: int | None, following) -> bool:
     return type(following) is Barrier and following.torn
 
 
-class Judge:
-    """Feed items in directory order, then end(); each call returns the items judged so far."""
-    __slots__ = ("prev_last", "pending", "count", "_torn")
+class Policy(NamedTuple):
+    """How a kind of log differs before the judge (see the module docstring)."""
+    torn_in_last_file_only: bool = False  # a tail is torn only in the directory's last file
+    step_back_rejected: bool = False  # a run stepping back is reported and dropped; the sequence stays
 
-    def __init__(self):
-        self.prev_last: int | None = None  # the last valid sequence met
+
+CONTINUED = Policy()  # Spector V2 chunks
+SEGMENTS = Policy(torn_in_last_file_only=True, step_back_rejected=True)  # ADR-003 segments
+
+
+def in_progress(item, last_file: bool, writer) -> bool:
+    """The live-writer context: a record cut short at the end of the last file while a writer holds the
+    directory is an append in flight, not damage (a torn tail all the same)."""
+    return bool(writer) and last_file and _is_tail(item) and item.tail_kind == INCOMPLETE
+
+
+class Judge:
+    """Feed items in directory order, then end(); each call returns the items judged so far.
+    `last`: the last valid sequence already known (a stream resumed at a known record)."""
+    __slots__ = ("prev_last", "pending", "count", "_torn", "policy")
+
+    def __init__(self, policy: Policy = CONTINUED, last: int | None = None):
+        self.policy = policy
+        self.prev_last: int | None = last  # the last valid sequence met
         self.pending: list[tuple[int, int, object, int | None]] = []  # (index, pos, item, last_before)
         self.count = 0
         self._torn: dict[int, bool] = {}  # index of a tail damage -> torn, decided by the next item
 
-    def feed(self, pos: int, item) -> list[Judged]:
+    def feed(self, pos: int, item, last_file: bool = False) -> list[Judged]:
+        """`last_file`: the item is in the directory's last file (read under torn_in_last_file_only)."""
         k = self.count
         self.count += 1
-        if self.pending:
+        by_position = self.policy.torn_in_last_file_only
+        if self.pending and not by_position:
             last_k, _, last_item, before = self.pending[-1]
             if last_k == k - 1 and _is_tail(last_item):
                 self._torn[last_k] = tail_torn(before, item)
         if type(item) is not Run:
+            if by_position and _is_tail(item):
+                self._torn[k] = last_file
             self.pending.append((k, pos, item, self.prev_last))
             return []
         cont = continuity(self.prev_last, item.first_seq)
+        if self.policy.step_back_rejected and cont in (Continuity.REPEAT, Continuity.REGRESSION):
+            return [Judged(k, pos, item, self.prev_last, cont, after=tuple((p[1], p[2]) for p in self.pending))]
         lost = (self.prev_last + 1, item.first_seq - 1) if cont == Continuity.GAP and self.pending else None
         out = self._flush(lost)
         out.append(Judged(k, pos, item, self.prev_last, cont, after=tuple((p[1], p[2]) for p in self.pending)))
@@ -123,7 +158,7 @@ class Judge:
         return out
 
     def end(self) -> list[Judged]:
-        if self.pending and _is_tail(self.pending[-1][2]):
+        if self.pending and _is_tail(self.pending[-1][2]) and not self.policy.torn_in_last_file_only:
             self._torn[self.pending[-1][0]] = True
         out = self._flush(None)
         self.pending = []
@@ -141,7 +176,7 @@ def _is_tail(item) -> bool:
 
 
 def judge_all(entries) -> list[Judged]:
-    """Every (pos, item) judged, in the order fed."""
+    """Every (pos, item) judged, in the order fed (V2 chunks)."""
     j = Judge()
     out: list[Judged] = []
     for pos, item in entries:
@@ -153,6 +188,11 @@ def judge_all(entries) -> list[Judged]:
 def skipped_damage(item) -> bool:
     """Damage whose bytes a stream skips over (with --skip-damaged): mid-log or undecodable."""
     return type(item) is Damage and item.kind in (MID_LOG, UNDECODABLE)
+
+
+def no_ledger(a: int, b: int) -> bool:
+    """`accepted` for a stream with no ledger to ask (the followers): no gap is accepted as lost."""
+    return False
 
 
 def stream_block(run: Judged, accepted: Callable[[int, int], bool]):

@@ -34,6 +34,7 @@ from .fdwrite import write_pieces_to_fd  # noqa: F401 (callers pass its result a
 from .ledger_check import accepted_gaps_only
 from .kinds import KINDS
 from .report import PathReport
+from .tail import covered_prefix
 from .verify import assemble, detect_kind, not_a_file, resolve_chunks
 
 
@@ -162,18 +163,6 @@ def first_record_seq(path: str, fs=DEFAULT_FS) -> int | None:
 
     head = fs.read_head(path, FILE_HEADER.size + RECORD_HEADER.size)
     return first_sequence(head, len(head))[0]
-
-
-def covered_prefix(paths: list[str], after: int, first_seq_of) -> int:
-    """How many files at the front hold only sequences <= after: file i is skipped while file i+1
-    provably starts at or below after + 1 (`first_seq_of(path)`: its first sequence, or None)."""
-    start = 0
-    while after > 0 and start + 1 < len(paths):
-        s = first_seq_of(paths[start + 1])
-        if s is None or s > after + 1:
-            break
-        start += 1
-    return start
 
 
 def replay_v2(path: str, kind: str, out, opts: ReplayOptions, fs, out_fd: int | None = None,

@@ -1,9 +1,11 @@
-"""ADR-003 entry segment directories: walking, verifying, and the torn-vs-corrupt rules for them.
+"""ADR-003 entry segment directories: walking and verifying them.
 
 One sequential pass over the segments in numeric order. Sequences are global and must rise by one; an
 entry repeated with the same checksum (a writer re-sending what it was not sure had landed) is skipped
 with a warning; repeated with another checksum it is a sequence finding. Damage with an intact frame
-after it is corruption; with none, it is a torn tail only in the last segment.
+after it is corruption; with none, it is a torn tail only in the last segment. Those verdicts are the
+judge's (ops/judge.py, policy SEGMENTS), fed through the adapter in ops/segment_items.py; this module
+turns them into findings.
 """
 from __future__ import annotations
 
@@ -13,16 +15,16 @@ from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUP
     combine_exit_codes
 from ..format import segment as seg
 from ..format.names import parse_segment_name
+from ..format.scan import Run
 from ..store.chunkdir import LEDGER_DIR, QUARANTINE_DIR, TMP_SUFFIX
 from ..store.fs import DEFAULT_FS
 from ..store.lock import LOCK_NAME
 from . import findings as F
 from . import judge as J
 from .findings import Finding
+from .segment_items import STEPS_BACK, SegmentItems
 from .kinds import KIND_SEGMENT, KIND_SEGMENTS, kind_of
-from .report import VERDICTS, ChunkReport, PathReport
-
-RECENT_CHECKSUMS = 16_384  # how far back a repeat is recognised as the same entry
+from .report import ChunkReport, PathReport, file_row
 
 
 class SegmentFile(NamedTuple):
@@ -70,97 +72,110 @@ class SegmentWalk:
         if not segs:
             raise UnsupportedInput("no ADR-003 segment files (wal_NNNNNNNN.log) in this directory", self.path)
         writer = None if self.lock_held_by_us or not kind_of(kind).is_dir else self.fs.probe_writer(self.path)
-        findings: list[Finding] = list(foreign)
-        self.findings = findings  # grows as the walk goes: replay stops at the first blocking one
-        chunks: list[ChunkReport] = []
-        recent: dict[int, str] = {}  # sequence -> checksum of the latest entries (trimmed in bulk)
-        prev: int | None = None
-        pending_damage: list[int] = []  # indexes in findings of damage since the last valid entry
+        self.findings = list(foreign)  # grows as the walk goes: replay stops at the first blocking one
+        self._items, self._held, self._writer = SegmentItems(), {}, writer
+        stats: list[_SegmentStats] = []
         for i, s in enumerate(segs):
-            is_last = i == len(segs) - 1
-            codes: list[int] = []
-            records = valid_bytes = damaged = 0
-            first = last = None
+            st = _SegmentStats()
             with self.fs.map_read(s.path) as buf:
-                off, end = 0, len(buf)
-                view = memoryview(buf)
-                budget = [16 * end + (1 << 20)]
-                while off < end:
-                    fr = seg.read_frame(buf, off, view)
-                    if fr.kind == "legacy" and off == 0:
-                        f = Finding(F.UNSUPPORTED, EXIT_UNSUPPORTED, "first frame is Erlang term format (what the ADR's "
-                                    "public implementation writes): unsupported legacy segment", s.name, 0)
-                        findings.append(f)
-                        codes.append(f.exit_code)
-                        pending_damage.append(len(findings) - 1)
-                        break
-                    if fr.entry is None:
-                        nxt = seg.resync(buf, off + 1, budget)
-                        f = self._damage(s, fr, off, nxt if nxt is not None else end, nxt is not None, is_last,
-                                         writer, prev, nxt is None and not any(view[off:end]))
-                        findings.append(f)
-                        codes.append(f.exit_code)
-                        damaged += (nxt if nxt is not None else end) - off
-                        if f.exit_code in (EXIT_TORN, EXIT_OK):
-                            self.torn_bytes += end - off
-                        pending_damage.append(len(findings) - 1)
-                        if nxt is None:
-                            break
-                        off = nxt
-                        continue
-                    e = fr.entry
-                    value = e.value
-                    q = value["sequence"]
-                    cont = J.continuity(prev, q)
-                    if cont in (J.Continuity.REPEAT, J.Continuity.REGRESSION):
-                        if recent.get(q) == value["checksum"]:
-                            self.duplicates += 1
-                            findings.append(Finding(F.ANOMALY, EXIT_CORRUPT if self.strict else EXIT_OK,
-                                                    f"sequence {q} repeated with the same checksum: skipped",
-                                                    s.name, off, off + e.size, (q, q), extra={"code": "duplicate"}))
-                            codes.append(findings[-1].exit_code)
-                            off += e.size
-                            continue
-                        cls = F.SEQUENCE_REPEAT if cont == J.Continuity.REPEAT else F.SEQUENCE_REGRESSION
-                        f = Finding(cls, EXIT_SEQUENCE,
-                                    f"sequence {q} after {prev} with a different checksum", s.name, off,
-                                    off + e.size, (q, min(prev, q)), repeated=(q, q), previous_sequence=prev)
-                        findings.append(f)
-                        codes.append(f.exit_code)
-                        off += e.size
-                        continue
-                    if cont == J.Continuity.GAP:
-                        rng = (prev + 1, q - 1)
-                        if pending_damage:
-                            d = findings[pending_damage[0]]
-                            findings[pending_damage[0]] = d._replace(
-                                sequence_range=d.sequence_range or rng, lost_sequence_range=rng)
-                        else:
-                            f = Finding(F.SEQUENCE_GAP, EXIT_SEQUENCE, f"sequence gap: {rng[1] - rng[0] + 1} missing "
-                                        f"({rng[0]}..{rng[1]}) before seq {q}", s.name, off, None, rng,
-                                        missing=rng, previous_sequence=prev)
-                            findings.append(f)
-                            codes.append(f.exit_code)
-                    pending_damage = []
-                    prev = q
-                    recent[q] = value["checksum"]
-                    if len(recent) > 2 * RECENT_CHECKSUMS:  # keep the newest half; cheap amortised
-                        recent = dict(list(recent.items())[-RECENT_CHECKSUMS:])
-                    records += 1
-                    valid_bytes += e.size
-                    first = q if first is None else first
-                    last = q
-                    yield s.name, e
-                    off += e.size
-            code = combine_exit_codes(codes)
-            chunks.append(ChunkReport(s.name, s.number, s.size, "ok", None, VERDICTS[code], code, records, first, last,
-                                      valid_bytes, damaged, {}))
+                yield from self._segment(s, buf, i == len(segs) - 1, st)
+            stats.append(st)
             if self.progress is not None:
                 self.progress(s.size)
-        exit_code = combine_exit_codes(f.exit_code for f in findings)
-        self.report = PathReport(self.path, kind, exit_code, writer, tuple(chunks), tuple(findings))
+        self._verdicts(self._items.end())
+        codes: dict[str, list[int]] = {}
+        for f in self.findings:
+            codes.setdefault(f.file, []).append(f.exit_code)
+        for s, st in zip(segs, stats):
+            st.code = combine_exit_codes(codes.get(s.name, ()))
+        self.report = PathReport(self.path, kind, combine_exit_codes(f.exit_code for f in self.findings), writer,
+                                 self._chunk_reports(segs, stats), tuple(self.findings))
 
-    def _damage(self, s: SegmentFile, fr: seg.Frame, off: int, end: int, resynced: bool, is_last: bool,
+    def _segment(self, s: SegmentFile, buf, is_last: bool, st: "_SegmentStats") -> Iterator[tuple[str, seg.Entry]]:
+        """One segment's frames: intact entries go to the judge through the adapter (and, accepted, out);
+        damage is held with a placeholder in `findings` until the judge's verdict on it."""
+        findings, items = self.findings, self._items
+        off, end = 0, len(buf)
+        view = memoryview(buf)
+        budget = [16 * end + (1 << 20)]
+        while off < end:
+            fr = seg.read_frame(buf, off, view)
+            if fr.kind == "legacy" and off == 0:
+                f = Finding(F.UNSUPPORTED, EXIT_UNSUPPORTED, "first frame is Erlang term format (what the ADR's "
+                            "public implementation writes): unsupported legacy segment", s.name, 0)
+                findings.append(f)
+                self._held[items.barrier(s.name, f)] = (len(findings) - 1,)
+                break
+            if fr.entry is None:
+                nxt = seg.resync(buf, off + 1, budget)
+                stop = nxt if nxt is not None else end
+                zeros = nxt is None and not any(view[off:end])
+                st.damaged += stop - off
+                k = items.damage(s.name, off, stop, fr.problem, fr.kind, nxt is not None, zeros, is_last)
+                findings.append(None)  # the judge's verdict fills it in (_verdicts)
+                self._held[k] = (len(findings) - 1, s, fr, off, stop, nxt is not None, is_last, zeros, end)
+                if nxt is None:
+                    break
+                off = nxt
+                continue
+            e = fr.entry
+            q = e.sequence
+            if items.duplicate(q, e.checksum):
+                self.duplicates += 1
+                findings.append(Finding(F.ANOMALY, EXIT_CORRUPT if self.strict else EXIT_OK,
+                                        f"sequence {q} repeated with the same checksum: skipped",
+                                        s.name, off, off + e.size, (q, q), extra={"code": "duplicate"}))
+                off += e.size
+                continue
+            verdicts = items.entry(s.name, q, e.checksum, off, e.size)
+            self._verdicts(verdicts, s, e, off)
+            if verdicts[-1].continuity not in STEPS_BACK:
+                st.add(q, e.size)
+                yield s.name, e
+            off += e.size
+
+    def _verdicts(self, verdicts: list[J.Judged], s: SegmentFile | None = None, e: seg.Entry | None = None,
+                  off: int = 0) -> None:
+        """The judge's verdicts as findings: held damage fills its placeholder (with its lost range);
+        the entry just fed (s, e at off) gets a sequence finding when it steps back or follows a gap."""
+        findings = self.findings
+        for j in verdicts:
+            if type(j.item) is not Run:
+                held = self._held.pop(j.index)
+                f = findings[held[0]] if len(held) == 1 else self._held_damage(j, *held[1:])
+                if j.lost is not None:
+                    rng = j.lost
+                    f = f._replace(sequence_range=f.sequence_range or rng, lost_sequence_range=rng)
+                findings[held[0]] = f
+                continue
+            q, prev = j.item.first_seq, j.last_before
+            if j.continuity in STEPS_BACK:
+                cls = F.SEQUENCE_REPEAT if j.continuity == J.Continuity.REPEAT else F.SEQUENCE_REGRESSION
+                f = Finding(cls, EXIT_SEQUENCE,
+                            f"sequence {q} after {prev} with a different checksum", s.name, off,
+                            off + e.size, (q, min(prev, q)), repeated=(q, q), previous_sequence=prev)
+                findings.append(f)
+            elif j.continuity == J.Continuity.GAP and not j.after:
+                rng = j.gap
+                f = Finding(F.SEQUENCE_GAP, EXIT_SEQUENCE, f"sequence gap: {rng[1] - rng[0] + 1} missing "
+                            f"({rng[0]}..{rng[1]}) before seq {q}", s.name, off, None, rng,
+                            missing=rng, previous_sequence=prev)
+                findings.append(f)
+
+    def _held_damage(self, j: J.Judged, s, fr, off, stop, resynced, is_last, zeros, seg_end) -> Finding:
+        live = J.in_progress(j.item, is_last, self._writer)
+        f = self._damage(s, fr, off, stop, resynced, bool(j.torn), live, self._writer, j.last_before, zeros)
+        if f.exit_code in (EXIT_TORN, EXIT_OK):
+            self.torn_bytes += seg_end - off
+        return f
+
+    @staticmethod
+    def _chunk_reports(segs: list[SegmentFile], stats: list["_SegmentStats"]) -> tuple[ChunkReport, ...]:
+        return tuple(file_row(s.name, s.number, s.size, "ok", st.code, records=st.records, first_sequence=st.first,
+                              last_sequence=st.last, valid_bytes=st.valid_bytes, damaged_bytes=st.damaged)
+                     for s, st in zip(segs, stats))
+
+    def _damage(self, s: SegmentFile, fr: seg.Frame, off: int, end: int, resynced: bool, torn: bool, live: bool,
                 writer, prev, zeros: bool = False) -> Finding:
         shared = dict(field=fr.kind, last_good_sequence=prev)
         if resynced:
@@ -169,25 +184,41 @@ class SegmentWalk:
         if zeros:
             # Preallocated or never-written blocks after a crash (a length of 0 is no frame at all): no
             # complete frame failed a check, so nothing here can have been acknowledged.
-            shared.update(tail_kind="zero-fill", torn=is_last)
-            if is_last:
+            shared.update(tail_kind="zero-fill", torn=torn)
+            if torn:
                 return Finding(F.TAIL_DAMAGE, EXIT_TORN, f"zero-fill tail: {end - off} zero bytes to the end of the "
                                "file", s.name, off, end, **shared)
             return Finding(F.TAIL_DAMAGE, EXIT_CORRUPT, f"zero-fill tail: {end - off} zero bytes to the end of the "
                            "file (not the last segment: entries that followed are missing)", s.name, off, end,
                            **shared)
         tail_kind = "incomplete" if fr.kind == "incomplete" else "checksum"
-        shared.update(tail_kind=tail_kind, torn=is_last)
-        if is_last and writer and fr.kind == "incomplete":
+        shared.update(tail_kind=tail_kind, torn=torn)
+        if live:
             return Finding(F.IN_PROGRESS, EXIT_OK, f"append in progress by a live writer ({writer}): {fr.problem}",
                            s.name, off, end, extra={"writer": writer}, **shared)
-        if is_last:
+        if torn:
             warn = " (a complete frame fails its check: it may have been acknowledged; repair keeps it as " \
                    "evidence)" if fr.kind != "incomplete" else ""
             return Finding(F.TAIL_DAMAGE, EXIT_TORN, f"{tail_kind} tail: {fr.problem}{warn}", s.name, off, end,
                            **shared)
         return Finding(F.TAIL_DAMAGE, EXIT_CORRUPT, f"{tail_kind} tail: {fr.problem} (not the last segment: "
                        "acknowledged entries are damaged)", s.name, off, end, **shared)
+
+
+class _SegmentStats:
+    """What one segment's ChunkReport counts; its exit code is filled in from the findings at the end."""
+    __slots__ = ("records", "valid_bytes", "damaged", "first", "last", "code")
+
+    def __init__(self):
+        self.records = self.valid_bytes = self.damaged = 0
+        self.first = self.last = None
+        self.code = EXIT_OK
+
+    def add(self, sequence: int, size: int) -> None:
+        self.records += 1
+        self.valid_bytes += size
+        self.first = sequence if self.first is None else self.first
+        self.last = sequence
 
 
 def verify_segments(path: str, *, strict: bool = False, fs=DEFAULT_FS, lock_held_by_us: bool = False) -> PathReport:

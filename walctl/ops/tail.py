@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
+from ..format.scan import TAIL, Damage
 from ..store.fs import DEFAULT_FS
 
 
@@ -26,16 +27,40 @@ def read_tail(path: str, base: int) -> tuple[bytes, int | None]:
     return DEFAULT_FS.read_tail(path, base)  # (never a FIFO or a device: see fs.read_tail)
 
 
+def covered_prefix(paths: list[str], after: int, first_seq_of) -> int:
+    """How many files at the front hold only sequences <= after: file i is skipped while file i+1
+    provably starts at or below after + 1 (`first_seq_of(path)`: its first sequence, or None)."""
+    start = 0
+    while after > 0 and start + 1 < len(paths):
+        s = first_seq_of(paths[start + 1])
+        if s is None or s > after + 1:
+            break
+        start += 1
+    return start
+
+
 class Tail:
     """What both followers keep of the file they read: its name, the file offset `base` where the bytes
-    not yet consumed (`pending`) start, how many polls a suspicious tail has stayed the same
-    (`unsettled`), and the damage left in the file they rolled away from (`closed_tail`), which the next
-    record must prove torn by continuing the sequence."""
+    not yet consumed (`pending`) start, and how many polls a suspicious tail has stayed the same
+    (`unsettled`). What is left in a file they roll away from is a Damage for their judge."""
 
     def __init__(self, directory: str, current: str | None, unit: str):
         self.directory, self.current, self.unit = directory, current, unit
         self.base, self.pending, self.unsettled = 0, b"", 0
-        self.closed_tail: str | None = None
+
+    @classmethod
+    def open(cls, directory: str, names: list[tuple[int, str]], unit: str, after: int, first_seq_of,
+             start=None) -> tuple["Tail", int | None]:
+        """(the tail a follower starts from, the last sequence already consumed). `names`: the log's
+        (number, name) in order; `start` = (file, offset, last sequence) resumes at a record boundary
+        already known (archive push --follow); otherwise the first file that may hold a sequence above
+        `after` (covered_prefix, `first_seq_of(path)`)."""
+        if start is not None:
+            t = cls(directory, start[0], unit)
+            t.base = start[1]
+            return t, start[2]
+        pos = covered_prefix([os.path.join(directory, n) for _, n in names], after, first_seq_of)
+        return cls(directory, names[pos][1] if names else None, unit), None
 
     def poll(self, names: list[tuple[int, str]], number) -> tuple[list[str], str | None]:
         """Reads the unconsumed tail again: (the names after the current file, damage when the file was
@@ -56,12 +81,15 @@ class Tail:
     def consume(self, n: int) -> None:
         self.pending, self.base, self.unsettled = self.pending[n:], self.base + n, 0
 
-    def roll(self, to: str) -> None:
+    def roll(self, to: str) -> Damage | None:
         """The writer has moved on to `to`: the current file will not grow, and what is left in it is
-        damage the next record has to prove torn."""
+        tail damage (returned, for the follower's judge) the next record has to prove torn."""
+        left = None
         if self.pending:
-            self.closed_tail = f"{len(self.pending)} bytes at {self.current} offset {self.base}"
+            left = Damage(TAIL, self.base, self.base + len(self.pending),
+                          f"{len(self.pending)} bytes at {self.current} offset {self.base}")
         self.current, self.base, self.pending, self.unsettled = to, 0, b"", 0
+        return left
 
     def stuck(self, settle_polls: int, writer_alive) -> bool:
         """One more poll with the same suspicious tail: True once it has outlasted `settle_polls` polls

@@ -366,7 +366,7 @@ def _damage_finding(c, j: J.Judged, entries, is_last, writer) -> Finding:
     torn = j.torn
     shared.update(tail_kind=d.tail_kind, torn=torn)
     reason = f"{d.tail_kind} tail: {d.reason}"
-    if is_last and writer and d.tail_kind == fscan.INCOMPLETE:
+    if J.in_progress(d, is_last, writer):
         return Finding(F.IN_PROGRESS, EXIT_OK, f"append in progress by a live writer ({writer}): {d.reason}",
                        c.name, d.offset, d.end, None, d.stored, d.computed, {"writer": writer}, **shared)
     if torn:

@@ -120,3 +120,35 @@ def test_scan_values_are_frozen_and_pickle():
     assert not hasattr(dmg, "__dict__")
     # The enum keeps the string values the JSON shows.
     assert json.dumps([dmg.kind, S.ZERO_FILL]) == '["mid-log", "zero-fill"]' and f"{dmg.kind}" == "mid-log"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 300), min_size=2, max_size=12), st.data())
+def test_scanning_from_a_record_boundary_finds_what_the_whole_scan_finds_there(sizes, data):
+    """follow scans the pending part of a chunk with the real 8 bytes before it (scan.scan_records): from
+    any record boundary it must see the same records and damage as verify's whole-chunk scan."""
+    from tests.conftest import make_record
+
+    recs = [make_record(i + 1, payload=bytes([i]) * n) for i, n in enumerate(sizes)]
+    chunk = bytearray(encode_file_header() + b"".join(recs))
+    if data.draw(st.booleans(), label="damage"):
+        pos = data.draw(st.integers(FILE_HEADER.size, len(chunk) - 1), label="flip")
+        chunk[pos] ^= 0x40
+    if data.draw(st.booleans(), label="cut"):
+        del chunk[data.draw(st.integers(FILE_HEADER.size + 1, len(chunk)), label="cut at"):]
+    chunk = bytes(chunk)
+    whole: list[int] = []
+    full = S.scan_chunk(chunk, lambda b, off, h, p, q, nxt, payload: whole.append(off))
+    bounds = [FILE_HEADER.size] + [o for o in whole]
+    start = data.draw(st.sampled_from(bounds), label="start")
+    seen: list[int] = []
+    items = S.scan_records(chunk, start, lambda b, off, h, p, q, nxt, payload: seen.append(off))
+    assert seen == [o for o in whole if o >= start]
+    damage = [(d.kind, d.offset, d.end, d.field) for d in full.items if type(d) is S.Damage and d.offset >= start]
+    assert [(d.kind, d.offset, d.end, d.field) for d in items if type(d) is S.Damage] == damage
+    assert sum(r.count for r in items if type(r) is S.Run) == len(seen)
+
+
+def test_scan_records_refuses_a_start_without_the_bytes_before_it():
+    with pytest.raises(ValueError):
+        S.scan_records(encode_file_header(), 4)

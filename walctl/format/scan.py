@@ -185,6 +185,23 @@ def scan_chunk(buf, visit: Visitor | None = None, *, materialize: bool = True) -
                      sum(r.end - r.offset for r in runs), tuple(notes.details), notes.counts, stopped_at)
 
 
+LOOK_BEHIND = 8  # the hot loop reads the 8 bytes before each record header (the previous record's padding)
+
+
+def scan_records(buf, start: int, visit: Visitor | None = None) -> list:
+    """The items (Runs, Damage) of the records in buf from `start`, a record boundary, for a reader that
+    holds part of a chunk (follow). buf[start - LOOK_BEHIND:start] must be the file's real bytes before
+    it (the file header, or the end of the record before): the hot loop reads them, and they are not
+    judged (what precedes `start` was scanned by whoever read it). The visitor gets decoded payloads."""
+    if start < LOOK_BEHIND:
+        raise ValueError(f"scan_records needs the {LOOK_BEHIND} bytes before start={start}")
+    if isinstance(buf, memoryview):
+        buf = buf.tobytes()
+    items: list = []
+    _scan_records(buf, start, items, Anomalies(), visit, visit is not None)
+    return items
+
+
 def check_intact(buf, off: int, end: int, budget: "ResyncBudget | None" = None) -> R.RecordHeader | None:
     """The header fields when the record at off is intact (record.check_record), else None."""
     h = R.check_record(buf, off, end, budget)

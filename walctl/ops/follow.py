@@ -98,7 +98,8 @@ class ChunkFollower:
 
         self.directory, self.on_records, self.on_bytes = directory, on_records, on_bytes
         self.after, self.to, self.limit, self.settle_polls = after, to, limit, settle_polls
-        self.t, last = Tail.open(directory, _chunk_names(directory), "records", after, first_record_seq, start)
+        self.t, last = Tail.open(directory, _chunk_names(directory), "records", after, first_record_seq, start,
+                                 fscan.LOOK_BEHIND)
         self.judge = J.Judge(last=last)  # continuity, and the tails left in chunks rolled away from
         self.events = 0
         self.first = self.last = None
@@ -121,7 +122,7 @@ class ChunkFollower:
             if header_ok is False:
                 return progressed, result("damage", f"{current}: not a V2 chunk (file header {pending[:8].hex()})",
                                           EXIT_UNSUPPORTED)
-            sc = _scan(current, base, pending) if header_ok else _Scanned([], [], 0, None, None)
+            sc = _scan(current, base, t.behind, pending) if header_ok else _Scanned([], [], 0, None, None)
             out, end = self._take(current, sc)
             if end is not None:
                 return progressed, end
@@ -205,13 +206,16 @@ class _Scanned(NamedTuple):
         return [r for r in self.recs if r.offset < base + self.consumed]
 
 
-def _scan(current: str, base: int, pending: bytes) -> _Scanned:
-    """Scans the pending bytes with verify's scanner, a file header in front (the scanner reads whole
-    chunks); records carry their file offsets."""
+def _scan(current: str, base: int, behind: bytes, pending: bytes) -> _Scanned:
+    """Scans the pending bytes with verify's scanner (format/scan.scan_records), from the first record
+    boundary: after the file header at the start of a chunk, else at `base` with the real bytes before
+    it in front; records carry their file offsets."""
     recs: list[Record] = []
-    body_off = FILE_HEADER.size if base == 0 else 0
-    buf = encode_file_header() + pending[body_off:]
-    shift = base + body_off - FILE_HEADER.size  # file offset = buffer offset + shift
+    if base == 0:
+        buf, start = pending, FILE_HEADER.size  # the header was checked (_header_state)
+    else:
+        buf, start = behind + pending, len(behind)
+    shift = base - (start if base else 0)  # file offset = buffer offset + shift
 
     def visit(b, off, h, p, q, nxt, payload):
         _, ver, flags, typ, idlen, _, seq, ts, plen, pcrc, _, hcrc = h
@@ -220,14 +224,14 @@ def _scan(current: str, base: int, pending: bytes) -> _Scanned:
         return False
 
     runs, consumed, tail, broken = [], 0, None, None
-    for item in fscan.scan_chunk(buf, visit).items:
+    for item in fscan.scan_records(buf, start, visit):
         if isinstance(item, fscan.Damage):
             if item.kind != fscan.TAIL:  # the records before it still go out, then we stop
                 broken = f"{current}: offset {item.offset + shift}: {item.kind} damage: {item.reason}"
             tail = item
             break
         runs.append(item)
-        consumed = item.end - FILE_HEADER.size + body_off
+        consumed = item.end + shift - base  # bytes of `pending` the runs cover
     return _Scanned(runs, recs, consumed, tail, broken, shift)
 
 

@@ -44,23 +44,26 @@ class Tail:
     not yet consumed (`pending`) start, and how many polls a suspicious tail has stayed the same
     (`unsettled`). What is left in a file they roll away from is a Damage for their judge."""
 
-    def __init__(self, directory: str, current: str | None, unit: str):
+    def __init__(self, directory: str, current: str | None, unit: str, look_behind: int = 0):
         self.directory, self.current, self.unit = directory, current, unit
         self.base, self.pending, self.unsettled = 0, b"", 0
+        # `behind`: up to `look_behind` real bytes of the file just before `base` (V2's scanner reads
+        # the 8 bytes before each record), read again with the tail at each poll
+        self.look_behind, self.behind = look_behind, b""
 
     @classmethod
     def open(cls, directory: str, names: list[tuple[int, str]], unit: str, after: int, first_seq_of,
-             start=None) -> tuple["Tail", int | None]:
+             start=None, look_behind: int = 0) -> tuple["Tail", int | None]:
         """(the tail a follower starts from, the last sequence already consumed). `names`: the log's
         (number, name) in order; `start` = (file, offset, last sequence) resumes at a record boundary
         already known (archive push --follow); otherwise the first file that may hold a sequence above
         `after` (covered_prefix, `first_seq_of(path)`)."""
         if start is not None:
-            t = cls(directory, start[0], unit)
+            t = cls(directory, start[0], unit, look_behind)
             t.base = start[1]
             return t, start[2]
         pos = covered_prefix([os.path.join(directory, n) for _, n in names], after, first_seq_of)
-        return cls(directory, names[pos][1] if names else None, unit), None
+        return cls(directory, names[pos][1] if names else None, unit, look_behind), None
 
     def poll(self, names: list[tuple[int, str]], number) -> tuple[list[str], str | None]:
         """Reads the unconsumed tail again: (the names after the current file, damage when the file was
@@ -69,7 +72,11 @@ class Tail:
             self.current = names[0][1]
         if self.current is None:
             return [], None
-        fresh, cut = read_tail(os.path.join(self.directory, self.current), self.base)
+        lb = min(self.look_behind, self.base)
+        fresh, cut = read_tail(os.path.join(self.directory, self.current), self.base - lb)
+        if cut is None and len(fresh) < lb:
+            cut = self.base - lb + len(fresh)
+        self.behind, fresh = fresh[:lb], fresh[lb:]
         if cut is not None:
             return [], (f"{self.current} was cut to {cut} bytes, before {self.unit} already streamed (which "
                         f"ended at offset {self.base})")

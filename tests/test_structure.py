@@ -113,7 +113,7 @@ def test_dispatchers_choose_by_the_kinds_table_not_by_if_chains():
 
 
 MAX_FUNCTION_LINES = 60
-MAX_MODULE_LINES = 450
+MAX_MODULE_LINES = 400
 # What is still longer (issue #13: split where it reads better). The scanner's hot loop stays inlined for speed.
 LONG_FUNCTIONS = {
     "format/scan.py:_scan_records",  # the hot loop (benchmarks/verify_throughput.py)
@@ -121,7 +121,10 @@ LONG_FUNCTIONS = {
     "ops/follow.py:step", "ops/importer.py:import_stream",
     "ops/follow_segments.py:step", "format/checkpoint.py:check_file",
 }
-LONG_MODULES = {"store/appender.py"}  # one class (group commit, roll, helper process): split with care
+LONG_MODULES = {
+    "store/appender.py",  # one class (group commit, roll, helper process): split with care
+    "store/fs.py", "ops/archive.py",  # over 400, under 450: being split in a parallel branch (issue #13)
+}
 
 
 def _long_functions_and_modules():

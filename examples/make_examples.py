@@ -99,7 +99,7 @@ TASK_COMPLETED = "9c41d2aa-7e1b-4f0e-8d25-51a7b3c0e9f4"
 
 def write_task_logs(base: str) -> None:
     """Two Tiffany task logs: one interrupted mid-step (with a torn last line), one completed."""
-    from walctl.format.tasklog import encode_entry
+    from walctl.format.tasklog_entry import encode_entry
 
     d = os.path.join(base, "tasks")
     if os.path.isdir(d):

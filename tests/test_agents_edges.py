@@ -192,7 +192,9 @@ def test_set_aside_a_corrupt_line(tmp_path, cli):
     log.write_bytes(good + bad + after)
     r = cli("agents", "set-aside", root, C, "--line", "2", "--json")
     doc = r.json()
-    assert r.code == 0 and doc["outcome"] == "dry-run" and (doc["offset"], doc["length"]) == (len(good), len(bad))
+    # a dry run exits with the state it leaves, the state before: the unreadable line is corruption (3)
+    assert r.code == 3 and doc["exit_code"] == 3 and cli("agents", "verify", root).code == 3
+    assert doc["outcome"] == "dry-run" and (doc["offset"], doc["length"]) == (len(good), len(bad))
     assert log.read_bytes() == good + bad + after
     r = cli("agents", "set-aside", root, C, "--line", "2", "--apply")
     assert r.code == 7 and "--force" in r.err and log.read_bytes() == good + bad + after
@@ -210,13 +212,57 @@ def test_set_aside_a_corrupt_line(tmp_path, cli):
     assert r.code == 7 and log.read_bytes() == good + after
 
 
+def test_set_aside_exits_with_the_state_after_it_ran_as_recover_and_repair_do(tmp_path, cli):
+    """A dry run changes nothing, so it exits as verify does on the root; --apply exits with the state after."""
+    root = tmp_path / "root"
+    family(root)
+    sj = root / "agents" / G / "session.json"
+    sj.write_bytes(b"{ torn")
+    before = full_digest(root)
+    v = cli("agents", "verify", root, "--json")
+    bad = [f for f in v.json()["findings"] if f["exit_code"]]
+    assert v.code == 3 and [f["file"] for f in bad] == [f"agents/{G}/session.json"]
+    for args in ([], ["--json"]):
+        r = cli("agents", "set-aside", root, G, "--session", *args)
+        assert r.code == 3 and "would set aside the whole agents/" in r.out if not args else r.code == 3
+        assert full_digest(root) == before  # nothing changed, not even a lock file or .quarantine/
+    doc = r.json()
+    assert (doc["outcome"], doc["applied"], doc["exit_code"], doc["length"]) == ("dry-run", False, 3, 6)
+    assert cli("agents", "recover", root).code == 3  # recover's dry run says the same of the same root
+    r = cli("agents", "set-aside", root, G, "--session", "--apply", "--force", "--json")
+    doc = r.json()
+    # the state after: a session directory without session.json is still a finding of verify (3)
+    assert r.code == 3 and (doc["outcome"], doc["applied"], doc["exit_code"]) == ("applied", True, 3)
+    assert not sj.exists() and (root / doc["evidence"]).read_bytes() == b"{ torn"
+    v = cli("agents", "verify", root, "--json")
+    assert v.code == 3 and [(f["class"], f["reason"]) for f in v.json()["findings"] if f["exit_code"]] == \
+        [("session-json", "no session.json")]
+    # a line set aside leaves a clean root: 0 after, where the dry run said 3
+    log = root / "agents" / C / "events.jsonl"
+    log.write_bytes(log.read_bytes() + b'{"session_id": null\n')
+    (root / "agents" / G / "session.json").write_text(json.dumps({"id": G, "state": "active", "provider_name": "p",
+        "model": "m", "created_at": "2026-11-21T00:00:00+00:00", "suspended_at": None, "provider_state": ""}))
+    assert cli("agents", "set-aside", root, C, "--line", "2").code == 3
+    r = cli("agents", "set-aside", root, C, "--line", "2", "--apply", "--force", "--json")
+    assert r.code == 0 and r.json()["exit_code"] == 0 and r.json()["applied"] is True
+    assert cli("agents", "verify", root).code == 0
+    # refused: the JSON carries the refusal's code, and no byte changed (the lock file is touched by taking it)
+    def unlocked():
+        return {k: v for k, v in tree_digest(root).items() if k != ".walctl.lock"}
+
+    after = unlocked()
+    r = cli("agents", "set-aside", root, C, "--line", "1", "--apply", "--force", "--json")
+    assert r.code == 7 and r.json()["exit_code"] == 7 and r.json()["outcome"] == "refused"
+    assert unlocked() == after
+
+
 def test_set_aside_an_unreadable_session_json_and_bad_ids(tmp_path, cli):
     root = tmp_path / "root"
     family(root)
     sj = root / "agents" / G / "session.json"
     sj.write_bytes(b"{ torn")
     r = cli("agents", "set-aside", root, G, "--session", "--apply", "--force")
-    assert r.code == 0 and not sj.exists()
+    assert r.code == 3 and not sj.exists()  # the state after: verify's "no session.json" (3)
     (m,) = [json.loads(x) for x in (root / ".quarantine" / "MANIFEST.jsonl").read_text().splitlines()]
     assert (root / m["evidence"]).read_bytes() == b"{ torn" and m["source"] == f"agents__{G}__session.json"
     assert [s.problem for s in read_root(str(root)) if s.session_id == G] == ["no session.json"]

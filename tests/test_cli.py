@@ -176,7 +176,7 @@ def test_inspect_hexdump_names_fields_and_marks_crcs(cli):
 def test_inspect_around_damaged_offset_marks_invalid_crc(cli):
     path = os.path.join(case_dir("payload-bitflip-midlog"), "wal-000000.bin")
     r = cli("inspect", path, "--around", "2441", "--context", "16")
-    assert r.code == 0
+    assert r.code == 3 == cli("verify", path).code  # the code of the damage at that offset (mid-log)
     assert "record at offset 2368 (damaged)" in r.out
     assert "payload CRC          0x8a35a9a6 (computed 0x7aaffd0a) INVALID" in r.out
     assert "[60]" in r.out  # the flipped byte is bracketed

@@ -131,14 +131,17 @@ def test_inspect_seq_names_the_quarantined_piece_that_holds_it(cli, tmp_path):
     d = write_dir(tmp_path / "wal", {0: make_chunk(range(1, 4)), 1: make_chunk(range(4, 7)), 2: make_chunk(range(7, 9))})
     assert cli("quarantine", "move", d, "wal-000001.bin", "--reason", "rot", "--apply").code == 0
     r = cli("inspect", d, "--seq", "5")
-    assert r.code == 3
+    assert r.code == 4  # verify's code for the gap the move left (sequences 4..6), as verify exits
+    assert cli("verify", d).code == 4
     assert "set aside: .quarantine/wal-000001.bin (move of wal-000001.bin, bytes 0.." in r.out
 
 
 def test_inspect_around_chunk_offset_on_a_directory(cli, tmp_path):
     d, o0, _ = _damaged(tmp_path)
     r = cli("inspect", d, "--around", f"wal-000000.bin:{o0[2]}", "--context", "8")
-    assert r.code == 0 and f"-- record at offset {o0[2]} (damaged)" in r.out
+    # the code of the damage at that place (mid-log, 3), as --damaged gives that region
+    assert r.code == 3 and f"-- record at offset {o0[2]} (damaged)" in r.out
+    assert f"verify: wal-000000.bin: offset {o0[2]}..{o0[3]}" in r.out and "(mid-log-damage, exit 3)" in r.out
     same = cli("inspect", os.path.join(d, "wal-000000.bin"), "--around", str(o0[2]), "--context", "8")
     assert same.out.splitlines()[1:] == r.out.splitlines()[1:]
 

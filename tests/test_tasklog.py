@@ -9,7 +9,8 @@ import pytest
 
 from simfs import SimCrash, SimFS
 from walctl.errors import NotClean, Refused, UsageError
-from walctl.format.tasklog import encode_entry, read_log
+from walctl.format.tasklog import read_log
+from walctl.format.tasklog_entry import encode_entry
 from walctl.ops.tasklog import append, read_task, resume
 
 TID = "3f2a9c1e-0b7d-4e55-9a51-6d0c2f1b8e77"
@@ -388,7 +389,7 @@ def test_resume_json_document_and_no_step_none(tmp_path, cli):
 def test_ts_date_check_agrees_with_the_calendar_for_every_day():
     import datetime
 
-    from walctl.format.tasklog import parse_line
+    from walctl.format.tasklog_entry import parse_line
 
     for year in (1900, 2000, 2023, 2024):
         for month in range(0, 14):

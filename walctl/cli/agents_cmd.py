@@ -5,7 +5,6 @@ from typing import Optional
 
 import typer
 
-from ..errors import EXIT_OK
 from .render import emit, json_document, rerun, safe
 from .targets import existing_dir
 
@@ -138,6 +137,7 @@ def set_aside(root: str = typer.Argument(..., help="The Substrat root.", callbac
               force: bool = typer.Option(False, "--force", help="Needed with --apply: history is rewritten."),
               json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-set-aside/1).")):
     from ..errors import WalctlError
+    from ..ops.agents import exit_code, verify_root
     from ..ops.agents_mend import set_aside as run_set_aside
 
     try:
@@ -147,8 +147,10 @@ def set_aside(root: str = typer.Argument(..., help="The Substrat root.", callbac
             emit(json_document("walctl.agents-set-aside/1", {"root": root, "outcome": "refused", "applied": False,
                                                              "exit_code": e.exit_code, "message": str(e)}))
         raise
+    # The state after it ran, as recover and repair: a dry run changed nothing, so that is the state before.
+    code = exit_code(verify_root(root)[0])
     if json_out:
-        emit(json_document("walctl.agents-set-aside/1", dict(r.to_json(), root=root, exit_code=EXIT_OK,
+        emit(json_document("walctl.agents-set-aside/1", dict(r.to_json(), root=root, exit_code=code,
                                                              outcome="applied" if r.applied else "dry-run")))
     else:
         where = f"line {r.line} of" if r.line else "the whole"
@@ -158,4 +160,4 @@ def set_aside(root: str = typer.Argument(..., help="The Substrat root.", callbac
             emit(f"the old file is kept as {r.evidence}")
         else:
             emit(f"dry run: nothing was changed; to do it: {safe(rerun('--apply', '--force'))}")
-    raise typer.Exit(EXIT_OK)
+    raise typer.Exit(code)

@@ -1,13 +1,13 @@
 """Substrat agent session roots: `<root>/agents/<session_id>/{session.json, events.jsonl, events.pending}`.
 
 This module reads: it never changes anything and reads every byte safely (a bad line is a finding with its
-offset, never a crash and never silently skipped), builds the agent tree and verifies it.
+offset, never a crash and never silently skipped), has `ops/agents_tree.py` build the agent tree, and
+verifies both.
 `ops/agents_mend.py` changes a root (recover, set-aside, Substrat's append protocol) from what it read.
 """
 from __future__ import annotations
 
 import base64
-import json
 import os
 import re
 from typing import NamedTuple
@@ -16,6 +16,7 @@ from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_TORN, UnsupportedInput, combine
 from ..format.jsonload import loads
 from ..store import durable
 from ..store.fs import DEFAULT_FS
+from .agents_tree import Tree, build_tree
 from .findings import Finding
 
 STATES = ("created", "active", "suspended", "terminated")
@@ -198,123 +199,6 @@ def _event_problem(e, sid) -> str | None:
         if not ok(data[key]):
             return f"{e['event']} data.{key} is {_json_type(data[key])}, not {what}"
     return None
-
-
-class Agent(NamedTuple):
-    agent_id: str
-    session_id: str
-    name: str | None
-    parent_session_id: str | None
-    metadata: dict
-    pending: tuple[dict, ...]  # enqueued and not delivered, in order
-
-
-class Tree(NamedTuple):
-    agents: dict  # agent_id -> Agent (sessions not terminated, in the tree)
-    roots: tuple[str, ...]
-    children: dict  # agent_id -> [child agent_ids]
-    orphans: tuple[tuple[str, str], ...]  # (session_id, why)
-    # orphans that may be orphans only because a line could not be read (their own agent.created, or a
-    # parent's, or a parent's session.json): recover terminates them only with --force
-    uncertain: frozenset = frozenset()
-
-    def to_json(self) -> dict:
-        return {"roots": list(self.roots),
-                "agents": [{"agent_id": a.agent_id, "session_id": a.session_id, "name": a.name,
-                            "parent_session_id": a.parent_session_id, "children": self.children.get(a.agent_id, []),
-                            "metadata": a.metadata, "pending_message_ids": [m["message_id"] for m in a.pending]}
-                           for a in self.agents.values()],
-                "orphans": [{"session_id": s, "why": w} for s, w in self.orphans]}
-
-
-def _agent(s: Session, data: dict) -> Agent:
-    """The agent a session's log describes: agent.created's data, metadata updates folded in, and the
-    messages enqueued but not delivered."""
-    meta = dict(data.get("metadata") or {})
-    enqueued, delivered = [], set()
-    for e in s.events:
-        d = e.get("data") or {}
-        if e["event"] == "metadata.updated" and "key" in d:
-            if d.get("value") is None:
-                meta.pop(d["key"], None)
-            else:
-                meta[d["key"]] = d["value"]
-        elif e["event"] == "message.enqueued" and "message_id" in d:
-            enqueued.append(d)
-        elif e["event"] == "message.delivered" and "message_id" in d:
-            delivered.add(d["message_id"])
-    return Agent(data.get("agent_id"), s.session_id, data.get("name"), data.get("parent_session_id"),
-                 meta, tuple(m for m in enqueued if m["message_id"] not in delivered))
-
-
-def _drop_unparented(info: dict, by_sid: dict, orphans: list, uncertain: set) -> None:
-    """Parents must resolve to a live session in the tree: an agent whose parent does not is an orphan (and
-    so, in turn, are its children), uncertain when an unreadable file or line may be why."""
-    changed = True
-    while changed:
-        changed = False
-        for sid, a in list(info.items()):
-            p = a.parent_session_id
-            if p is not None and p not in info:
-                parent = by_sid.get(p)
-                if parent is None:
-                    why = "its parent session does not exist"
-                elif parent.meta is None:
-                    why = f"its parent session {p} has no readable session.json"
-                    uncertain.add(sid)
-                elif parent.state == "terminated":
-                    why = "its parent session is terminated"
-                elif p in uncertain:
-                    why = f"its parent session {p} is not in the tree only because of an unreadable line"
-                    uncertain.add(sid)
-                else:
-                    why = f"its parent session {p} is itself an orphan"
-                orphans.append((sid, why))
-                del info[sid]
-                changed = True
-
-
-def build_tree(sessions: list[Session]) -> Tree:
-    by_sid = {s.session_id: s for s in sessions}
-    info = {}
-    orphans = []
-    uncertain = set()
-    for s in sessions:
-        if s.state == "terminated" or s.meta is None:
-            continue
-        created = next((e for e in s.events if e["event"] == "agent.created"), None)
-        if created is None:
-            if s.unreadable_lines:
-                orphans.append((s.session_id, f"no readable agent.created in its log ({s.unreadable_lines} "
-                                "unreadable lines: one may be it)"))
-                uncertain.add(s.session_id)
-            else:
-                orphans.append((s.session_id, "no agent.created in its log"))
-            continue
-        data = created.get("data") or {}
-        if any(e["event"] == "agent.terminated" for e in s.events):
-            orphans.append((s.session_id, "agent.terminated is logged but the session was not saved terminated"))
-            continue
-        info[s.session_id] = _agent(s, data)
-    _drop_unparented(info, by_sid, orphans, uncertain)
-    for sid in list(info):  # parents that form a cycle: orphans too
-        seen, cur = set(), sid
-        while cur is not None and cur in info and cur not in seen:
-            seen.add(cur)
-            cur = info[cur].parent_session_id
-        if cur is not None and cur in seen:
-            orphans.append((sid, "its parents form a cycle"))
-    for sid, _ in orphans:
-        info.pop(sid, None)
-    agents = {a.agent_id: a for a in info.values()}
-    children: dict = {}
-    roots = []
-    for a in info.values():
-        if a.parent_session_id is None:
-            roots.append(a.agent_id)
-        else:
-            children.setdefault(info[a.parent_session_id].agent_id, []).append(a.agent_id)
-    return Tree(agents, tuple(roots), children, tuple(orphans), frozenset(uncertain))
 
 
 def read_root(root: str, fs=DEFAULT_FS) -> list[Session]:

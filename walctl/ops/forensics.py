@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from ..errors import UsageError
+from ..errors import EXIT_OK, UsageError, combine_exit_codes
 from ..format import scan as fscan
 from ..format.hexdump import Field, file_header_fields, hex_lines, record_fields
 from ..format.v2 import FILE_HEADER, RECORD_HEADER
 from ..store.fs import DEFAULT_FS
+from . import findings as F
 
 
 class RecordAnnotation(NamedTuple):
@@ -88,14 +89,15 @@ class DamagedView(NamedTuple):
     hidden_bytes: int  # damaged bytes between the two views, not dumped
 
 
-def damaged_views(path: str, context: int = 32, fs=DEFAULT_FS) -> tuple[object, tuple[DamagedView, ...]]:
+def damaged_views(path: str, context: int = 32, fs=DEFAULT_FS, *,
+                  strict: bool = False) -> tuple[object, tuple[DamagedView, ...]]:
     """(verify's report, one view per finding that is not clean, in verify's order). A finding without a
-    file offset (an unreadable chunk) gets no bytes, only its text."""
+    file offset (an unreadable chunk) gets no bytes, only its text. `strict`: as verify --strict."""
     from .verify import verify_path
 
     from .kinds import kind_of
 
-    report = verify_path(path, fs=fs)
+    report = verify_path(path, fs=fs, strict=strict)
     is_dir = fs.stat(path).kind == "dir"
     v2 = report.kind is not None and kind_of(report.kind).is_v2  # other formats: the bytes, without V2 record annotations
     out = []
@@ -169,11 +171,13 @@ class SequenceView(NamedTuple):
     record: object | None  # ops.records.Record, when a valid record carries the sequence
     view: AroundView | None
     where: str  # when no valid record carries it: the damage or piece that does, or why not
+    exit_code: int = EXIT_OK  # verify's code for what became of it: that of the finding that lost, missed or accepted it
 
 
-def find_sequence(path: str, sequence: int, fs=DEFAULT_FS) -> SequenceView:
+def find_sequence(path: str, sequence: int, fs=DEFAULT_FS, *, strict: bool = False) -> SequenceView:
     """The bytes of the record carrying `sequence` in a directory (or chunk); when no valid record does,
-    the damaged region that lost it, or the quarantined piece that holds it."""
+    the damaged region that lost it, the ledger line that accepted its loss, or the quarantined piece that
+    holds it, with the exit code verify (`strict`: verify --strict) gives the finding that accounts for it."""
     from .records import RecordFilter, RecordWalk
 
     walk = RecordWalk(path, RecordFilter(from_seq=sequence, to_seq=sequence, limit=1), fs=fs)
@@ -185,21 +189,28 @@ def find_sequence(path: str, sequence: int, fs=DEFAULT_FS) -> SequenceView:
                             f"{rec.file} offset {rec.offset}")
     from .verify import verify_path
 
-    report = verify_path(path, fs=fs)
+    report = verify_path(path, fs=fs, strict=strict)
 
     def covers(f) -> bool:
-        rng = f.lost_or_missing
+        rng = f.lost_or_missing or (f.sequence_range if f.cls == F.SEALED_MISSING else None)  # a chunk's range
         return bool(rng and rng[0] <= sequence <= rng[1]) or f.claimed_sequence == sequence
 
-    # Damage that lost it first; then a piece set aside that holds it; a bare gap says least.
-    for f in report.findings:
-        if f.cls != "sequence-gap" and covers(f):
+    covering = [f for f in report.findings if covers(f)]
+    # Damage that lost it first; then the ledger's acceptance of its loss; then a piece set aside that
+    # holds it; a bare gap says least.
+    for f in covering:
+        if f.cls not in (F.SEQUENCE_GAP, F.ACCEPTED_LOSS):
             chunk = os.path.join(path, f.file) if is_dir and f.file else path
             view = None
             if f.offset is not None and fs.exists(chunk):
                 view = window(chunk, f.offset, min(f.end_offset or f.offset + 64, f.offset + MAX_REGION_BYTES),
                               f.offset, fs)
-            return SequenceView(sequence, chunk, None, view, f"lost: {f.cls} in {f.file}: {f.one_line()}")
+            return SequenceView(sequence, chunk, None, view, f"lost: {f.cls} in {f.file}: {f.one_line()}",
+                                f.exit_code)
+    for f in covering:
+        if f.cls == F.ACCEPTED_LOSS:
+            return SequenceView(sequence, path, None, None, _accepted_text(f), f.exit_code)
+    code = combine_exit_codes(f.exit_code for f in covering)  # nothing covers it: verify misses nothing there
     if is_dir:
         from .pieces import read_pieces
 
@@ -210,13 +221,45 @@ def find_sequence(path: str, sequence: int, fs=DEFAULT_FS) -> SequenceView:
                 look = cmd("inspect", os.path.join(path, p.evidence), *(("--seq", sequence) if p.kind == "chunk" else ()))
                 return SequenceView(sequence, path, None, None,
                                     f"set aside: {p.evidence} ({p.action} of {p.source}, bytes {p.offset}..{p.end}); "
-                                    f"see: {look}")
-    for f in report.findings:
-        if covers(f):
-            return SequenceView(sequence, path, None, None, f"missing: {f.one_line()}")
+                                    f"see: {look}", code)
+    if covering:
+        return SequenceView(sequence, path, None, None, f"missing: {covering[0].one_line()}", code)
     first, last = report.first_sequence, report.last_sequence
     raise UsageError(f"--seq {sequence}: no record, damage or quarantined piece carries it "
                      f"(this WAL holds sequences {first}..{last})", path)
+
+
+def _accepted_text(f) -> str:
+    """An accepted loss as the ledger recorded it: which sequences, ledger line, when and why."""
+    by = f.extra.get("accepted_by") or {}
+    a, b = f.lost_or_missing or f.sequence_range
+    return (f"accepted as lost: {_seqs((a, b))} (ledger line {by.get('ledger_line')}, {by.get('time')}: "
+            f"{by.get('reason')}); verify warns of it (an error under --strict)")
+
+
+def findings_at(report, chunk: str, offset: int) -> tuple:
+    """verify's findings (of `report`) about byte `offset` of the chunk named `chunk`: those whose damaged
+    range [offset, end_offset) holds it, or that name exactly that offset (a gap at the record after it)."""
+    out = []
+    for f in report.findings:
+        if f.file != chunk or f.offset is None:
+            continue
+        end = f.end_offset if f.end_offset is not None and f.end_offset > f.offset else f.offset + 1
+        if f.offset <= offset < end:
+            out.append(f)
+    return tuple(out)
+
+
+def around_findings(verify_target: str, chunk_path: str, offset: int, fs=DEFAULT_FS, *,
+                    strict: bool = False) -> tuple[int, tuple]:
+    """(exit code, findings) of what verify (`strict`: --strict) reports at `offset` of `chunk_path`, judged
+    where the operator pointed: the directory `verify_target` (CHUNK:OFFSET) or the chunk file itself. 0
+    when verify finds nothing there, as inspect --damaged gives each region the code of its finding."""
+    from .verify import verify_path
+
+    report = verify_path(verify_target, fs=fs, strict=strict)
+    found = findings_at(report, os.path.basename(chunk_path), offset)
+    return combine_exit_codes(f.exit_code for f in found), found
 
 
 def parse_around(spec: str) -> tuple[str | None, int]:

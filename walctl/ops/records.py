@@ -103,11 +103,12 @@ class RecordWalk:
     """Iterate for Record and RawDamage items in directory order; `report` is set when done."""
 
     def __init__(self, path: str, flt: RecordFilter | None = None, fs=DEFAULT_FS, keep_raw: bool = False,
-                 payloads: bool = True, progress: Callable[[int], None] | None = None):
+                 payloads: bool = True, progress: Callable[[int], None] | None = None, strict: bool = False):
         """`payloads=False`: compressed records carry no payload (b""), only `decoded_len` (stats: memory
         stays bounded by one inflate piece, whatever a payload inflates to). `progress` is called with each
-        chunk's size once it is read."""
+        chunk's size once it is read. `strict`: the report judged as verify --strict judges."""
         self.path = path
+        self.strict = strict
         self.payloads = payloads
         self.progress = progress
         self.keep_raw = keep_raw
@@ -144,8 +145,8 @@ class RecordWalk:
                     item = item._replace(payload=inflate_bounded(item.payload).payload)
                 yield item
         if not self.truncated:
-            self.report = accepted_gaps_only(assemble(self.path, kind, chunks, outcomes, foreign, writer, False),
-                                             self.fs)
+            self.report = accepted_gaps_only(assemble(self.path, kind, chunks, outcomes, foreign, writer,
+                                                      self.strict), self.fs, strict=self.strict)
 
     def _visitor(self, name: str, found: list):
         flt = self.filter

@@ -14,6 +14,7 @@ from ..errors import (
     EXIT_CORRUPT, EXIT_OK, EXIT_TORN, NotClean, Refused, UnsupportedInput, UsageError, combine_exit_codes,
 )
 from ..format import tasklog as tl
+from ..format import tasklog_entry as te
 from ..store import durable, quarantine
 from ..store.fs import DEFAULT_FS
 from ..store.lock import DirectoryLock, holder_text
@@ -52,7 +53,7 @@ class TaskReport(NamedTuple):
     def findings(self) -> tuple[Finding, ...]:
         out = []
         for p in self.read.problems:
-            code = EXIT_CORRUPT if (p.code == tl.ANOMALY and self.strict) else p.code
+            code = EXIT_CORRUPT if (p.code == te.ANOMALY and self.strict) else p.code
             out.append(Finding(p.kind, code, f"line {p.line}: {p.reason}", os.path.basename(self.path), p.offset,
                                p.end, extra={"line": p.line}))
         if self.read.torn:
@@ -193,16 +194,16 @@ def _append(path: str, tid: str, entries: list[dict], force: bool, fs, now) -> l
             raise UsageError(f"entry {i} is not a JSON object; nothing was written", path)
         e = {"v": 1, "ts": now() if now else _now_ts(), "task_id": tid, **entry}
         try:
-            line = tl.encode_entry(e)
+            line = te.encode_entry(e)
         except ValueError as err:  # NaN/Infinity, a lone surrogate: not JSON text
             raise UsageError(f"entry {i} is not JSON text ({err}); nothing was written", path) from None
-        parsed, _, problem = tl.parse_line(line[:-1], tid)
+        parsed, _, problem = te.parse_line(line[:-1], tid)
         if problem:
             raise UsageError(f"entry {i}: {problem}; nothing was written", path)
         known = len(folder.problems)
         number += 1
         folder.apply((number, offset, offset + len(line)), parsed)
-        new = [p for p in folder.problems[known:] if p.code != tl.ANOMALY]
+        new = [p for p in folder.problems[known:] if p.code != te.ANOMALY]
         if new and not force:
             raise Refused(f"entry {i} breaks a rule: {new[0].reason} (--force writes it anyway); nothing was "
                           "written", path)

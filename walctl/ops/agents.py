@@ -265,7 +265,7 @@ def exit_code(findings) -> int:
 
 def to_path_report(root: str, kind: str, fs=DEFAULT_FS):
     """verify's view: one "chunk" per session, its valid events as records."""
-    from .report import VERDICTS, ChunkReport, PathReport
+    from .report import PathReport, file_row
 
     findings, _, sessions = verify_root(root, fs)
     chunks = []
@@ -273,10 +273,10 @@ def to_path_report(root: str, kind: str, fs=DEFAULT_FS):
         mine = [f for f in findings if (f.file or "").startswith(f"agents/{s.session_id}")]
         code = exit_code(mine)
         valid = sum(ln.end - ln.offset for ln in s.lines if ln.event is not None)  # not torn or corrupt bytes
-        chunks.append(ChunkReport(s.session_id, i, s.log_size, s.state or "invalid", None, VERDICTS[code], code,
-                                  len([ln for ln in s.lines if ln.event is not None]), None, None, valid,
-                                  sum(ln.end - ln.offset for ln in s.lines if ln.problem) + (len(s.tail[1]) if s.tail else 0),
-                                  {}))
+        damaged = sum(ln.end - ln.offset for ln in s.lines if ln.problem) + (len(s.tail[1]) if s.tail else 0)
+        chunks.append(file_row(s.session_id, i, s.log_size, s.state or "invalid", code,
+                               records=sum(1 for ln in s.lines if ln.event is not None), valid_bytes=valid,
+                               damaged_bytes=damaged))
     return PathReport(root, kind, exit_code(findings), None, tuple(chunks), tuple(findings))
 
 

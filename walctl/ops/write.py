@@ -54,11 +54,19 @@ class WalWriter:
     def __init__(self, directory: str, *, fs=DEFAULT_FS, sync: str = SYNC_BATCH, batch_records: int = 100,
                  batch_ms: int = 1000, max_chunk_bytes: int = 8 << 20, compress_threshold: int | None = None,
                  max_drop_bytes: int = DEFAULT_MAX_DROP_BYTES, command: str = "write", clock_ms=None,
-                 format: str = FORMAT_V2, encoding: str = "msgpack", start_sequence: int | None = None):
+                 format: str = FORMAT_V2, encoding: str = "msgpack", start_sequence: int | None = None,
+                 seal_on_close: bool = False):
         """start_sequence: the first sequence of a log that has none yet (an import that begins after a
-        checkpoint); ignored once the directory holds records or a checkpoint.meta HWM."""
+        checkpoint); ignored once the directory holds records or a checkpoint.meta HWM.
+        seal_on_close: a shutdown: close() also seals the last chunk in the ledger (a chunk that will not
+        be appended to again; the next writer starts a new one), so `archive push --follow` ships it as
+        a sealed object without waiting for a next chunk. V2 chunks only (a reopened segment writer fills
+        its last segment, which a seal would forbid)."""
         if format not in (FORMAT_V2, FORMAT_SEGMENTS):
             raise ValueError(f"format is {FORMAT_V2} or {FORMAT_SEGMENTS}")
+        if seal_on_close and format != FORMAT_V2:
+            raise ValueError("seal_on_close is for V2 chunks: a reopened segment writer fills its last segment")
+        self._seal_on_close = seal_on_close
         self.directory = directory
         fs = self.fs = fs.beneath(directory)
         self.format = format
@@ -220,11 +228,21 @@ class WalWriter:
                 sealer, self._sealer = self._sealer, None
                 if sealer is not None:
                     sealer.close()  # the seals of rolled chunks, every one written before the lock goes
-            if sealer is not None and durable_seq > sealer.hwm_written:
-                sealer.hwm(durable_seq)  # synchronous now: the background thread is gone
+            if sealer is not None:
+                last = self._last_chunk_seal(durable_seq) if self._seal_on_close else []
+                if last or durable_seq > sealer.hwm_written:
+                    sealer.closed(last, durable_seq)  # synchronous now: the background thread is gone
             return durable_seq
         finally:
             self._lock.release()
+
+    def _last_chunk_seal(self, durable_seq: int) -> list:
+        """(name, first_seq, last_seq, records) of the last chunk, synced by close(), when it holds records
+        (a header-only chunk is left for the next writer to continue)."""
+        a = self._appender
+        if not a._in_file or a._chunk_first is None or durable_seq != a.next_sequence - 1:
+            return []
+        return [(a.active_chunk, a._chunk_first, durable_seq, a._in_file)]
 
     def __enter__(self) -> "WalWriter":
         return self

@@ -544,3 +544,55 @@ def test_list_reports_the_lag_behind_the_local_log_and_the_archive_age(tmp_path)
     sh.close()
     caught_up = al.lag(al.summary(ar.read_manifest(open_store(d["url"]), NS)), str(wal), now_ms=0)
     assert (caught_up["sequences"], caught_up["seconds"]) == (0, 0.0)
+
+
+# ---- a writer that shuts down without rolling: its ledger seal closes the chunk -----------------
+
+def _no_pieces_of(d, file):
+    return not [k for k in keys(d, "live") if k.startswith(file)]
+
+
+def test_a_writer_that_closes_without_rolling_is_sealed_from_its_ledger_line(tmp_path, dest):
+    wal = tmp_path / "wal"
+    clock = Clock()
+    sh = shipper(wal, dest, clock, interval=1.0)
+    with WalWriter(str(wal), sync="none", seal_on_close=True) as w:
+        append(w, 0, 20)
+        sh.poll()
+        clock.t += 1
+        append(w, 20, 25)
+        sh.poll()
+        assert sh.pieces_uploaded == 2 and keys(dest, "chunks") == [] and sh.seals.reads == 0  # no ledger yet
+    for _ in range(3):  # the writer has shut down: its last chunk is sealed in the ledger, nothing rolls
+        clock.t += 1
+        sh.poll()
+    chunk = chunk_bytes(wal, "wal-000000.bin")
+    assert keys(dest, "chunks") == ["wal-000000.bin"] and _no_pieces_of(dest, "wal-000000.bin")
+    rep = sh.report("stopped")
+    assert rep.sealed_uploaded == ("wal-000000.bin",) and len(rep.pieces_deleted) == 2
+    assert rep.shipped_through == 25 and rep.pieces_uploaded == 2 and sh.seals.reads == 1  # read once: size unchanged
+    m = manifest(dest)
+    assert [(o["kind"], o["name"], o["size"], o["last_sequence"]) for o in m["objects"]] == \
+        [("chunks", "wal-000000.bin", len(chunk), 25)]
+    assert open_store(dest["url"], dest["endpoint"]).get_bytes(f"{NS}/chunks/wal-000000.bin") == chunk
+    # the next writer starts a new chunk (a sealed one is never appended to); the roll does not close
+    # wal-000000.bin a second time
+    with WalWriter(str(wal), sync="none") as w:
+        append(w, 25, 30)
+    for _ in range(3):
+        clock.t += 1
+        sh.poll()
+    sh.close()
+    rep = sh.report("stopped")
+    assert rep.sealed_uploaded == ("wal-000000.bin",) and rep.shipped_through == 30
+    assert len(rep.pieces_deleted) == 2 and keys(dest, "chunks") == ["wal-000000.bin"]
+    assert [parse_piece_name(k) for k in keys(dest, "live")] == \
+        [Piece("wal-000001.bin", 0, len(chunk_bytes(wal, "wal-000001.bin")), 26, 30)]
+    out = tmp_path / "r"
+    r = restore(dest["url"], str(out), namespace=NS, endpoint_url=dest["endpoint"])
+    assert (r.first_sequence, r.last_sequence, r.verdict) == (1, 30, "clean")
+    for name in ("wal-000000.bin", "wal-000001.bin"):
+        assert chunk_bytes(out / "wal", name) == chunk_bytes(wal, name)
+    assert events(out / "wal") == events(wal)
+    _, findings, code = verify_archive(dest["url"], endpoint_url=dest["endpoint"])
+    assert (code, findings) == (0, [])

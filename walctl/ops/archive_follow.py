@@ -12,6 +12,11 @@ What it does, and why:
   `archive push`: a torn or damaged closed file is held back and stays archived as pieces); the
   manifest then lists it instead of its pieces, and only then are the pieces deleted (a crash in
   between leaves stale pieces that readers skip and the next shipper deletes).
+- A writer that shuts down without rolling seals its last file in the directory ledger. That seal line
+  closes the file as a roll would (once: the later roll finds it closed), when it matches what the
+  shipper consumed: same size, nothing pending past it, the same last sequence, the same SHA-256 (the
+  file hashed once, at most one chunk). A seal that does not match (the file grew, or was damaged) is
+  not trusted: the file stays live. The ledger is re-read only when its size changes (append-only).
 - The manifest is written at each seal, at most every `manifest_interval` seconds, and on stop; pieces
   uploaded after it are found by the next read (listed, downloaded, judged and adopted), so a crash
   at any point re-sends nothing that is archived and verified, and skips nothing: the shipper resumes
@@ -32,6 +37,7 @@ from ..store.objstore import open_store
 from .archive import CHUNKS, LIVE, SEGMENTS, WAL_KINDS, Entry, check_namespace, describe, object_key, \
     read_manifest, verify_upload, write_manifest
 from .archive_pieces import contiguous_pieces, live_files
+from .archive_seal import LedgerSeals
 from .clock import utc_now
 
 
@@ -92,6 +98,8 @@ class Shipper:
         self.shipped_through: int | None = None
         self.entries: dict = {}
         self.ended = None
+        self.closed: set[str] = set()  # files pushed sealed by this shipper: never closed twice
+        self.seals = LedgerSeals(wal_dir)
 
     # ---- start: sealed files, then where the archive ends ------------------------------------------
 
@@ -185,6 +193,9 @@ class Shipper:
         seqs = [r.sequence if hasattr(r, "sequence") else r[1].sequence for r in recs]
         if not seqs:
             return  # nothing but a V2 file header: it goes out with the first record
+        if file in self.closed:  # its sealed object is archived; a writer never appends to a sealed file
+            raise NotClean(f"{file}: records {seqs[0]}..{seqs[-1]} were appended after its ledger seal (which is "
+                           "archived as its sealed object); not shipping them", self.wal_dir, code=EXIT_CORRUPT)
         end = self.buf_start + len(self.buf) if self.buf else self.shipped_end.get(file, 0)
         if not self.buf and offset > end and end == 0 and self.kind == CHUNKS:
             from ..format.v2 import FILE_HEADER, encode_file_header
@@ -213,6 +224,7 @@ class Shipper:
         if self.follower.t.current != self.cur and self.follower.t.current is not None:
             self._close(self.cur)
             self.cur = self.follower.t.current
+        self._close_if_sealed()
         now = self.clock()
         if self.buf and now - self.last_upload >= self.interval and \
                 (len(self.buf) >= self.min_piece_bytes or now - self.buf_since >= self.max_wait):
@@ -257,14 +269,29 @@ class Shipper:
             if self.on_shipped is not None:
                 self.on_shipped(seq)
 
-    def _close(self, file: str | None) -> None:
-        """The writer moved on from `file`: push it sealed (its pieces then go), or, when it does not
-        verify clean (a torn tail left by a crash), keep it as pieces."""
-        if file is None:
+    def _close_if_sealed(self) -> None:
+        """Closes the followed file when the ledger seals it exactly where the shipper stands (a writer
+        that shut down without rolling): what a roll would do, without waiting for a next file."""
+        file, t = self.cur, self.follower.t
+        if file is None or file in self.closed or t.current != file or t.pending:
+            return  # pending bytes: the follower has not consumed (or judged) everything in the file yet
+        end = self.buf_start + len(self.buf) if self.buf and self.buf_file == file else self.shipped_end.get(file)
+        last = self.buf_last if self.buf and self.buf_file == file else self.shipped_through
+        e = self.seals.matching(file, self.kind, consumed=t.base, shipped_end=end, last_sequence=last)
+        if e is not None:
+            self._close(file, e._replace(uploaded_at=utc_now()))
+        elif self.seals.mismatch and self.seals.mismatch not in self.warnings:
+            self.warnings.append(self.seals.mismatch)
+
+    def _close(self, file: str | None, sealed: Entry | None = None) -> None:
+        """The writer moved on from `file` (or sealed it: `sealed`, checked against what was consumed):
+        push it sealed (its pieces then go), or, when it does not verify clean (a torn tail left by a
+        crash), keep it as pieces. A file closed once is not closed again."""
+        if file is None or file in self.closed:
             return
         path = os.path.join(self.wal_dir, file)
-        e, f = (None, None)
-        if os.path.exists(path):
+        e, f = (sealed, None)
+        if e is None and os.path.exists(path):
             from .archive_push import _from_seals
 
             e = _from_seals(self.wal_dir, [(path, self.kind)]).get(path)
@@ -299,6 +326,7 @@ class Shipper:
         stale = [n for n, x in self.entries.items() if x.kind == LIVE and x.piece.file == file]
         for n in stale:
             del self.entries[n]
+        self.closed.add(file)
         self._write_manifest()  # first: it no longer lists the pieces
         self._delete_pieces(stale)
 

@@ -596,3 +596,112 @@ def test_a_writer_that_closes_without_rolling_is_sealed_from_its_ledger_line(tmp
     assert events(out / "wal") == events(wal)
     _, findings, code = verify_archive(dest["url"], endpoint_url=dest["endpoint"])
     assert (code, findings) == (0, [])
+
+
+def _forge_seal(wal, name, **over):
+    """Appends a seal line for `name` as the writer would, with `over` replacing its fields."""
+    from walctl.format import ledger as L
+    from walctl.store.fs import DEFAULT_FS
+    from walctl.store.ledger import append_lines, sha256_file
+
+    sha, size = sha256_file(str(wal / name))
+    fields = dict(file=name, size=size, records=15, first_seq=1, last_seq=15, sha256=sha,
+                  stat={"ino": 0, "mtime_ns": 0})
+    fields.update(over)
+    append_lines(str(wal), [L.encode_line(L.SEAL, "2026-01-01T00:00:00.000Z", **fields)], DEFAULT_FS.beneath(str(wal)))
+    return fields
+
+
+@pytest.mark.parametrize("damage", ["grew-after-the-seal", "other-bytes", "cut-below-the-seal"])
+def test_a_seal_that_does_not_match_what_was_consumed_does_not_close_the_chunk(tmp_path, damage):
+    d = {"url": "file://" + str(tmp_path / "a"), "endpoint": None}
+    wal = tmp_path / "wal"
+    with WalWriter(str(wal), sync="always") as w:
+        append(w, 0, 10)
+        at_10 = len(chunk_bytes(wal, "wal-000000.bin"))
+        append(w, 10, 15)
+    full = chunk_bytes(wal, "wal-000000.bin")
+    want = {"grew-after-the-seal": (at_10, "grew after its seal"), "other-bytes": (len(full), "hash to"),
+            "cut-below-the-seal": (at_10, None)}[damage]
+    if damage == "grew-after-the-seal":  # the seal of the first 10 records; 5 more came after it
+        seal = _forge_seal(wal, "wal-000000.bin", size=at_10, records=10, last_seq=10, sha256="ab" * 32)
+    elif damage == "other-bytes":  # the right size and sequences, another SHA-256: the bytes were changed
+        seal = _forge_seal(wal, "wal-000000.bin", sha256="cd" * 32)
+    else:  # the seal of all 15 records, then the file lost its last 5 (a cut nobody recorded)
+        seal = _forge_seal(wal, "wal-000000.bin")
+        with open(wal / "wal-000000.bin", "r+b") as f:
+            f.truncate(at_10)
+    clock = Clock()
+    sh = shipper(wal, d, clock)
+    for _ in range(4):
+        sh.poll()
+        clock.t += 1
+    sh.close()
+    here = chunk_bytes(wal, "wal-000000.bin")
+    assert keys(d, "chunks") == [] and sh.report("stopped").sealed_uploaded == ()  # not closed by the seal
+    pieces = [parse_piece_name(k) for k in keys(d, "live")]
+    assert (pieces[0].start, pieces[-1].end, pieces[-1].last_sequence) == (0, len(here), 15 if len(here) > at_10
+                                                                            else 10)
+    assert seal["size"] != len(here) or seal["sha256"] != ar.hashlib.sha256(here).hexdigest()
+    why = [x for x in sh.warnings if "ledger seal" in x]
+    assert (want[1] in why[0]) if want[1] else why == []
+    assert sh.seals.reads == 1  # once: the ledger did not change while the shipper polled
+    out = tmp_path / "r"
+    r = restore(d["url"], str(out), namespace=NS)
+    assert r.verdict == "clean" and chunk_bytes(out / "wal", "wal-000000.bin") == here
+
+
+@pytest.mark.parametrize("dies", ["before-the-seal", "after-the-sealed-upload", "before-the-deletes"])
+def test_resume_closes_a_chunk_its_writer_sealed_without_rolling(tmp_path, dies):
+    d = {"url": "file://" + str(tmp_path / "a"), "endpoint": None}
+    wal = tmp_path / "wal"
+    clock = Clock()
+    sh = shipper(wal, d, clock)
+    with WalWriter(str(wal), sync="none", seal_on_close=True) as w:
+        append(w, 0, 10)
+        sh.poll()
+        clock.t += 1
+        append(w, 10, 20)
+        if dies != "before-the-seal":
+            sh.poll()  # ships 11..20 as a piece
+            clock.t += 1
+        append(w, 20, 24)  # written, not shipped: the resumed shipper ships it in the sealed object
+    pieces_before = keys(d, "live")
+
+    class Died(Exception):
+        pass
+
+    def die(*a):
+        raise Died()
+
+    if dies == "after-the-sealed-upload":
+        sh._write_manifest = die  # the sealed object is uploaded and verified, the manifest still lists pieces
+    elif dies == "before-the-deletes":
+        sh._delete_pieces = die
+    if dies != "before-the-seal":
+        with pytest.raises(Died):
+            sh.poll()
+        assert keys(d, "chunks") == ["wal-000000.bin"] and keys(d, "live") == pieces_before
+    again = shipper(wal, d, clock)
+    for _ in range(3):
+        again.poll()
+        clock.t += 1
+    rep = again.report("stopped")
+    assert keys(d, "chunks") == ["wal-000000.bin"] and keys(d, "live") == []
+    assert set(rep.pieces_deleted) == set(pieces_before) and rep.pieces_uploaded == 0  # nothing re-sent as a piece
+    assert rep.sealed_uploaded == (() if dies != "before-the-seal" else ("wal-000000.bin",))
+    assert rep.shipped_through == 24
+    assert [(o["kind"], o["name"]) for o in manifest(d)["objects"]] == [("chunks", "wal-000000.bin")]
+    with WalWriter(str(wal), sync="none") as w:  # the next writer: a new chunk, shipped live
+        append(w, 24, 30)
+    again.poll()
+    again.close()
+    assert again.report("stopped").sealed_uploaded == rep.sealed_uploaded  # not closed twice
+    out = tmp_path / "r"
+    r = restore(d["url"], str(out), namespace=NS)
+    assert (r.last_sequence, r.verdict) == (30, "clean")
+    for name in ("wal-000000.bin", "wal-000001.bin"):
+        assert chunk_bytes(out / "wal", name) == chunk_bytes(wal, name)
+    assert events(out / "wal") == events(wal)
+    _, findings, code = verify_archive(d["url"])
+    assert (code, findings) == (0, [])

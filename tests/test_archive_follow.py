@@ -705,3 +705,45 @@ def test_resume_closes_a_chunk_its_writer_sealed_without_rolling(tmp_path, dies)
     assert events(out / "wal") == events(wal)
     _, findings, code = verify_archive(d["url"])
     assert (code, findings) == (0, [])
+
+
+def _lines(lo, hi):
+    return "".join(json.dumps({"type": i % 5, "id": f"mem-{i % 7}", "payload": f"event {i} " * (1 + i % 9),
+                               "timestamp_ms": 1795300000000 + 10 * i}) + "\n" for i in range(lo, hi)).encode()
+
+
+def test_write_seal_on_close_then_a_killed_shipper_resumed_ships_the_sealed_chunk(tmp_path):
+    """The processes as an operator runs them: a shipper following, `walctl write --seal-on-close` shutting
+    down, the shipper killed (-9) before it saw the seal; the next shipper closes the chunk from the
+    ledger, deletes its pieces, and the archive restores byte-exact."""
+    d = {"url": "file://" + str(tmp_path / "a"), "endpoint": None}
+    wal = tmp_path / "wal"
+    w = subprocess.run([sys.executable, "-m", "walctl", "write", str(wal), "--sync", "always"], input=_lines(0, 40),
+                       capture_output=True)
+    assert w.returncode == 0, w.stderr
+    ship = _walctl("archive", "push", str(wal), d["url"], "--namespace", NS, "--follow", "--interval", "0.1")
+    store = open_store(d["url"])
+    deadline = time.time() + 30
+    while time.time() < deadline and not list(store.list(f"{NS}/live/")):
+        time.sleep(0.05)
+    ship.kill()
+    ship.communicate(timeout=30)
+    pieces = keys(d, "live")
+    assert pieces and keys(d, "chunks") == []
+    w = subprocess.run([sys.executable, "-m", "walctl", "write", str(wal), "--seal-on-close", "--sync", "batch"],
+                       input=_lines(40, 55), capture_output=True)
+    assert w.returncode == 0, w.stderr
+    fin = _walctl("archive", "push", str(wal), d["url"], "--namespace", NS, "--follow", "--interval", "0.1",
+                  "--timeout", "3", "--json")
+    out, err = fin.communicate(timeout=120)
+    assert fin.returncode == 0, err
+    rep = json.loads(out)
+    assert rep["sealed_uploaded"] == ["wal-000000.bin"] and rep["shipped_through"] == 55
+    assert sorted(rep["pieces_deleted"]) == pieces and rep["pieces_uploaded"] == 0
+    assert keys(d, "chunks") == ["wal-000000.bin"] and keys(d, "live") == []
+    assert store.get_bytes(f"{NS}/chunks/wal-000000.bin") == chunk_bytes(wal, "wal-000000.bin")
+    r = restore(d["url"], str(tmp_path / "r"), namespace=NS)
+    assert (r.last_sequence, r.verdict) == (55, "clean") and events(tmp_path / "r" / "wal") == events(wal)
+    seg = subprocess.run([sys.executable, "-m", "walctl", "write", str(tmp_path / "s"), "--format", "segments",
+                          "--seal-on-close"], input=b"", capture_output=True)
+    assert seg.returncode == 2 and b"--seal-on-close" in seg.stderr and not (tmp_path / "s").exists()

@@ -40,12 +40,17 @@ def write(
     timestamp_ms: Optional[int] = typer.Option(None, "--timestamp-ms", help="One event: its time (default now)."),
     fmt: str = typer.Option("v2", "--format", metavar="[v2|segments]", help="v2 (Spector chunks) or segments (ADR-003 entries)."),
     encoding: str = typer.Option("msgpack", "--encoding", metavar="[msgpack|json]", help="segments: msgpack (default) or json bodies."),
+    seal_on_close: bool = typer.Option(False, "--seal-on-close",
+                                       help="v2: a shutdown: seal the last chunk in the ledger on close (the next "
+                                            "writer starts a new chunk; archive push --follow ships it sealed)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.write/1) on stdout."),
 ) -> int:
     from ..ops.write_events import check_format, event_from_options, parse_lines, write_events
 
     check_sync(sync)
     check_format(fmt, encoding)
+    if fmt == "segments" and seal_on_close:
+        raise UsageError("--seal-on-close seals V2 chunks; a reopened segment writer fills its last segment")
     if fmt == "segments" and type_ is not None:
         raise UsageError("--type/--id/--payload describe a V2 event; segments read entries from standard input")
     if type_ is not None:
@@ -57,7 +62,8 @@ def write(
         events = parse_lines(sys.stdin, fmt)
     r = write_events(directory, events, fmt=fmt, sync=sync, batch_records=batch_records, batch_ms=batch_ms,
                      max_chunk_bytes=max_chunk_bytes, compress_threshold=compress_threshold,
-                     max_drop_bytes=max_drop_bytes, encoding=encoding)
+                     max_drop_bytes=max_drop_bytes, encoding=encoding,
+                     **({"seal_on_close": True} if seal_on_close else {}))
     if json_out:
         emit(json_document("walctl.write/1", r.to_json()))
     elif r.opened:

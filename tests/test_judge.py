@@ -224,3 +224,20 @@ def _follow(events):
 ], ids=["continues", "roll-then-continues", "roll-then-gap", "roll-then-repeat", "gap", "tail-cleared", "first"])
 def test_follow_feeding_table(events, expected):
     assert _follow(events) == expected
+
+
+def test_feed_next_is_feed_for_a_continuing_record_and_refuses_everything_else():
+    """The segment walk's fast path (judge.feed_next) may only take what feed() would judge CONTINUES with
+    nothing to flush; anything else is left untouched for feed()."""
+    fast, slow = J.Judge(J.SEGMENTS), J.Judge(J.SEGMENTS)
+    assert not fast.feed_next(1)  # nothing before: FIRST, a verdict of its own
+    fast.feed(0, Run(1, 1, 1, 0, 10))
+    slow.feed(0, Run(1, 1, 1, 0, 10))
+    assert fast.feed_next(2) and slow.feed(1, Run(2, 2, 1, 10, 20))[-1].continuity == J.Continuity.CONTINUES
+    assert (fast.prev_last, fast.count) == (slow.prev_last, slow.count) == (2, 2)
+    assert not fast.feed_next(4) and not fast.feed_next(2) and not fast.feed_next(1)  # gap, repeat, regression
+    assert (fast.prev_last, fast.count) == (2, 2)
+    fast.feed(2, Damage(TAIL, 20, 30, "cut", tail_kind=INCOMPLETE), last_file=True)
+    assert not fast.feed_next(3) and fast.count == 3  # damage pending: its verdict comes with the next run
+    (d, r) = fast.feed(3, Run(3, 3, 1, 30, 40))
+    assert d.torn is True and r.continuity == J.Continuity.CONTINUES and fast.feed_next(4)

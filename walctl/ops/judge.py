@@ -157,6 +157,16 @@ class Judge:
         self.prev_last = item.last_seq
         return out
 
+    def feed_next(self, sequence: int) -> bool:
+        """feed's common case, cheaply, for a reader fed record by record (ADR-003 segments): a one-record
+        run carrying the next sequence with nothing pending continues and flushes nothing, so it needs no
+        verdict. True when it was that case (and is counted); False, having done nothing: feed() it."""
+        if self.pending or self.prev_last is None or sequence != self.prev_last + 1:
+            return False
+        self.count += 1
+        self.prev_last = sequence
+        return True
+
     def end(self) -> list[Judged]:
         if self.pending and _is_tail(self.pending[-1][2]) and not self.policy.torn_in_last_file_only:
             self._torn[self.pending[-1][0]] = True

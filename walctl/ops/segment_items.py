@@ -39,16 +39,28 @@ class SegmentItems:
         prev = self.judge.prev_last
         return prev is not None and sequence <= prev and self.recent.get(sequence) == checksum
 
+    def next_entry(self, sequence: int, checksum: str) -> bool:
+        """The common case, with no verdict to build (judge.feed_next): an intact entry carrying the next
+        sequence with no damage pending. False, having done nothing, for any other entry: give it to
+        entry()."""
+        if not self.judge.feed_next(sequence):
+            return False
+        self._remember(sequence, checksum)
+        return True
+
     def entry(self, pos, sequence: int, checksum: str, offset: int, size: int) -> list[J.Judged]:
         """An intact entry, as a one-record Run; the last verdict is the entry's own. Remembers the
         checksum of an accepted entry (one whose verdict is not a step back)."""
         out = self.judge.feed(pos, Run(sequence, sequence, 1, offset, offset + size))
         if out[-1].continuity not in STEPS_BACK:
-            recent = self.recent
-            recent[sequence] = checksum
-            if len(recent) > 2 * RECENT_CHECKSUMS:  # keep the newest half; cheap amortised
-                self.recent = dict(list(recent.items())[-RECENT_CHECKSUMS:])
+            self._remember(sequence, checksum)
         return out
+
+    def _remember(self, sequence: int, checksum: str) -> None:
+        recent = self.recent
+        recent[sequence] = checksum
+        if len(recent) > 2 * RECENT_CHECKSUMS:  # keep the newest half; cheap amortised
+            self.recent = dict(list(recent.items())[-RECENT_CHECKSUMS:])
 
     def damage(self, pos, off: int, end: int, problem: str, frame_kind: str, resynced: bool, zeros: bool,
                last_file: bool) -> int:

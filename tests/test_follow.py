@@ -224,3 +224,44 @@ def test_follow_started_before_the_first_segment_exists_waits_for_it(tmp_path):
     res = follow(str(empty), lambda es: None, interval=0.1, timeout=2, install_signals=False,
                  clock=lambda: clock[0], sleep=lambda s: clock.__setitem__(0, clock[0] + s))
     assert res.ended_by == "timeout" and res.events == 0 and clock[0] < 2.5  # the wait counts toward the limit
+
+
+def test_a_header_only_chunk_that_a_newer_one_follows_does_not_hold_the_stream(tmp_path):
+    """A writer that reopened without writing leaves a header-only chunk; once a newer chunk exists the
+    follower moves on (replay without --follow streams the same records)."""
+    d = write_dir(tmp_path / "w", {0: encode_file_header(), 1: make_chunk(range(1, 4))})
+    got: list[int] = []
+    res = follow(d, lambda recs: got.extend(r.sequence for r in recs), interval=0.01, timeout=0.5,
+                 install_signals=False)
+    assert got == [1, 2, 3] and (res.ended_by, res.exit_code) == ("timeout", 0)
+
+
+@pytest.mark.parametrize("tail", [bytes(64), b"\xff" * 64], ids=["zero-fill", "garbage"])
+def test_a_tail_waited_out_with_no_writer_ends_the_stream_torn_as_verify_says(tmp_path, tail):
+    from walctl.ops.verify import verify_path
+
+    d = write_dir(tmp_path / "w", {0: make_chunk(range(1, 4)) + tail})
+    got: list[int] = []
+    res = follow(d, lambda recs: got.extend(r.sequence for r in recs), interval=0.001, timeout=5, settle_polls=3,
+                 install_signals=False)
+    assert got == [1, 2, 3] and res.ended_by == "damage" and "no live writer" in res.problem
+    assert res.exit_code == verify_path(d).exit_code == 1
+
+
+def test_a_segment_tail_waited_out_with_no_writer_ends_the_stream_torn_as_verify_says(tmp_path):
+    from walctl.format import segment as seg
+    from walctl.ops.follow_segments import SegmentFollower
+    from walctl.ops.tail import drive
+    from walctl.ops.verify import verify_path
+
+    d = tmp_path / "s"
+    d.mkdir()
+    frames = b"".join(seg.encode_frame(seg.seal({"sequence": i, "operation": "memory_add", "data": {"i": i},
+                                                  "timestamp": 1795300000 + i})) for i in range(1, 4))
+    (d / "wal_00000001.log").write_bytes(frames + b"\x00\x00\x00\x09" + b"{bad json")
+    got: list[int] = []
+    f = SegmentFollower(str(d), lambda es: got.extend(e.sequence for _, e in es), settle_polls=3,
+                        writer_alive=lambda _: False)
+    res = drive(f, 0.001, 5, time.monotonic, lambda s: time.sleep(s), type("S", (), {"signal": None})())
+    assert got == [1, 2, 3] and res.ended_by == "damage" and "no live writer" in res.problem
+    assert res.exit_code == verify_path(str(d)).exit_code == 1

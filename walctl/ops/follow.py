@@ -20,7 +20,7 @@ import signal
 import time
 from typing import Callable, NamedTuple
 
-from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, UsageError
+from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED, UsageError
 from ..format import scan as fscan
 from ..format.names import parse_chunk_name
 from ..format.v2 import FILE_HEADER, encode_file_header
@@ -152,10 +152,18 @@ class ChunkFollower:
                     self.judge.feed(current, left)
                 continue
             if tail is not None and tail.tail_kind != fscan.INCOMPLETE:
-                if t.stuck(self.settle_polls, writer_is_alive):
+                if t.stuck(self.settle_polls, writer_is_alive):  # the end of the log, and nobody writes it
                     return progressed, result("damage", f"{current}: offset {tail.offset + sc.shift}: "
-                                              f"{tail.tail_kind} tail: {tail.reason} (no live writer)", EXIT_CORRUPT)
+                                              f"{tail.tail_kind} tail: {tail.reason} (no live writer)",
+                                              self._end_of_log(current, tail))
             return progressed, None
+
+    def _end_of_log(self, current: str, tail) -> int:
+        """The exit code for tail damage waited out at the end of the newest chunk with no writer left:
+        the judge's verdict on it as the end of the log (torn, as verify says)."""
+        self.judge.feed(current, tail)
+        verdict = self.judge.end()[-1]
+        return EXIT_TORN if verdict.torn else EXIT_CORRUPT
 
     def _take(self, current: str, sc: "_Scanned") -> tuple[list[Record], FollowResult | None]:
         """The records to hand on, run by run: the judge says whether each run may be streamed
@@ -223,7 +231,9 @@ def _scan(current: str, base: int, behind: bytes, pending: bytes) -> _Scanned:
                            bytes(b[off + 40:p]), plen, bytes(b[p:q]) if payload is None else payload))
         return False
 
-    runs, consumed, tail, broken = [], 0, None, None
+    # a chunk's intact file header is consumed even with no record after it: a header-only chunk that a
+    # newer one follows is closed (the writer reopened and moved on), and must not hold the stream
+    runs, consumed, tail, broken = [], start if base == 0 else 0, None, None
     for item in fscan.scan_records(buf, start, visit):
         if isinstance(item, fscan.Damage):
             if item.kind != fscan.TAIL:  # the records before it still go out, then we stop

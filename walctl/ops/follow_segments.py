@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE
+from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN
 from ..format import segment as seg
 from ..format.names import parse_segment_name
 from . import judge as J
@@ -103,8 +103,13 @@ class SegmentFollower:
                     self.items.closed_tail(closed, left)
                 continue
             if bad is not None and t.stuck(self.settle_polls, self.writer_alive):
+                # the end of the log, nobody writes it: the judge's verdict on a tail in the last segment
+                zeros = not any(t.pending)
+                self.items.damage(t.current, t.base, t.base + len(t.pending), bad.problem, bad.kind, False, zeros,
+                                  last_file=True)
+                torn = self.items.end()[-1].torn
                 return progressed, result("damage", f"{t.current}: offset {t.base}: {bad.problem} (no live writer)",
-                                          EXIT_CORRUPT)
+                                          EXIT_TORN if torn else EXIT_CORRUPT)
             return progressed, None
 
     def _read(self, t: Tail):

@@ -80,7 +80,7 @@ def _line_with_crc(obj: dict) -> bytes:
 
 
 @pytest.mark.parametrize("name", ["../etc/passwd", "/abs/wal-000001.bin", "wal-0.bin", "wal-0000001.bin",
-                                  "sub/wal-000001.bin", "wal_1.log", 7, None])
+                                  "sub/wal-000001.bin", "wal_0.log", "wal_00000000.log", 7, None])
 def test_file_fields_that_are_not_plain_writer_names_make_the_line_unusable(name):
     raw = _line_with_crc({"v": 1, "ts": TS, "event": "moved", "file": name, "first_seq": 1, "last_seq": 2,
                           "to": ".quarantine/x", "why": "quarantine"})

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
-from .names import LEDGER_DIR, chunk_name, parse_chunk_name, parse_segment_name, segment_name
+from .names import LEDGER_DIR, chunk_name, parse_chunk_name, parse_segment_name
 
 LEDGER_NAME = "ledger.jsonl"
 LEDGER_VERSION = 1
@@ -58,14 +58,14 @@ def _compact(obj: dict) -> bytes:
 
 
 def is_log_file_name(name) -> bool:
-    """A chunk or segment name exactly as walctl's writers spell it: never a path, never `wal-0.bin`."""
+    """A chunk name exactly as walctl's writers spell it, or a segment name as readers accept it (any
+    padding of N >= 1): never a path, never `wal-0.bin`."""
     if not isinstance(name, str):
         return False
     n = parse_chunk_name(name)
     if n is not None:
         return chunk_name(n) == name
-    n = parse_segment_name(name)
-    return n is not None and segment_name(n) == name
+    return parse_segment_name(name) is not None
 
 
 class Line(NamedTuple):

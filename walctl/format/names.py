@@ -38,12 +38,14 @@ def segment_name(n: int) -> str:
 
 
 def parse_segment_name(name: str) -> int | None:
-    """As parse_chunk_name, for `wal_%08d.log` (N >= 1)."""
+    """The number of an ADR-003 segment name, `wal_<N>.log` with N >= 1. Writers pad N to 8 digits;
+    readers accept any spelling of it (the spec: `wal_1.log` is segment 1), ASCII digits only. Two
+    spellings of one number are both read, and the second is reported (ops/segments.list_segments)."""
     m = _SEGMENT_RE.fullmatch(name)
-    if not m:
+    if not m or not m.group(1).isascii():
         return None
     n = int(m.group(1))
-    return n if n >= 1 and len(m.group(1)) == max(8, len(str(n))) else None
+    return n if n >= 1 else None
 
 
 # ---- names read from files (manifest lines, object keys, ids): untrusted data ----

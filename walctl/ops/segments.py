@@ -46,6 +46,10 @@ def list_segments(path: str, fs=DEFAULT_FS) -> tuple[list[SegmentFile], list, st
         elif x.name not in (QUARANTINE_DIR, LOCK_NAME, LEDGER_DIR) and not x.name.endswith(TMP_SUFFIX):
             foreign.append(Finding(F.FOREIGN_FILE, EXIT_OK, "not a segment file; left alone", file=x.name))
     segs.sort(key=lambda s: (s.number, s.name))
+    for a, b in zip(segs, segs[1:]):
+        if a.number == b.number:  # `wal_1.log` beside `wal_00000001.log`: both read, in name order
+            foreign.append(Finding(F.DUPLICATE_INDEX, EXIT_OK, f"segment number {b.number} also claimed by "
+                                   f"{a.name}", file=b.name))
     return segs, foreign, KIND_SEGMENTS
 
 

@@ -85,11 +85,15 @@ class WalWriter:
             if format == FORMAT_V2:
                 layout = dict(chunk_index=int(self.opened.chunk[4:-4]), records_in_file=self._in_last)
             else:
-                from ..format.names import segment_name
+                from ..format.names import parse_segment_name, segment_name
                 from ..format.segment import ENTRIES_PER_SEGMENT
 
-                layout = dict(chunk_index=int(self.opened.chunk[4:-4]), naming=segment_name, file_header=b"",
-                              max_records_per_file=ENTRIES_PER_SEGMENT, records_in_file=self._in_last)
+                first, index = self.opened.chunk, parse_segment_name(self.opened.chunk)
+                # the segment it continues keeps the name it has (`wal_3.log` is read as segment 3); new
+                # segments get the writer's own 8-digit spelling
+                layout = dict(chunk_index=index, naming=lambda i: first if i == index else segment_name(i),
+                              file_header=b"", max_records_per_file=ENTRIES_PER_SEGMENT,
+                              records_in_file=self._in_last)
             self._appender = ChunkAppender(
                 directory, next_sequence=self.opened.first_sequence, chunk_exists=self.opened.continued, fs=fs,
                 sync=sync, batch_records=batch_records, batch_ms=batch_ms, max_chunk_bytes=max_chunk_bytes,
@@ -195,7 +199,8 @@ class WalWriter:
             next_seq = start_sequence
         if self.format == FORMAT_V2:
             return OpenReport(d, next_seq, f"wal-{index:06d}.bin", continued, cut)
-        return OpenReport(d, next_seq, f"wal_{index:08d}.log", continued, cut)
+        # a continued segment keeps its own name (readers accept `wal_3.log`; never a second file numbered 3)
+        return OpenReport(d, next_seq, last.file if continued else f"wal_{index:08d}.log", continued, cut)
 
     def _checkpoint_hwm(self) -> int:
         """A Spector checkpoint.meta beside the chunks: never hand out a sequence at or below its HWM, even

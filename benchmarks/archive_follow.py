@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import median  # noqa: E402
+from common import median, moto_server  # noqa: E402
 
 WRITER = r"""
 import sys, time
@@ -75,28 +74,6 @@ r = sh.report("signal")
 import json
 log.write("report " + json.dumps(r.to_json()) + "\n")
 """
-
-
-def _server(env):
-    exe = shutil.which("moto_server", path=os.path.dirname(sys.executable))
-    if not exe:
-        raise SystemExit("moto_server not found: pip install '.[test]'")
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, env=env)
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    subprocess.run([sys.executable, "-c", "import boto3; boto3.client('s3').create_bucket(Bucket='bench')"],
-                   check=True, env=env)
-    return server, port
 
 
 def _run(work, env, name, rate, seconds, ship):
@@ -147,7 +124,7 @@ def main() -> None:
     ap.add_argument("--paced", type=float, default=15, help="seconds of each paced cost round")
     args = ap.parse_args()
     env = dict(os.environ, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1")
-    server, port = _server(env)
+    server, port = moto_server(env)
     work = tempfile.mkdtemp(prefix="walctl-follow-bench-")
     try:
         writes, n, elapsed, ships, rep = _run(work, env, "paced", args.rate, args.seconds, True)

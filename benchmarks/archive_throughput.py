@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import bench_dir, median, walctl_cmd  # noqa: E402
+from common import bench_dir, median, moto_server, walctl_cmd  # noqa: E402
 
 RAW_PUSH = """
 import os, sys, boto3
@@ -53,28 +52,11 @@ with ThreadPoolExecutor(4) as p:
 
 def main() -> None:
     args, d = bench_dir(3)
-    server_exe = shutil.which("moto_server", path=os.path.dirname(sys.executable))
-    if not server_exe:
-        raise SystemExit("moto_server not found: pip install '.[test]'")
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    env = dict(os.environ, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1",
-               AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}")
-    server = subprocess.Popen([server_exe, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, env=env)
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1")
+    bucket = "bench"
+    server, port = moto_server(env, bucket)
     work = tempfile.mkdtemp(prefix="walctl-archive-bench-")
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        bucket = "bench"
-        subprocess.run([sys.executable, "-c", f"import boto3; boto3.client('s3').create_bucket(Bucket='{bucket}')"],
-                       check=True, env=env)
         size = sum(os.path.getsize(os.path.join(d, n)) for n in sorted(os.listdir(d))[:-1])
         w = walctl_cmd()
         # issue #14: the same chunks sealed (walctl seal): push takes hashes and ranges from the ledger

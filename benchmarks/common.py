@@ -59,3 +59,29 @@ def bench_dir(default_repeat: int) -> tuple[argparse.Namespace, str]:
 def median(values: list[float]) -> float:
     n = len(values)
     return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
+
+
+def moto_server(env: dict, bucket: str = "bench"):
+    """Starts moto_server on a free 127.0.0.1 port (no network), points `env` at it (AWS_ENDPOINT_URL) and
+    creates `bucket`. Returns (the server process, its port); the caller terminates it."""
+    import socket
+
+    exe = shutil.which("moto_server", path=os.path.dirname(sys.executable))
+    if not exe:
+        raise SystemExit("moto_server not found: pip install '.[test]'")
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env=env)
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    subprocess.run([sys.executable, "-c", f"import boto3; boto3.client('s3').create_bucket(Bucket='{bucket}')"],
+                   check=True, env=env)
+    return server, port

@@ -55,6 +55,18 @@ def append(w, lo, hi):
     w.flush()
 
 
+def shipped_once(tmp_path, n):
+    """A file:// archive holding what one poll shipped of n events a writer wrote: (dest, wal dir, clock)."""
+    d = {"url": "file://" + str(tmp_path / "a"), "endpoint": None}
+    wal, clock = tmp_path / "wal", Clock()
+    sh = shipper(wal, d, clock)
+    with WalWriter(str(wal), sync="none") as w:
+        append(w, 0, n)
+        sh.poll()
+    sh.close()
+    return d, wal, clock
+
+
 def keys(d, kind):
     store = open_store(d["url"], d["endpoint"])
     return sorted(o.key.rsplit("/", 1)[-1] for o in store.list(f"{NS}/{kind}/"))
@@ -121,14 +133,7 @@ def test_pieces_as_the_chunk_grows_then_the_sealed_object_replaces_them(tmp_path
 
 
 def test_restore_to_a_sequence_inside_a_piece_cuts_at_that_record(tmp_path):
-    d = {"url": "file://" + str(tmp_path / "a"), "endpoint": None}
-    wal = tmp_path / "wal"
-    clock = Clock()
-    sh = shipper(wal, d, clock)
-    with WalWriter(str(wal), sync="none") as w:
-        append(w, 0, 30)
-        sh.poll()
-    sh.close()
+    d, wal, clock = shipped_once(tmp_path, 30)
     out = tmp_path / "r"
     r = restore(d["url"], str(out), namespace=NS, to_seq=17)
     assert (r.last_sequence, r.events, r.verdict) == (17, 17, "clean")
@@ -276,14 +281,7 @@ def test_resume_after_a_crash_between_the_seal_and_the_deletes_deletes_the_stale
 
 
 def test_a_local_log_rewritten_under_the_archive_is_refused(tmp_path):
-    d = {"url": "file://" + str(tmp_path / "a"), "endpoint": None}
-    wal = tmp_path / "wal"
-    clock = Clock()
-    sh = shipper(wal, d, clock)
-    with WalWriter(str(wal), sync="none") as w:
-        append(w, 0, 10)
-        sh.poll()
-    sh.close()
+    d, wal, clock = shipped_once(tmp_path, 10)
     raw = bytearray(chunk_bytes(wal, "wal-000000.bin"))
     raw[-1] ^= 1
     (wal / "wal-000000.bin").write_bytes(bytes(raw))

@@ -13,7 +13,7 @@ from typing import NamedTuple
 from ..errors import WalctlError
 from ..store.fs import DEFAULT_FS
 from . import findings as F
-from .findings import SHARED_KEYS, Finding
+from .findings import Finding
 from .pieces import Piece, read_pieces
 from .report import PathReport
 from .verify import verify_path
@@ -74,16 +74,14 @@ class Region(NamedTuple):
     finding: Finding
 
     def to_json(self) -> dict:
-        f = self.finding
-        d = {"mark": self.mark, "chunk": self.chunk, "class": f.cls, "severity": f.severity,
-             "exit_code": f.exit_code, "file": f.file, "offset": f.offset, "end_offset": f.end_offset,
-             "length": None if f.offset is None or f.end_offset is None else f.end_offset - f.offset,
-             "sequence_range": list(f.sequence_range) if f.sequence_range else None, "reason": f.reason}
+        full = self.finding.to_json()  # a region repeats its finding's keys exactly as verify writes them
+        d = {"mark": self.mark, "chunk": self.chunk}
+        d.update((k, full[k]) for k in ("class", "severity", "exit_code", "file", "offset", "end_offset", "length",
+                                        "sequence_range", "reason"))
         for key in ("lost_sequence_range", "missing", "repeated", "tail_kind", "torn", "next_good_sequence",
                     "last_good_sequence", "code"):
-            v = getattr(f, key) if key in SHARED_KEYS else f.extra.get(key)
-            if v is not None:
-                d[key] = list(v) if type(v) is tuple else v
+            if full.get(key) is not None:
+                d[key] = full[key]
         return d
 
 

@@ -78,4 +78,4 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
 
 def kind_of(name: str | None) -> Kind | None:
     """The table entry for a report's kind (None: the path was not recognised)."""
-    return KINDS.get(name) if name is not None else None
+    return KINDS.get(name)

@@ -45,10 +45,10 @@ class ChunkReport(NamedTuple):
 
 def file_row(file: str, index: int, size: int, state: str, exit_code: int, *, version: int | None = None,
              records: int = 0, first_sequence: int | None = None, last_sequence: int | None = None,
-             valid_bytes: int = 0, damaged_bytes: int = 0, verdict: str | None = None) -> ChunkReport:
+             valid_bytes: int = 0, damaged_bytes: int = 0) -> ChunkReport:
     """A report row for any kind's file (a checkpoint, a task log, a session, a workflow document, a
     segment), by name: what does not apply keeps its neutral value. The JSON calls every row a chunk."""
-    return ChunkReport(file, index, size, state, version, verdict or VERDICTS[exit_code], exit_code, records,
+    return ChunkReport(file, index, size, state, version, VERDICTS[exit_code], exit_code, records,
                        first_sequence, last_sequence, valid_bytes, damaged_bytes, {})
 
 

@@ -67,6 +67,13 @@ def shipped_once(tmp_path, n):
     return d, wal, clock
 
 
+def polls(sh, clock, n, step):
+    """n polls of a shipper, the clock moving `step` seconds after each."""
+    for _ in range(n):
+        sh.poll()
+        clock.t += step
+
+
 def keys(d, kind):
     store = open_store(d["url"], d["endpoint"])
     return sorted(o.key.rsplit("/", 1)[-1] for o in store.list(f"{NS}/{kind}/"))
@@ -157,9 +164,7 @@ def test_a_torn_tail_is_never_shipped(tmp_path):
         f.write(torn)
     clock = Clock()
     sh = shipper(wal, d, clock)
-    for _ in range(3):
-        sh.poll()
-        clock.t += 2
+    polls(sh, clock, 3, 2)
     sh.close()
     (p,) = keys(d, "live")
     assert parse_piece_name(p) == Piece("wal-000000.bin", 0, intact, 1, 12)
@@ -204,9 +209,7 @@ def test_a_busy_writer_uploads_at_most_one_piece_per_interval_and_a_quiet_one_no
             sh.poll()
             clock.t += 0.1
         assert sh.pieces_uploaded == n + 1  # only what was buffered when it went quiet
-        for _ in range(30):
-            sh.poll()
-            clock.t += 0.1
+        polls(sh, clock, 30, 0.1)
         assert sh.pieces_uploaded == n + 1 and sh.shipped_through == 200
     sizes = [parse_piece_name(k).size for k in keys(d, "live")]
     assert sum(sizes) == len(chunk_bytes(wal, "wal-000000.bin"))
@@ -219,9 +222,7 @@ def test_a_piece_under_the_size_floor_waits_for_max_wait(tmp_path):
     sh = shipper(wal, d, clock, interval=1.0, min_piece_bytes=1 << 20, max_wait=3.0)
     with WalWriter(str(wal), sync="none") as w:
         append(w, 0, 3)
-        for _ in range(29):
-            sh.poll()
-            clock.t += 0.1
+        polls(sh, clock, 29, 0.1)
         assert sh.pieces_uploaded == 0 and sh.shipped_through is None
         clock.t += 0.2
         sh.poll()
@@ -631,9 +632,7 @@ def test_a_seal_that_does_not_match_what_was_consumed_does_not_close_the_chunk(t
             f.truncate(at_10)
     clock = Clock()
     sh = shipper(wal, d, clock)
-    for _ in range(4):
-        sh.poll()
-        clock.t += 1
+    polls(sh, clock, 4, 1)
     sh.close()
     here = chunk_bytes(wal, "wal-000000.bin")
     assert keys(d, "chunks") == [] and sh.report("stopped").sealed_uploaded == ()  # not closed by the seal
@@ -681,9 +680,7 @@ def test_resume_closes_a_chunk_its_writer_sealed_without_rolling(tmp_path, dies)
             sh.poll()
         assert keys(d, "chunks") == ["wal-000000.bin"] and keys(d, "live") == pieces_before
     again = shipper(wal, d, clock)
-    for _ in range(3):
-        again.poll()
-        clock.t += 1
+    polls(again, clock, 3, 1)
     rep = again.report("stopped")
     assert keys(d, "chunks") == ["wal-000000.bin"] and keys(d, "live") == []
     assert set(rep.pieces_deleted) == set(pieces_before) and rep.pieces_uploaded == 0  # nothing re-sent as a piece

@@ -353,7 +353,7 @@ def test_piece_names_round_trip_and_sort_by_file_then_offset():
 
 
 def test_a_manifest_entry_whose_size_disagrees_with_its_piece_name_is_rebuilt(tmp_path):
-    d, wal, _ = shipped_once(tmp_path, 5)
+    d, _, _ = shipped_once(tmp_path, 5)
     path = tmp_path / "a" / NS / "MANIFEST.json"
     doc = json.loads(path.read_text())
     doc["objects"][0]["size"] += 1

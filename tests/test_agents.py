@@ -113,7 +113,7 @@ def test_partial_tail_without_pending_file_is_cut_with_evidence(tmp_path):
     size = os.path.getsize(log)
     with open(log, "ab") as f:
         f.write(b'{"session_id":"')
-    plan, _ = recover(root, apply=True)
+    plan = recover(root, apply=True).plan
     assert ("cut-tail" in [a.action for a in plan]) and os.path.getsize(log) == size
     kept = [n for n in os.listdir(os.path.join(root, ".quarantine")) if "events.jsonl" in n]
     assert kept and open(os.path.join(root, ".quarantine", kept[0]), "rb").read() == b'{"session_id":"'
@@ -189,7 +189,7 @@ def test_live_daemon_blocks_recover_apply(tmp_path):
         assert [f.cls for f in findings] == ["live-daemon"]
         with pytest.raises(EnvironmentProblem):
             recover(root, apply=True)
-    assert recover(root, apply=True)[0]  # once the daemon is gone
+    assert recover(root, apply=True).plan  # once the daemon is gone
 
 
 def test_recover_apply_takes_the_walctl_lock_and_changes_nothing_without_it(tmp_path):
@@ -203,12 +203,12 @@ def test_recover_apply_takes_the_walctl_lock_and_changes_nothing_without_it(tmp_
     with DirectoryLock(root, "pid 1 on test: walctl agents recover", DEFAULT_FS):
         with pytest.raises(EnvironmentProblem, match="locked by a live writer"):
             recover(root, apply=True)
-        assert recover(root)[0]  # the plan alone needs no lock
+        assert recover(root).plan  # the plan alone needs no lock
     after = {p: open(p, "rb").read() for p in glob.glob(os.path.join(root, "**", "*"), recursive=True)
              if os.path.isfile(p) and not p.endswith(".walctl.lock")}
     assert after == before
-    plan, _ = recover(root, apply=True)
-    assert plan and [a.action for a in recover(root)[0]] == []
+    plan = recover(root, apply=True).plan
+    assert plan and [a.action for a in recover(root).plan] == []
 
 
 def test_crash_at_every_step_of_recover_apply_then_recover_again(tmp_path):

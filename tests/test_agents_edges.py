@@ -150,7 +150,7 @@ def test_orphan_only_because_a_parents_agent_created_is_unreadable_needs_force(t
     orphans = findings_of(root, "orphan")
     assert [(f.file, f.extra["uncertain"]) for f in orphans] == [(f"agents/{P}", True), (f"agents/{C}", True),
                                                                  (f"agents/{G}", True)]
-    assert "only with --force" in orphans[1].reason and "unreadable line" in orphans[1].reason
+    assert "only with --force" in orphans[1].reason and "unreadable or set-aside line" in orphans[1].reason
     r = cli("agents", "recover", root, "--apply", "--json")
     assert r.code == 3  # the root is still damaged: the bad line and the orphans are reported, not acted on
     assert [a["action"] for a in r.json()["plan"]] == ["suspend", "suspend", "suspend"]
@@ -165,21 +165,41 @@ def test_a_certain_orphan_is_still_terminated_without_force(tmp_path):
     root = tmp_path / "root"
     family(root)
     make_session(str(root), "d" * 32, [created("d" * 32, "D" * 8, "e" * 32)])  # parent never existed
-    plan, _ = recover(str(root), apply=True)
+    plan = recover(str(root), apply=True).plan
     assert [(a.session_id, a.action) for a in plan if a.session_id == "d" * 32] == [("d" * 32, "terminate")]
 
 
-def test_two_agent_created_lines_are_reported(tmp_path, cli):
+def test_two_agent_created_lines_the_tree_is_the_last_as_the_runtime_loads_it(tmp_path, cli):
+    """Substrat's Orchestrator.recover keeps the last agent.created it reads (the vectors' reference
+    implementation): the tree walctl shows is that one, the duplicate stays a finding, and set-aside --line can
+    set a readable duplicate aside (either one), after which the root is clean."""
     root = tmp_path / "root"
-    first, second = created(P, "A" * 8), created(P, "Z" * 8, name="other")
+    first, second = created(P, "A" * 8), created(P, "Z" * 8, name="impostor")
     family(root, parent_lines=[first, second])
     (f,) = findings_of(root, "duplicate-created")
     assert (f.file, f.offset, f.end_offset, f.extra["line"]) == (f"agents/{P}/events.jsonl", len(line(first)),
                                                           len(line(first)) + len(line(second)), 2)
-    assert f.exit_code == 3 and "the first, line 1, is the one used" in f.reason
+    assert f.exit_code == 3 and "the runtime uses the last, line 2 (agent 'ZZZZZZZZ', name 'impostor')" in f.reason
     _, tree, _ = verify_root(str(root))
-    assert "A" * 8 in tree.agents and "Z" * 8 not in tree.agents
+    assert tree.agents["Z" * 8].name == "impostor" and "A" * 8 not in tree.agents
+    assert tree.roots == ("Z" * 8,) and tree.children["Z" * 8] == ["B" * 8]  # C still hangs on session P
+    r = cli("agents", "tree", root, "--json")
+    assert r.code == 3 and [a["name"] for a in r.json()["agents"] if a["session_id"] == P] == ["impostor"]
     assert cli("agents", "verify", root).code == 3
+    r = cli("agents", "set-aside", root, P, "--line", "3")
+    assert r.code == 2  # no such line
+    r = cli("agents", "set-aside", root, P, "--line", "2", "--json")
+    doc = r.json()
+    assert r.code == 3 and doc["outcome"] == "dry-run" and "one of 2 agent.created lines (lines 1, 2)" in doc["why"]
+    log = root / "agents" / P / "events.jsonl"
+    r = cli("agents", "set-aside", root, P, "--line", "2", "--apply", "--force", "--json")
+    assert r.code == 0 and r.json()["applied"] is True and r.json()["warnings"] == []
+    assert log.read_bytes() == line(first) and (root / r.json()["evidence"]).read_bytes() == line(first) + line(second)
+    _, tree, _ = verify_root(str(root))
+    assert tree.agents["A" * 8].name == "n" and cli("agents", "verify", root).code == 0
+    # the one left is single: a rerun finds nothing to do
+    r = cli("agents", "set-aside", root, P, "--line", "1", "--apply", "--force")
+    assert r.code == 7 and "only an unreadable line or a duplicate agent.created" in r.err
 
 
 def test_set_aside_a_corrupt_line(tmp_path, cli):
@@ -224,24 +244,23 @@ def test_set_aside_exits_with_the_state_after_it_ran_as_recover_and_repair_do(tm
     assert v.code == 3 and [f["file"] for f in bad] == [f"agents/{G}/session.json"]
     for args in ([], ["--json"]):
         r = cli("agents", "set-aside", root, G, "--session", *args)
-        assert r.code == 3 and "would set aside the whole agents/" in r.out if not args else r.code == 3
+        assert r.code == 3 and f"would set aside the session directory agents/{G} (session.json, events.jsonl)" in r.out if not args else r.code == 3
         assert full_digest(root) == before  # nothing changed, not even a lock file or .quarantine/
     doc = r.json()
     assert (doc["outcome"], doc["applied"], doc["exit_code"], doc["length"]) == ("dry-run", False, 3, 6)
     assert cli("agents", "recover", root).code == 3  # recover's dry run says the same of the same root
     r = cli("agents", "set-aside", root, G, "--session", "--apply", "--force", "--json")
     doc = r.json()
-    # the state after: a session directory without session.json is still a finding of verify (3)
-    assert r.code == 3 and (doc["outcome"], doc["applied"], doc["exit_code"]) == ("applied", True, 3)
-    assert not sj.exists() and (root / doc["evidence"]).read_bytes() == b"{ torn"
+    # the whole session directory is set aside, so the root is clean: 0 after, where the dry run said 3
+    assert r.code == 0 and (doc["outcome"], doc["applied"], doc["exit_code"]) == ("applied", True, 0)
+    assert doc["files"] == ["session.json", "events.jsonl"] and doc["warnings"] == []
+    assert not (root / "agents" / G).exists() and (root / doc["evidence"]).read_bytes() == b"{ torn"
     v = cli("agents", "verify", root, "--json")
-    assert v.code == 3 and [(f["class"], f["reason"]) for f in v.json()["findings"] if f["exit_code"]] == \
-        [("session-json", "no session.json")]
+    assert v.code == 0 and [f for f in v.json()["findings"] if f["exit_code"]] == []
+    make_session(str(root), G, [created(G, "C" * 8, C)])
     # a line set aside leaves a clean root: 0 after, where the dry run said 3
     log = root / "agents" / C / "events.jsonl"
     log.write_bytes(log.read_bytes() + b'{"session_id": null\n')
-    (root / "agents" / G / "session.json").write_text(json.dumps({"id": G, "state": "active", "provider_name": "p",
-        "model": "m", "created_at": "2026-11-21T00:00:00+00:00", "suspended_at": None, "provider_state": ""}))
     assert cli("agents", "set-aside", root, C, "--line", "2").code == 3
     r = cli("agents", "set-aside", root, C, "--line", "2", "--apply", "--force", "--json")
     assert r.code == 0 and r.json()["exit_code"] == 0 and r.json()["applied"] is True
@@ -261,11 +280,13 @@ def test_set_aside_an_unreadable_session_json_and_bad_ids(tmp_path, cli):
     family(root)
     sj = root / "agents" / G / "session.json"
     sj.write_bytes(b"{ torn")
+    log = (root / "agents" / G / "events.jsonl").read_bytes()
     r = cli("agents", "set-aside", root, G, "--session", "--apply", "--force")
-    assert r.code == 3 and not sj.exists()  # the state after: verify's "no session.json" (3)
-    (m,) = [json.loads(x) for x in (root / ".quarantine" / "MANIFEST.jsonl").read_text().splitlines()]
-    assert (root / m["evidence"]).read_bytes() == b"{ torn" and m["source"] == f"agents__{G}__session.json"
-    assert [s.problem for s in read_root(str(root)) if s.session_id == G] == ["no session.json"]
+    assert r.code == 0 and not (root / "agents" / G).exists()  # the state after: clean
+    manifest = [json.loads(x) for x in (root / ".quarantine" / "MANIFEST.jsonl").read_text().splitlines()]
+    assert [(m["action"], m["source"], (root / m["evidence"]).read_bytes()) for m in manifest] == [
+        ("set-aside", f"agents__{G}__session.json", b"{ torn"), ("set-aside", f"agents__{G}__events.jsonl", log)]
+    assert sorted(s.session_id for s in read_root(str(root))) == [P, C]
     for bad_id in ("../" + P, P[:31], P.upper(), "/etc"):
         r = cli("agents", "set-aside", root, bad_id, "--line", "1")
         assert r.code == 2 and "not a session id" in r.err
@@ -329,8 +350,8 @@ def test_recover_apply_refuses_symlinked_session_files(tmp_path, cli, victim):
     assert {k: v for k, v in tree_digest(root).items() if k != ".walctl.lock"} == \
         {k: v for k, v in before_root.items() if k != ".walctl.lock"}
     assert not (root / ".quarantine").exists()
-    r = cli("agents", "recover", root, "--apply", "--json")
-    assert r.code == 7 and r.json()["outcome"] == "refused" and r.json()["applied"] is False
+    r = cli("agents", "recover", root, "--apply", "--json")  # refused before it started: walctl.error/1
+    assert r.code == 7 and r.json()["schema"] == "walctl.error/1" and r.json()["error"]["reason"] == "refused"
     r = cli("agents", "set-aside", root, C, "--line", "1", "--apply", "--force")
     assert r.code in (2, 7) and full_digest(outside) == before_out
 
@@ -373,7 +394,7 @@ def test_crash_at_every_step_of_set_aside_then_one_rerun(tmp_path, what):
     """After a crash anywhere, one rerun ends as one uninterrupted run: the new file in place, the old one
     kept once, with exactly one manifest line."""
     from simfs import SimCrash, load_tree
-    from walctl.ops.agents_mend import set_aside
+    from walctl.ops.agents_aside import set_aside
 
     src = tmp_path / "src"
     family(src)
@@ -383,7 +404,8 @@ def test_crash_at_every_step_of_set_aside_then_one_rerun(tmp_path, what):
     if what == "session":
         (src / "agents" / C / "session.json").write_bytes(b"{ torn")
     kw = {"line": 2} if what == "line" else {"session": True}
-    old = (src / "agents" / C / ("events.jsonl" if what == "line" else "session.json")).read_bytes()
+    names = ["events.jsonl"] if what == "line" else ["session.json", "events.jsonl"]
+    old = {name: (src / "agents" / C / name).read_bytes() for name in names}
     probe = load_tree(str(src), "/r")
     start = probe.ops
     set_aside("/r", C, apply=True, force=True, fs=probe, **kw)
@@ -399,10 +421,14 @@ def test_crash_at_every_step_of_set_aside_then_one_rerun(tmp_path, what):
         if what == "line":
             assert fs.read_range(f"{d}/events.jsonl", 0, fs.stat(f"{d}/events.jsonl").size) == good, n
         else:
-            assert not fs.exists(f"{d}/session.json"), n
+            assert not fs.exists(d), n
         from walctl.store.quarantine import read_manifest
 
         entries, problems = read_manifest("/r", fs)
-        assert [e["action"] for e in entries] == ["set-aside"] and problems == [], n
-        ev = entries[0]["evidence"]
-        assert fs.read_range(f"/r/{ev}", 0, fs.stat(f"/r/{ev}").size) == old, n
+        # one line per file kept, each once, each holding the old bytes (a line torn by the crash stays
+        # behind, reported and never acted on: store/quarantine.record)
+        assert [e["action"] for e in entries] == ["set-aside"] * len(old), n
+        assert all("torn" in p for p in problems) and len(problems) <= 1, (n, problems)
+        assert [e["source"] for e in entries] == [f"agents__{C}__{name}" for name in old], n
+        for e, data in zip(entries, old.values()):
+            assert fs.read_range(f"/r/{e['evidence']}", 0, fs.stat(f"/r/{e['evidence']}").size) == data, n

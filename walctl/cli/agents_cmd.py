@@ -87,63 +87,78 @@ def pending(root: str = typer.Argument(..., help="The Substrat root.", callback=
     raise typer.Exit(code)
 
 
-@app.command("recover", help="""Suspend ACTIVE sessions, terminate orphans, complete pending entries, cut partial
-lines (kept in ROOT/.quarantine/ first). Everything is read before anything is written. Dry run unless --apply.
+@app.command("recover", help="""Suspend ACTIVE sessions, terminate orphans, finish interrupted terminations, complete
+pending entries (a pending file that is not one whole event line was never acknowledged: it is set aside and
+nothing is appended), cut partial lines, set aside session directories never saved (no session.json). Every
+byte replaced, cut or removed is kept in ROOT/.quarantine/ first. Everything is read before anything is
+written; refused while a live daemon holds ROOT/daemon.lock (exit 6). Dry run unless --apply. Exits with the
+state after it ran, as verify would.
 
 Example: walctl agents recover ~/.substrat --apply""")
 def recover(root: str = typer.Argument(..., help="The Substrat root.", callback=existing_dir),
             apply: bool = typer.Option(False, "--apply", help="Do it (default: print the plan)."),
             force: bool = typer.Option(False, "--force", help="Also terminate sessions that may be orphans only "
-                                       "because a line or session.json could not be read."),
+                                       "because a line or session.json could not be read or was set aside."),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-recover/1).")):
-    from ..errors import WalctlError
     from ..ops.agents import exit_code, verify_root
     from ..ops.agents_mend import recover as run_recover
 
-    try:
-        plan, before = run_recover(root, apply=apply, force=force)
-    except WalctlError as e:
-        if json_out:  # one document on refusal too; the error line still goes to stderr at the edge
-            emit(json_document("walctl.agents-recover/1", {"root": root, "applied": False, "outcome": "refused",
-                                                           "message": str(e), "exit_code": e.exit_code, "plan": []}))
-        raise
-    after = verify_root(root)[0] if apply else before
-    code = exit_code([f for f in after if f.cls != "active-session"])
+    # A refusal before anything changed (a live daemon, a link, walctl's own lock) ends at the CLI edge:
+    # walctl.error/1. Once it ran, recover prints its own document, on failure too.
+    r = run_recover(root, apply=apply, force=force)
+    after = verify_root(root)[0] if apply else r.findings
+    code = r.error.exit_code if r.error else exit_code(after)
+    outcome = "dry-run" if not apply else "failed" if r.error else "recovered" if code == 0 else "incomplete"
     if json_out:
-        emit(json_document("walctl.agents-recover/1", {"root": root, "applied": apply, "exit_code": code,
-                                                       "plan": [a._asdict() for a in plan]}))
+        doc = {"root": root, "applied": apply, "outcome": outcome, "exit_code": code, "done": r.done,
+               "plan": [a._asdict() for a in r.plan], "findings": [f.to_json() for f in after]}
+        if r.error:
+            doc["message"] = str(r.error)
+        emit(json_document("walctl.agents-recover/1", doc))
     else:
-        for a in plan:
-            emit(f"{'done' if apply else 'would'} {a.action} {a.session_id}: {a.detail}")
-        if not plan:
+        for i, a in enumerate(r.plan):
+            verb = "would" if not apply else "done" if i < r.done else "not done"
+            emit(f"{verb} {a.action} {a.session_id}: {safe(a.detail)}")
+        if not r.plan:
             emit("nothing to recover")
         elif not apply:
             emit(f"dry run: nothing was changed; to do it: {safe(rerun('--apply'))}")
+        for f in after if apply and not r.error else ():
+            if f.exit_code:
+                sys.stderr.write(f"walctl: {f.severity}: {f.cls}: {safe(f.one_line())}\n")
+    if r.error:
+        raise r.error  # the one error line, at the CLI edge; the document above is this run's
     raise typer.Exit(code)
 
 
-@app.command("set-aside", help="""Set aside one unreadable events.jsonl line (--line N: the log is rewritten without
-it) or an unreadable session.json (--session: removed, so the runtime skips the session instead of failing
-the whole root). The whole old file is kept in ROOT/.quarantine/ first, with a manifest line; the new log is
-written by durable replace. Only a line or file walctl cannot read is set aside. Dry run unless --apply;
---apply needs --force because it rewrites acknowledged history.
+@app.command("set-aside", help="""Set aside one events.jsonl line (--line N: the log is rewritten without it), when
+it is unreadable or one of several agent.created lines (the runtime uses the last), or a whole session
+directory whose session.json is unreadable or missing (--session: every file is kept, then the directory is
+removed; the runtime skips a session without session.json, and an unreadable one stops the whole root). The
+old files are kept in ROOT/.quarantine/ first, each with a manifest line; the new log is written by durable
+replace. Nothing readable and single is set aside. Refused while a live daemon holds ROOT/daemon.lock
+(exit 6). Dry run unless --apply; --apply needs --force because it rewrites acknowledged history. Exits with
+the state after it ran: a set-aside that leaves the root clean exits 0. When a session is left without an
+agent.created, it and the sessions that name it as their parent become orphans (a warning says so): recover
+keeps them suspended, recover --apply --force terminates them.
 
 Example: walctl agents set-aside ~/.substrat 1860aabdf4444c9ca26cda431ac886de --line 4 --apply --force""")
 def set_aside(root: str = typer.Argument(..., help="The Substrat root.", callback=existing_dir),
               session_id: str = typer.Argument(..., help="The session id (its directory name, 32 hex digits)."),
               line: Optional[int] = typer.Option(None, "--line", help="The events.jsonl line number (from 1)."),
-              session: bool = typer.Option(False, "--session", help="Set aside session.json."),
+              session: bool = typer.Option(False, "--session", help="Set aside the session directory (its session.json unreadable or missing)."),
               apply: bool = typer.Option(False, "--apply", help="Do it (default: print the plan)."),
               force: bool = typer.Option(False, "--force", help="Needed with --apply: history is rewritten."),
               json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-set-aside/1).")):
-    from ..errors import WalctlError
+    from ..errors import EXIT_REFUSED, WalctlError
+    from ..ops.advice import cmd
     from ..ops.agents import exit_code, verify_root
-    from ..ops.agents_mend import set_aside as run_set_aside
+    from ..ops.agents_aside import set_aside as run_set_aside
 
     try:
         r = run_set_aside(root, session_id, line=line, session=session, apply=apply, force=force)
     except WalctlError as e:
-        if json_out:
+        if json_out and e.exit_code == EXIT_REFUSED:  # a lock or a missing path: walctl.error/1 at the edge
             emit(json_document("walctl.agents-set-aside/1", {"root": root, "outcome": "refused", "applied": False,
                                                              "exit_code": e.exit_code, "message": str(e)}))
         raise
@@ -153,11 +168,17 @@ def set_aside(root: str = typer.Argument(..., help="The Substrat root.", callbac
         emit(json_document("walctl.agents-set-aside/1", dict(r.to_json(), root=root, exit_code=code,
                                                              outcome="applied" if r.applied else "dry-run")))
     else:
-        where = f"line {r.line} of" if r.line else "the whole"
-        emit(f"{'set aside' if r.applied else 'would set aside'} {where} agents/{r.session_id}/{r.target} "
-             f"(offset {r.offset}, {r.length} bytes): {r.why}")
+        what = f"line {r.line} of agents/{r.session_id}/{r.target} (offset {r.offset}, {r.length} bytes)" if r.line \
+            else f"the session directory agents/{r.session_id} ({', '.join(r.files) or 'empty'})"
+        emit(f"{'set aside' if r.applied else 'would set aside'} {what}: {safe(r.why)}")
         if r.applied:
-            emit(f"the old file is kept as {r.evidence}")
+            kept = r.evidence or "nothing to keep"
+            emit(f"the old {'file is' if r.line else 'files are'} kept in .quarantine/ ({kept})")
         else:
             emit(f"dry run: nothing was changed; to do it: {safe(rerun('--apply', '--force'))}")
+    for w in r.warnings:
+        sys.stderr.write(f"walctl: warning: {safe(w)}\n")
+    if r.warnings and r.applied and not json_out:
+        emit(f"next: {safe(cmd('agents', 'recover', root, '--apply', '--force'))}   (terminates those orphans; "
+             "without --force recover keeps them suspended)")
     raise typer.Exit(code)

@@ -21,6 +21,7 @@ from .findings import Finding
 
 STATES = ("created", "active", "suspended", "terminated")
 _HEX32 = re.compile(r"[0-9a-f]{32}")
+NO_SESSION_JSON = "no session.json"
 
 
 class Line(NamedTuple):
@@ -41,6 +42,7 @@ class Session(NamedTuple):
     tmp: dict | None  # a session.json.tmp left by a crash, when it parses
     log_size: int
     tmp_raw: bytes | None = None  # that file's bytes, whether it parses or not (kept as evidence by recover)
+    pending_line: int | None = None  # the log line holding exactly the pending file's bytes, if one does
 
     @property
     def unreadable_lines(self) -> int:
@@ -48,17 +50,61 @@ class Session(NamedTuple):
 
     @property
     def events(self) -> list[dict]:
-        """The log's events, and the pending one that recovery will complete into it."""
+        """The log's events, and the pending one that recovery will complete into it (only a complete event
+        line that is not in the log yet: see judge_pending)."""
         out = [ln.event for ln in self.lines if ln.event is not None]
-        if self.pending is not None:
-            ev = _parse_event_line(0, 0, 0, self.pending.rstrip(b"\n"), self.session_id).event
-            if ev is not None and ev not in out:  # see _complete_pending: a stale pending file may resurrect
-                out.append(ev)
+        p = judge_pending(self)
+        if p is not None and p.verdict == PENDING_NEW:
+            out.append(p.event)
         return out
+
+    @property
+    def created_lines(self) -> list[Line]:
+        """The readable agent.created lines; the runtime takes the agent from the last one."""
+        return [ln for ln in self.lines if ln.event is not None and ln.event["event"] == "agent.created"]
 
     @property
     def state(self) -> str | None:
         return self.meta.get("state") if self.meta else None
+
+    @property
+    def terminated_at(self) -> str:
+        """Where agent.terminated is: "line N", or events.pending (completed into the log by recover)."""
+        ln = next((ln for ln in self.lines if ln.event is not None and ln.event["event"] == "agent.terminated"), None)
+        return f"line {ln.number}" if ln else "events.pending"
+
+
+# What a pending file is, judged once for verify, tree and recover (the append protocol writes the pending
+# file, fsyncs it, and only then appends to the log, so a pending file that is not one whole event line was
+# never appended and never acknowledged):
+PENDING_TORN = "torn"  # not one complete, parseable event line: set aside, nothing appended
+PENDING_IN_LOG = "in-log"  # its line is already in the log (the unlink was lost): removed
+PENDING_NEW = "new"  # a whole event line not in the log yet: appended
+
+
+class Pending(NamedTuple):
+    verdict: str
+    why: str
+    event: dict | None = None
+    line: int | None = None
+
+
+def judge_pending(s: "Session") -> Pending | None:
+    raw = s.pending
+    if raw is None:
+        return None
+    if not raw:
+        return Pending(PENDING_TORN, "0 bytes (a crash before the entry was written)")
+    if not raw.endswith(b"\n"):
+        return Pending(PENDING_TORN, f"{len(raw)} bytes with no newline (a write cut short); it held {_held(raw)}")
+    if b"\n" in raw[:-1]:
+        return Pending(PENDING_TORN, f"{len(raw)} bytes holding more than one line; it held {_held(raw)}")
+    parsed = _parse_event_line(0, 0, len(raw), raw[:-1], s.session_id)
+    if parsed.problem:
+        return Pending(PENDING_TORN, f"{len(raw)} bytes that are not an event line: {parsed.problem}")
+    if s.pending_line is not None:
+        return Pending(PENDING_IN_LOG, f"already in the log (line {s.pending_line})", parsed.event, s.pending_line)
+    return Pending(PENDING_NEW, f"{len(raw)} bytes, appended as line {len(s.lines) + 1}", parsed.event)
 
 
 def _read_json(fs, path):
@@ -75,14 +121,14 @@ def read_session(directory: str, fs=DEFAULT_FS) -> Session:
     meta, problem = None, None
     sj = os.path.join(directory, "session.json")
     if not fs.exists(sj):
-        problem = "no session.json"
+        problem = NO_SESSION_JSON
     else:
         meta, problem = _read_json(fs, sj)
         if problem is None:
             problem = _check_meta(meta, sid)
             if problem:
                 meta = meta if isinstance(meta, dict) else None
-    lines, tail, size = [], None, 0
+    lines, tail, size, data = [], None, 0, b""
     log = os.path.join(directory, "events.jsonl")
     if fs.exists(log):
         with fs.map_read(log) as buf:
@@ -103,6 +149,9 @@ def read_session(directory: str, fs=DEFAULT_FS) -> Session:
     if fs.exists(pf):
         with fs.map_read(pf) as buf:
             pending = bytes(buf)
+    # the pending line may be anywhere in the log: Substrat unlinks it without syncing the directory, so an
+    # older pending file can come back after later appends
+    pending_line = next((ln.number for ln in lines if pending and data[ln.offset:ln.end] == pending), None)
     tmp = tmp_raw = None
     tf = sj + durable.TMP_SUFFIX
     if fs.exists(tf):
@@ -110,7 +159,7 @@ def read_session(directory: str, fs=DEFAULT_FS) -> Session:
             tmp_raw = bytes(buf)
         tmp, _ = _read_json(fs, tf)
     return Session(sid, meta, problem, tuple(lines), tail, pending, tmp if isinstance(tmp, dict) else None, size,
-                   tmp_raw)
+                   tmp_raw, pending_line)
 
 
 def _check_meta(meta, sid) -> str | None:
@@ -210,6 +259,23 @@ def read_root(root: str, fs=DEFAULT_FS) -> list[Session]:
     return [read_session(e.path, fs) for e in sorted(fs.listdir(adir), key=lambda e: e.name) if e.kind == "dir"]
 
 
+def set_aside_sessions(root: str, fs=DEFAULT_FS) -> frozenset:
+    """Sessions that had a line, a file or their directory set aside (.quarantine/MANIFEST.jsonl): what they
+    lost may have been an agent.created, so the tree calls what hangs on it uncertain, as before the set-aside."""
+    from ..store.quarantine import read_manifest
+
+    entries, _ = read_manifest(root, fs)
+    out = set()
+    for e in entries:
+        m = _SET_ASIDE_SOURCE.fullmatch(str(e.get("source", "")))
+        if e.get("action") == "set-aside" and m:
+            out.add(m.group(1))
+    return frozenset(out)
+
+
+_SET_ASIDE_SOURCE = re.compile(r"agents__([0-9a-f]{32})__[^/]+")
+
+
 def verify_root(root: str, fs=DEFAULT_FS) -> tuple[list[Finding], Tree, list[Session]]:
     sessions = read_root(root, fs)
     out: list[Finding] = []
@@ -217,36 +283,13 @@ def verify_root(root: str, fs=DEFAULT_FS) -> tuple[list[Finding], Tree, list[Ses
     if daemon:
         out.append(Finding("live-daemon", EXIT_OK, f"{daemon} is running: ACTIVE sessions and a pending file may "
                            "be work in progress", "daemon.lock"))
+    tree = build_tree(sessions, set_aside_sessions(root, fs))
     for s in sessions:
-        rel = f"agents/{s.session_id}"
-        if not _HEX32.fullmatch(s.session_id):
-            out.append(Finding("foreign-file", EXIT_OK, "not a session directory name (32 hex digits)", rel))
-        if s.problem:
-            out.append(Finding("session-json", EXIT_CORRUPT, s.problem, f"{rel}/session.json"))
-        for ln in s.lines:
-            if ln.problem:
-                out.append(Finding("corrupt-line", EXIT_CORRUPT, f"line {ln.number}: {ln.problem}",
-                                   f"{rel}/events.jsonl", ln.offset, ln.end, extra={"line": ln.number}))
-        created = [ln for ln in s.lines if ln.event is not None and ln.event["event"] == "agent.created"]
-        for ln in created[1:]:
-            out.append(Finding("duplicate-created", EXIT_CORRUPT, f"line {ln.number}: a second agent.created in "
-                               f"one log (the first, line {created[0].number}, is the one used)",
-                               f"{rel}/events.jsonl", ln.offset, ln.end, extra={"line": ln.number}))
-        if s.tail is not None:
-            off, data = s.tail
-            out.append(Finding("tail-damage", EXIT_TORN, f"{len(data)} bytes after the last newline: a partial "
-                               "line", f"{rel}/events.jsonl", off, off + len(data), torn=True))
-        if s.pending is not None:
-            out.append(Finding("pending-entry", EXIT_TORN, "events.pending holds an entry not yet known to be in the "
-                               "log (recover completes it)", f"{rel}/events.pending"))
-        if s.tmp is not None:
-            changed = sorted(k for k in set(s.tmp) | set(s.meta or {}) if s.tmp.get(k) != (s.meta or {}).get(k))
-            out.append(Finding("session-json-tmp", EXIT_OK, "a session.json.tmp left by a crash; it differs in "
-                               f"{', '.join(changed) or 'nothing'}", f"{rel}/session.json.tmp"))
-        if s.state == "active" and not daemon:
-            out.append(Finding("active-session", EXIT_OK, "ACTIVE on disk: the daemon crashed or stopped without "
-                               "suspending (recover suspends it)", f"{rel}/session.json"))
-    tree = build_tree(sessions)
+        out += _session_findings(s, daemon)
+        if s.session_id in tree.terminating:
+            out.append(Finding("interrupted-termination", EXIT_TORN, f"agent.terminated is logged ({s.terminated_at}) "
+                               "but the session was not saved terminated: a crash between the two; recover finishes "
+                               "the termination", f"agents/{s.session_id}/session.json"))
     for sid, why in tree.orphans:
         then = "recover terminates it only with --force" if sid in tree.uncertain else "recover terminates it"
         out.append(Finding("orphan", EXIT_CORRUPT, f"orphan session: {why} ({then})", f"agents/{sid}",
@@ -254,9 +297,71 @@ def verify_root(root: str, fs=DEFAULT_FS) -> tuple[list[Finding], Tree, list[Ses
     return out, tree, sessions
 
 
-def pending(root: str, fs=DEFAULT_FS) -> dict:
-    _, tree, _ = verify_root(root, fs)
-    return {a.agent_id: [m for m in a.pending] for a in tree.agents.values()}
+def _session_findings(s: Session, daemon) -> list[Finding]:
+    rel = f"agents/{s.session_id}"
+    out = []
+    if not _HEX32.fullmatch(s.session_id):
+        out.append(Finding("foreign-file", EXIT_OK, "not a session directory name (32 hex digits)", rel))
+    if s.problem == NO_SESSION_JSON and _HEX32.fullmatch(s.session_id):
+        out.append(Finding("unsaved-session", EXIT_TORN, "no session.json: the session was never saved (a crash "
+                           "between opening its log and the first save; the runtime skips it); recover sets the "
+                           "directory aside", rel))
+    elif s.problem:
+        out.append(Finding("session-json", EXIT_CORRUPT, s.problem, f"{rel}/session.json"))
+    for ln in s.lines:
+        if ln.problem:
+            out.append(Finding("corrupt-line", EXIT_CORRUPT, f"line {ln.number}: {ln.problem}",
+                               f"{rel}/events.jsonl", ln.offset, ln.end, extra={"line": ln.number}))
+    out += _duplicate_findings(s)
+    if s.tail is not None:
+        off, data = s.tail
+        out.append(Finding("tail-damage", EXIT_TORN, f"{len(data)} bytes after the last newline: a partial "
+                           "line", f"{rel}/events.jsonl", off, off + len(data), torn=True))
+    out += _pending_findings(s)
+    out += _tmp_findings(s)
+    if s.state == "active" and not daemon:
+        out.append(Finding("active-session", EXIT_OK, "ACTIVE on disk: the daemon crashed or stopped without "
+                           "suspending (recover suspends it)", f"{rel}/session.json"))
+    return out
+
+
+def _duplicate_findings(s: Session) -> list[Finding]:
+    """Substrat's recovery takes the agent from the last agent.created of a log; so does walctl's tree."""
+    created = s.created_lines
+    if len(created) < 2:
+        return []
+    used = created[-1]
+    numbers = ", ".join(str(ln.number) for ln in created)
+    return [Finding("duplicate-created", EXIT_CORRUPT, f"line {ln.number}: one of {len(created)} agent.created "
+                    f"lines in one log (lines {numbers}); the runtime uses the last, line {used.number} (agent "
+                    f"{used.event['data'].get('agent_id')!r}, name {used.event['data'].get('name')!r}), and so does "
+                    "the tree; set-aside --line can set a duplicate aside", f"agents/{s.session_id}/events.jsonl",
+                    ln.offset, ln.end, extra={"line": ln.number}) for ln in created[1:]]
+
+
+def _pending_findings(s: Session) -> list[Finding]:
+    p = judge_pending(s)
+    if p is None:
+        return []
+    then = {PENDING_TORN: "never acknowledged (the append comes after it): recover sets it aside and appends "
+                          "nothing",
+            PENDING_IN_LOG: "recover removes it",
+            PENDING_NEW: "an entry not yet in the log: recover completes it"}[p.verdict]
+    return [Finding("pending-entry", EXIT_TORN, f"events.pending holds {p.why}; {then}",
+                    f"agents/{s.session_id}/events.pending", extra={"verdict": p.verdict})]
+
+
+def _tmp_findings(s: Session) -> list[Finding]:
+    if s.tmp_raw is None:
+        return []
+    where = f"agents/{s.session_id}/session.json.tmp"
+    if s.tmp is None:
+        what = "empty" if not s.tmp_raw else f"{len(s.tmp_raw)} bytes that are not a session record"
+        return [Finding("session-json-tmp", EXIT_OK, f"a session.json.tmp left by a crash: {what} (a save cut "
+                        "short; session.json is what the runtime loads); recover keeps it in .quarantine/", where)]
+    changed = sorted(k for k in set(s.tmp) | set(s.meta or {}) if s.tmp.get(k) != (s.meta or {}).get(k))
+    return [Finding("session-json-tmp", EXIT_OK, "a session.json.tmp left by a crash; it differs in "
+                    f"{', '.join(changed) or 'nothing'}; recover keeps it in .quarantine/", where)]
 
 
 def exit_code(findings) -> int:

@@ -23,8 +23,11 @@ class Tree(NamedTuple):
     children: dict  # agent_id -> [child agent_ids]
     orphans: tuple[tuple[str, str], ...]  # (session_id, why)
     # orphans that may be orphans only because a line could not be read (their own agent.created, or a
-    # parent's, or a parent's session.json): recover terminates them only with --force
+    # parent's, or a parent's session.json) or was set aside: recover terminates them only with --force
     uncertain: frozenset = frozenset()
+    # sessions whose agent.terminated is logged but which were not saved terminated (a crash between the two):
+    # out of the tree as the runtime leaves them, not orphans; recover finishes the termination
+    terminating: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return {"roots": list(self.roots),
@@ -32,7 +35,8 @@ class Tree(NamedTuple):
                             "parent_session_id": a.parent_session_id, "children": self.children.get(a.agent_id, []),
                             "metadata": a.metadata, "pending_message_ids": [m["message_id"] for m in a.pending]}
                            for a in self.agents.values()],
-                "orphans": [{"session_id": s, "why": w} for s, w in self.orphans]}
+                "orphans": [{"session_id": s, "why": w} for s, w in self.orphans],
+                "terminating": list(self.terminating)}
 
 
 def _agent(s, data: dict) -> Agent:
@@ -55,7 +59,8 @@ def _agent(s, data: dict) -> Agent:
                  meta, tuple(m for m in enqueued if m["message_id"] not in delivered))
 
 
-def _drop_unparented(info: dict, by_sid: dict, orphans: list, uncertain: set) -> None:
+def _drop_unparented(info: dict, by_sid: dict, orphans: list, uncertain: set, set_aside: frozenset,
+                     terminating: list) -> None:
     """Parents must resolve to a live session in the tree: an agent whose parent does not is an orphan (and
     so, in turn, are its children), uncertain when an unreadable file or line may be why."""
     changed = True
@@ -65,15 +70,20 @@ def _drop_unparented(info: dict, by_sid: dict, orphans: list, uncertain: set) ->
             p = a.parent_session_id
             if p is not None and p not in info:
                 parent = by_sid.get(p)
-                if parent is None:
+                if parent is None and p in set_aside:
+                    why = f"its parent session {p} was set aside (.quarantine/)"
+                    uncertain.add(sid)
+                elif parent is None:
                     why = "its parent session does not exist"
                 elif parent.meta is None:
                     why = f"its parent session {p} has no readable session.json"
                     uncertain.add(sid)
                 elif parent.state == "terminated":
                     why = "its parent session is terminated"
+                elif p in terminating:
+                    why = f"its parent session {p} was being terminated (agent.terminated is logged)"
                 elif p in uncertain:
-                    why = f"its parent session {p} is not in the tree only because of an unreadable line"
+                    why = f"its parent session {p} is not in the tree only because of an unreadable or set-aside line"
                     uncertain.add(sid)
                 else:
                     why = f"its parent session {p} is itself an orphan"
@@ -82,29 +92,36 @@ def _drop_unparented(info: dict, by_sid: dict, orphans: list, uncertain: set) ->
                 changed = True
 
 
-def build_tree(sessions: list) -> Tree:
+def build_tree(sessions: list, set_aside: frozenset = frozenset()) -> Tree:
+    """The tree the runtime loads: the agent from each session's last agent.created (Substrat's recovery keeps
+    the last one it reads); `set_aside`: sessions that had something set aside (ops/agents.set_aside_sessions),
+    whose loss of an agent.created makes what hangs on them uncertain rather than certain orphans."""
     by_sid = {s.session_id: s for s in sessions}
     info = {}
     orphans = []
     uncertain = set()
+    terminating = []
     for s in sessions:
         if s.state == "terminated" or s.meta is None:
             continue
-        created = next((e for e in s.events if e["event"] == "agent.created"), None)
-        if created is None:
+        if any(e["event"] == "agent.terminated" for e in s.events):
+            terminating.append(s.session_id)
+            continue
+        created = [e for e in s.events if e["event"] == "agent.created"]
+        if not created:
             if s.unreadable_lines:
                 orphans.append((s.session_id, f"no readable agent.created in its log ({s.unreadable_lines} "
                                 "unreadable lines: one may be it)"))
                 uncertain.add(s.session_id)
+            elif s.session_id in set_aside:
+                orphans.append((s.session_id, "no agent.created in its log (a line of it was set aside: it may "
+                                "have been it)"))
+                uncertain.add(s.session_id)
             else:
                 orphans.append((s.session_id, "no agent.created in its log"))
             continue
-        data = created.get("data") or {}
-        if any(e["event"] == "agent.terminated" for e in s.events):
-            orphans.append((s.session_id, "agent.terminated is logged but the session was not saved terminated"))
-            continue
-        info[s.session_id] = _agent(s, data)
-    _drop_unparented(info, by_sid, orphans, uncertain)
+        info[s.session_id] = _agent(s, created[-1].get("data") or {})
+    _drop_unparented(info, by_sid, orphans, uncertain, set_aside, terminating)
     for sid in list(info):  # parents that form a cycle: orphans too
         seen, cur = set(), sid
         while cur is not None and cur in info and cur not in seen:
@@ -122,4 +139,4 @@ def build_tree(sessions: list) -> Tree:
             roots.append(a.agent_id)
         else:
             children.setdefault(info[a.parent_session_id].agent_id, []).append(a.agent_id)
-    return Tree(agents, tuple(roots), children, tuple(orphans), frozenset(uncertain))
+    return Tree(agents, tuple(roots), children, tuple(orphans), frozenset(uncertain), tuple(terminating))

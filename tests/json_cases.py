@@ -26,6 +26,13 @@ def workspace(ws: str) -> None:
     from walctl.format.workflow import CheckpointState, PauseMetadata
     from walctl.ops.workflow import DirectoryWorkflowStore
 
+    # a Substrat root with a corrupt line: recover cannot finish it (its own document, exit 3), set-aside can
+    shutil.copytree(os.path.join(ws, "agents-crashed"), os.path.join(ws, "agents-damaged"))
+    first = sorted(os.listdir(os.path.join(ws, "agents-damaged", "agents")))[0]
+    with open(os.path.join(ws, "agents-damaged", "agents", first, "events.jsonl"), "ab") as f:
+        f.write(b"not an event\n")
+    os.makedirs(os.path.join(ws, "agents-damaged", "agents", "0123456789abcdef0123456789abcdef"))  # never saved
+    open(os.path.join(ws, "agents-damaged", "agents", "0123456789abcdef0123456789abcdef", "events.jsonl"), "wb").close()
     store = DirectoryWorkflowStore(os.path.join(ws, "flows"))
     old = datetime.now(timezone.utc) - timedelta(days=3)
     for cid, at in (("stale", old), ("fresh", datetime.now(timezone.utc))):
@@ -117,12 +124,27 @@ def cases(ws: str):
         ("agents set-aside", ["agents", "set-aside", w("agents-crashed"), session, "--session", "--json"], "doc",
          "walctl.agents-set-aside/1"),
         ("agents recover", ["agents", "recover", w("agents-crashed"), "--json"], "doc", "walctl.agents-recover/1"),
+        ("agents set-aside line", ["agents", "set-aside", w("agents-damaged"), session, "--line",
+                                   str(_lines(w("agents-damaged", "agents", session, "events.jsonl"))), "--json"],
+         "doc", "walctl.agents-set-aside/1"),
+        ("agents set-aside session", ["agents", "set-aside", w("agents-damaged"), "0123456789abcdef0123456789abcdef",
+                                      "--session", "--json"], "doc", "walctl.agents-set-aside/1"),
+        ("agents recover incomplete", ["agents", "recover", w("agents-damaged"), "--apply", "--json"], "doc",
+         "walctl.agents-recover/1"),
+        ("agents set-aside applied", ["agents", "set-aside", w("agents-damaged"), session, "--line",
+                                      str(_lines(w("agents-damaged", "agents", session, "events.jsonl"))), "--apply",
+                                      "--force", "--json"], "doc", "walctl.agents-set-aside/1"),
         ("error not-found", ["repair", w("no-such-dir"), "--json"], "doc", "walctl.error/1"),
         ("error wrong kind", ["workflow", "list", w("state.json"), "--json"], "doc", "walctl.error/1"),
         ("error refused", ["salvage", w("wal-midlog-corrupt"), "--out", w("wal-healthy"), "--json"], "doc",
          "walctl.error/1"),
         ("error usage", ["repair", w("wal-healthy"), "--max-drop-bytes", "-1", "--json"], "doc", "walctl.error/1"),
     ]
+
+
+def _lines(path: str) -> int:
+    with open(path, "rb") as f:
+        return f.read().count(b"\n")
 
 
 def first_quarantined(ws: str, directory: str) -> str:

@@ -122,7 +122,7 @@ TYPES = {"type": ["integer", "string"], "live_writer": ["null", "string"],
          # archive list lag / push --follow: null when there is no record (yet) to measure from
          "local_sequence": ["integer", "null"], "local_time_ms": ["integer", "null"],
          "archived_sequence": ["integer", "null"], "newest_uploaded_at": ["string", "null"],
-         "shipped_through": ["integer", "null"], "live_pieces": "integer"}
+         "shipped_through": ["integer", "null"], "live_pieces": "integer", "done": "integer"}
 _INT_KEY = re.compile(r"offset|sequence|size|bytes|exit_code|records|count|length|index|_ms$|entries|events|"
                       r"version|hwm|step|chunks|objects|lines|findings|ordinal|applied|received|skipped|level|"
                       r"duplicates|uploaded|removed|kept|rank|total|start|end|stored|computed|time")

@@ -392,3 +392,52 @@ def test_recover_json_on_a_failure_part_way_prints_its_own_document(tmp_path, cl
     r = cli("agents", "recover", root, "--apply", "--json")  # the disk has room again: one rerun finishes
     assert r.code == 0 and r.json()["outcome"] == "recovered"
     assert cli("agents", "verify", root).code == 0
+
+
+# ---- crash at every step of a recover that does all of the above -------------------------------------------
+
+def test_crash_at_every_step_of_recover_over_every_ordinary_crash_outcome_then_one_rerun(tmp_path):
+    """A root with a torn pending file, a session never saved, an interrupted termination and an empty
+    session.json.tmp: after a crash at any step of recover --apply, one rerun ends where one uninterrupted
+    recovery ends (clean, the same states, each piece of evidence under one manifest line)."""
+    from simfs import SimCrash, load_tree
+    from walctl.ops.agents import read_root, verify_root
+    from walctl.ops.agents_mend import recover
+    from walctl.store.quarantine import read_manifest
+
+    src = vector_root(tmp_path)
+    with open(os.path.join(src, "agents", WORKER_B, "events.pending"), "wb") as f:
+        f.write(ENQUEUED[:57])
+    with open(os.path.join(src, "agents", WORKER_B, "session.json.tmp"), "wb") as f:
+        f.write(b"")
+    os.makedirs(os.path.join(src, "agents", NEW))
+    with open(os.path.join(src, "agents", NEW, "events.jsonl"), "wb") as f:
+        f.write(b"")
+    with open(os.path.join(src, "agents", HELPER, "events.jsonl"), "ab") as f:
+        f.write(substrat_line(HELPER, "agent.terminated", {"agent_id": HELPER_AGENT}))
+
+    def outcome(fs):
+        return ({s.session_id: s.state for s in read_root("/r", fs)},
+                sorted((e["action"], e["source"], e["length"]) for e in read_manifest("/r", fs)[0]))
+
+    probe = load_tree(src, "/r")
+    start = probe.ops
+    assert recover("/r", apply=True, fs=probe).error is None
+    steps = probe.ops - start
+    assert steps > 40
+    expected = outcome(probe)
+    assert expected[0] == {LEAD: "suspended", "2cfa9358320440f2bea156eabb7024ce": "terminated", HELPER: "terminated",
+                           WORKER_B: "suspended", WORKER_A: "suspended"}
+    assert [f for f in verify_root("/r", probe)[0] if f.exit_code] == []
+    for n in range(1, steps + 1):
+        fs = load_tree(src, "/r", seed=n)
+        fs.crash_at = fs.ops + n
+        with pytest.raises(SimCrash):
+            recover("/r", apply=True, fs=fs)
+        fs.crash()
+        for s in read_root("/r", fs):
+            assert s.meta is not None or s.session_id == NEW, (n, s.session_id)  # old or new, never torn
+        assert recover("/r", apply=True, fs=fs).error is None, n
+        assert outcome(fs) == expected, n
+        assert [f for f in verify_root("/r", fs)[0] if f.exit_code] == [], n
+        assert not fs.exists(f"/r/agents/{NEW}") and not fs.exists(f"/r/agents/{WORKER_B}/events.pending"), n

@@ -11,9 +11,11 @@ from .targets import existing_dir
 app = typer.Typer(help="""Substrat agent session roots: ROOT/agents/<session_id>/{session.json, events.jsonl,
 events.pending}.
 
-verify checks every session and the agent tree; tree shows the recovered tree; pending lists undelivered
-messages; recover suspends ACTIVE sessions, terminates orphans, completes pending entries and cuts partial
-lines (evidence kept in ROOT/.quarantine/), only with --apply.
+verify checks every session and the agent tree; tree shows the tree the runtime loads; pending lists
+undelivered messages; recover finishes what an ordinary crash left (ACTIVE sessions suspended, orphans and
+interrupted terminations terminated, pending entries completed or set aside, partial lines cut, sessions
+never saved set aside; evidence kept in ROOT/.quarantine/), only with --apply; set-aside moves one bad line or
+session aside. Nothing changes while a live daemon holds ROOT/daemon.lock.
 
 Example: walctl agents tree ~/.substrat --json""", no_args_is_help=True)
 
@@ -164,13 +166,14 @@ def set_aside(root: str = typer.Argument(..., help="The Substrat root.", callbac
         raise
     # The state after it ran, as recover and repair: a dry run changed nothing, so that is the state before.
     code = exit_code(verify_root(root)[0])
+    what = f"line {r.line} of agents/{r.session_id}/{r.target} (offset {r.offset}, {r.length} bytes)" if r.line \
+        else f"the session directory agents/{r.session_id} ({', '.join(r.files) or 'empty'})"
+    said = f"{'set aside' if r.applied else 'would set aside'} {what}: {r.why}"
     if json_out:
-        emit(json_document("walctl.agents-set-aside/1", dict(r.to_json(), root=root, exit_code=code,
+        emit(json_document("walctl.agents-set-aside/1", dict(r.to_json(), root=root, exit_code=code, message=said,
                                                              outcome="applied" if r.applied else "dry-run")))
     else:
-        what = f"line {r.line} of agents/{r.session_id}/{r.target} (offset {r.offset}, {r.length} bytes)" if r.line \
-            else f"the session directory agents/{r.session_id} ({', '.join(r.files) or 'empty'})"
-        emit(f"{'set aside' if r.applied else 'would set aside'} {what}: {safe(r.why)}")
+        emit(safe(said))
         if r.applied:
             kept = r.evidence or "nothing to keep"
             emit(f"the old {'file is' if r.line else 'files are'} kept in .quarantine/ ({kept})")

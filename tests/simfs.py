@@ -312,6 +312,15 @@ class SimFS:
         self.files[p].data = bytearray(holder.encode())
         return p
 
+    def hold_shared(self, path: str):
+        p = self._norm(path)
+        if p in self.locks:
+            return False
+        return p if p in self.files else None
+
+    def release_shared(self, handle) -> None:
+        pass
+
     def unlock(self, handle) -> None:
         self.locks.pop(handle, None)
         if handle in self.files:

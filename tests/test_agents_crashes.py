@@ -441,3 +441,40 @@ def test_crash_at_every_step_of_recover_over_every_ordinary_crash_outcome_then_o
         assert outcome(fs) == expected, n
         assert [f for f in verify_root("/r", fs)[0] if f.exit_code] == [], n
         assert not fs.exists(f"/r/agents/{NEW}") and not fs.exists(f"/r/agents/{WORKER_B}/events.pending"), n
+
+
+STARTING_DAEMON = """
+import fcntl, os, sys
+fd = os.open(os.path.join(sys.argv[1], "daemon.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+try:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+except BlockingIOError:
+    sys.exit(1)  # a daemon that cannot have its lock does not start
+"""
+
+
+@pytest.mark.parametrize("command", ["recover", "set-aside"])
+def test_a_daemon_starting_while_a_root_is_changed_cannot_take_its_lock(damaged_root, command):
+    """Between walctl's check and its last write a daemon may start: walctl holds daemon.lock shared while it
+    writes, so the daemon's exclusive flock fails (and once walctl is done, it succeeds)."""
+    from walctl.ops.agents_aside import set_aside
+    from walctl.ops.agents_mend import recover
+    from walctl.store.fs import OsFileSystem
+
+    tries = []
+
+    class DaemonStartsMidway(OsFileSystem):
+        def fsync(self, fd, path=""):
+            if not tries:  # the first durable write of the change: a daemon starts now
+                tries.append(subprocess.run([sys.executable, "-c", STARTING_DAEMON, damaged_root]).returncode)
+            return super().fsync(fd, path)
+
+    before = read(os.path.join(damaged_root, "daemon.lock"))
+    if command == "recover":
+        assert recover(damaged_root, apply=True, fs=DaemonStartsMidway()).error is None
+    else:
+        assert set_aside(damaged_root, LEAD, line=n_lines(damaged_root, LEAD), apply=True, force=True,
+                         fs=DaemonStartsMidway()).applied
+    assert tries == [1]  # refused while walctl was writing
+    assert read(os.path.join(damaged_root, "daemon.lock")) == before  # walctl never wrote it
+    assert subprocess.run([sys.executable, "-c", STARTING_DAEMON, damaged_root]).returncode == 0  # free after

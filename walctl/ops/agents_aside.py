@@ -9,6 +9,7 @@ daemon appends through open files that a replaced log would no longer be, so not
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from typing import NamedTuple
 
 from .. import __version__
@@ -28,6 +29,25 @@ def refuse_live_daemon(root: str, fs=DEFAULT_FS) -> None:
     if daemon:
         raise EnvironmentProblem(f"a live daemon holds daemon.lock ({daemon}): it appends through files this "
                                  "would replace; stop it first; nothing was changed", root, kind=REASON_LOCKED)
+
+
+@contextmanager
+def daemon_held_off(root: str, fs=DEFAULT_FS):
+    """While a root is changed: no live daemon (refuse_live_daemon, checked again here, under walctl's lock,
+    right before writing), and a shared flock on daemon.lock (when the file is there), so that a daemon
+    starting meanwhile cannot take it exclusively and append to files being replaced. Neither creates nor
+    writes daemon.lock."""
+    refuse_live_daemon(root, fs)
+    hold = fs.hold_shared(os.path.join(root, "daemon.lock"))
+    if hold is False:  # taken between the check and the hold
+        refuse_live_daemon(root, fs)
+        raise EnvironmentProblem("daemon.lock is held by another process; nothing was changed", root,
+                                 kind=REASON_LOCKED)
+    try:
+        yield
+    finally:
+        if hold:
+            fs.release_shared(hold)
 
 
 def refuse_links(root: str, session_ids, fs=DEFAULT_FS, extra=()) -> None:
@@ -82,8 +102,7 @@ def set_aside(root: str, session_id: str, *, line: int | None = None, session: b
         return _set_aside(root, session_id, line, False, force, fs)
     refuse_live_daemon(root, fs)
     refuse_links(root, [session_id], fs)  # before even the lock file
-    with DirectoryLock(root, holder_text("agents set-aside"), fs):
-        refuse_live_daemon(root, fs)  # a daemon started since: checked again under walctl's lock
+    with DirectoryLock(root, holder_text("agents set-aside"), fs), daemon_held_off(root, fs):
         return _set_aside(root, session_id, line, True, force, fs)
 
 

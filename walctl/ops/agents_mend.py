@@ -21,7 +21,7 @@ from ..store.fs import DEFAULT_FS
 from ..store.lock import DirectoryLock, holder_text
 from .agents import (_HEX32, NO_SESSION_JSON, PENDING_IN_LOG, PENDING_NEW, PENDING_TORN, Session, judge_pending,
                      verify_root)
-from .agents_aside import refuse_links, refuse_live_daemon, set_aside_dir
+from .agents_aside import daemon_held_off, refuse_links, refuse_live_daemon, set_aside_dir
 from .clock import utc_now
 
 
@@ -51,8 +51,8 @@ def recover(root: str, *, apply: bool = False, force: bool = False, fs=DEFAULT_F
     if not apply:
         return Recovery(plan, findings)
     refuse_links(root, sorted({a.session_id for a in plan}), fs)  # before even the lock file
-    with DirectoryLock(root, holder_text("agents recover"), fs):  # against another walctl doing the same
-        refuse_live_daemon(root, fs)  # a daemon started since: checked again under walctl's lock
+    # against another walctl doing the same, and a daemon starting meanwhile
+    with DirectoryLock(root, holder_text("agents recover"), fs), daemon_held_off(root, fs):
         findings, tree, sessions = verify_root(root, fs)
         plan = _plan(tree, sessions, force)
         refuse_links(root, sorted({a.session_id for a in plan}), fs)

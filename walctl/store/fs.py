@@ -344,6 +344,27 @@ class OsFileSystem:
 
         return probe_writer(directory, name or LOCK_NAME)
 
+    def hold_shared(self, path: str):
+        """A shared, non-blocking flock on `path` if it exists, never creating or writing it (nor opening it
+        through a link): while it is held, a process that wants the file exclusively (a daemon starting on a
+        root walctl is changing) cannot have it. None when there is no such file; False when another process
+        holds it exclusively. Released by release_shared."""
+        try:
+            fd = self._open_at(path, os.O_RDONLY | os.O_NONBLOCK, "locks")
+        except EnvironmentProblem as e:
+            if e.kind == "not-found":
+                return None
+            raise
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        return fd
+
+    def release_shared(self, handle) -> None:
+        os.close(handle)  # closing releases the flock
+
     def unlock(self, handle) -> None:
         try:
             os.ftruncate(handle, 0)

@@ -196,6 +196,9 @@ def test_an_interrupted_termination_is_torn_like_and_recover_finishes_it(tmp_pat
     assert v.code == 1 and "orphan" not in [f["class"] for f in bad]
     (t,) = [f for f in bad if f["class"] == "interrupted-termination"]
     assert "recover finishes the termination" in t["reason"] and t["file"] == f"agents/{HELPER}/session.json"
+    shown = cli("agents", "tree", root)
+    assert shown.code == 1 and f"terminating session {HELPER}: agent.terminated is logged" in shown.out
+    assert "orphan" not in shown.out and "helper" not in shown.out
     doc = recover_clean(cli, root, tree_before)
     assert [a["action"] for a in doc["plan"] if a["session_id"] == HELPER][-1] == "finish-termination"
     assert json.loads(read(os.path.join(d, "session.json")))["state"] == "terminated"

@@ -389,7 +389,7 @@ def test_crash_at_every_step_of_recover_with_a_leftover_tmp_then_rerun(tmp_path)
         assert [f for f in verify_root("/r", fs)[0] if f.exit_code] == [], n
 
 
-@pytest.mark.parametrize("what", ["line", "session"])
+@pytest.mark.parametrize("what", ["line", "duplicate", "session"])
 def test_crash_at_every_step_of_set_aside_then_one_rerun(tmp_path, what):
     """After a crash anywhere, one rerun ends as one uninterrupted run: the new file in place, the old one
     kept once, with exactly one manifest line."""
@@ -400,11 +400,11 @@ def test_crash_at_every_step_of_set_aside_then_one_rerun(tmp_path, what):
     family(src)
     log = src / "agents" / C / "events.jsonl"
     good = log.read_bytes()
-    log.write_bytes(good + b"{broken\n")
+    log.write_bytes(good + (good if what == "duplicate" else b"{broken\n"))  # a readable duplicate agent.created
     if what == "session":
         (src / "agents" / C / "session.json").write_bytes(b"{ torn")
-    kw = {"line": 2} if what == "line" else {"session": True}
-    names = ["events.jsonl"] if what == "line" else ["session.json", "events.jsonl"]
+    kw = {"line": 2} if what != "session" else {"session": True}
+    names = ["events.jsonl"] if what != "session" else ["session.json", "events.jsonl"]
     old = {name: (src / "agents" / C / name).read_bytes() for name in names}
     probe = load_tree(str(src), "/r")
     start = probe.ops
@@ -418,7 +418,7 @@ def test_crash_at_every_step_of_set_aside_then_one_rerun(tmp_path, what):
         fs.crash()
         set_aside("/r", C, apply=True, force=True, fs=fs, **kw)
         d = f"/r/agents/{C}"
-        if what == "line":
+        if what != "session":
             assert fs.read_range(f"{d}/events.jsonl", 0, fs.stat(f"{d}/events.jsonl").size) == good, n
         else:
             assert not fs.exists(d), n

@@ -63,6 +63,9 @@ def tree(root: str = typer.Argument(..., help="The Substrat root.", callback=exi
         show(r, 0)
     for sid, why in t.orphans:
         emit(f"orphan session {sid}: {why}")
+    for sid in t.terminating:
+        emit(f"terminating session {sid}: agent.terminated is logged, the session not yet saved terminated "
+             "(recover finishes it)")
     raise typer.Exit(exit_code(findings))
 
 

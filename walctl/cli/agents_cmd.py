@@ -151,7 +151,8 @@ Example: walctl agents set-aside ~/.substrat 1860aabdf4444c9ca26cda431ac886de --
 def set_aside(root: str = typer.Argument(..., help="The Substrat root.", callback=existing_dir),
               session_id: str = typer.Argument(..., help="The session id (its directory name, 32 hex digits)."),
               line: Optional[int] = typer.Option(None, "--line", help="The events.jsonl line number (from 1)."),
-              session: bool = typer.Option(False, "--session", help="Set aside the session directory (its session.json unreadable or missing)."),
+              session: bool = typer.Option(False, "--session", help="Set aside the session directory (its "
+                                           "session.json unreadable or missing)."),
               apply: bool = typer.Option(False, "--apply", help="Do it (default: print the plan)."),
               force: bool = typer.Option(False, "--force", help="Needed with --apply: history is rewritten."),
               json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-set-aside/1).")):

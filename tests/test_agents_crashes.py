@@ -68,14 +68,44 @@ def run_printed(cli, text: str, marker: str):
     return cli(*words[1:])
 
 
+def runtime_tree(root) -> dict:
+    """What Substrat's loader makes of a root (an oracle written from Orchestrator.recover and
+    SessionStore.scan of the reference implementation, not from walctl): sessions with a session.json, each
+    not terminated and without agent.terminated taken from its LAST agent.created (lines that do not parse
+    skipped), agents whose parent session does not resolve dropped. agent_id -> (name, parent_session_id)."""
+    index = {}
+    for sid in sorted(os.listdir(os.path.join(root, "agents"))):
+        d = os.path.join(root, "agents", sid)
+        if not os.path.isfile(os.path.join(d, "session.json")):
+            continue  # scan() skips a directory without one
+        if json.loads(read(os.path.join(d, "session.json")))["state"] == "terminated":
+            continue
+        created, terminated = None, False
+        for raw in read(os.path.join(d, "events.jsonl")).split(b"\n"):
+            try:
+                e = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(e, dict) and e.get("event") == "agent.created":
+                created = e.get("data", {})
+            elif isinstance(e, dict) and e.get("event") == "agent.terminated":
+                terminated = True
+        if created is not None and not terminated:
+            index[sid] = created
+    return {c["agent_id"]: (c.get("name"), c.get("parent_session_id")) for sid, c in index.items()
+            if c.get("parent_session_id") is None or c["parent_session_id"] in index}
+
+
 def recover_clean(cli, root, tree_before) -> dict:
-    """One recover --apply ends clean (verify 0, no finding with an exit code), with the tree printed before."""
+    """One recover --apply ends clean (verify 0, no finding with an exit code), with the tree printed before,
+    which is the tree the runtime loads."""
     r = cli("agents", "recover", root, "--apply", "--json")
     doc = r.json()
     assert r.code == 0 and (doc["outcome"], doc["exit_code"], doc["done"]) == ("recovered", 0, len(doc["plan"]))
     v = cli("agents", "verify", root, "--json")
     assert v.code == 0 and [f for f in v.json()["findings"] if f["exit_code"]] == []
     assert tree_doc(cli, root) == tree_before
+    assert runtime_tree(root) == {a["agent_id"]: (a["name"], a["parent_session_id"]) for a in tree_before["agents"]}
     assert cli("agents", "recover", root, "--json").json()["plan"] == []  # nothing left to do
     return doc
 
@@ -359,6 +389,8 @@ def test_after_set_aside_of_a_corrupt_agent_created_recover_keeps_the_subtree_su
     states = {sid: json.loads(read(os.path.join(root, "agents", sid, "session.json")))["state"]
               for sid in (WORKER_A, HELPER)}
     assert states == {WORKER_A: "suspended", HELPER: "suspended"}
+    assert runtime_tree(root) == {a["agent_id"]: (a["name"], a["parent_session_id"]) for a in tree_doc(cli, root)[
+        "agents"]}
     forced = run_printed(cli, printed, "next: ")  # set-aside's advice, exactly as printed
     assert forced.code == 0
     states = {sid: json.loads(read(os.path.join(root, "agents", sid, "session.json")))["state"]
@@ -481,3 +513,23 @@ def test_a_daemon_starting_while_a_root_is_changed_cannot_take_its_lock(damaged_
     assert tries == [1]  # refused while walctl was writing
     assert read(os.path.join(damaged_root, "daemon.lock")) == before  # walctl never wrote it
     assert subprocess.run([sys.executable, "-c", STARTING_DAEMON, damaged_root]).returncode == 0  # free after
+
+
+def test_two_agent_created_lines_walctl_shows_the_tree_the_runtime_loads(tmp_path, cli):
+    root = vector_root(tmp_path)
+    log = os.path.join(root, "agents", LEAD, "events.jsonl")
+    n = read(log).count(b"\n")
+    with open(log, "ab") as f:
+        f.write(substrat_line(LEAD, "agent.created", {"agent_id": "9" * 32, "name": "impostor",
+                                                      "parent_session_id": None, "metadata": None}))
+    tree = tree_doc(cli, root)
+    assert [a["name"] for a in tree["agents"] if a["session_id"] == LEAD] == ["impostor"]
+    assert runtime_tree(root) == {a["agent_id"]: (a["name"], a["parent_session_id"]) for a in tree["agents"]}
+    v = cli("agents", "verify", root, "--json")
+    assert v.code == 3 and [(f["class"], f["line"]) for f in v.json()["findings"] if f["exit_code"]] == [
+        ("duplicate-created", n + 1)]
+    r = cli("agents", "set-aside", root, LEAD, "--line", n + 1, "--apply", "--force")  # the impostor goes
+    assert r.code == 0 and "one of 2 agent.created lines (lines 1, " in r.out
+    tree = tree_doc(cli, root)
+    assert [a["name"] for a in tree["agents"] if a["session_id"] == LEAD] == ["lead"]
+    assert runtime_tree(root) == {a["agent_id"]: (a["name"], a["parent_session_id"]) for a in tree["agents"]}

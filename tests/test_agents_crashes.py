@@ -57,7 +57,7 @@ def tree_doc(cli, root):
 
 def manifest(root) -> list[dict]:
     path = os.path.join(root, ".quarantine", "MANIFEST.jsonl")
-    return [json.loads(x) for x in open(path).read().splitlines()] if os.path.exists(path) else []
+    return [json.loads(x) for x in read(path).splitlines()] if os.path.exists(path) else []
 
 
 def run_printed(cli, text: str, marker: str):

@@ -47,19 +47,24 @@ def full_disk(monkeypatch, room: int) -> FullDisk:
 
 
 class Interrupt:
-    def __init__(self, n: int):
-        self.n, self.calls, self.fired = n, 0, None
+    def __init__(self, n: int, again: tuple[int, ...] = ()):
+        self.n, self.again, self.calls, self.fired, self.fired_again = n, again, 0, None, []
 
     def hit(self, what: str, path: str) -> None:
         self.calls += 1
         if self.calls == self.n:
             self.fired = (what, path)
             raise KeyboardInterrupt
+        if self.calls in self.again:  # Ctrl-C pressed again (during the cleanup, say)
+            self.fired_again.append((what, path))
+            raise KeyboardInterrupt
 
 
-def interrupt_at(monkeypatch, n: int, ops=("rename", "mkdir", "open_new", "unlink", "fsync_dir")) -> Interrupt:
-    """Ctrl-C at the n-th call of the seam's primitives named in `ops` (counted together)."""
-    state = Interrupt(n)
+def interrupt_at(monkeypatch, n: int, ops=("rename", "mkdir", "open_new", "unlink", "fsync_dir"),
+                 again: tuple[int, ...] = ()) -> Interrupt:
+    """Ctrl-C at the n-th call of the seam's primitives named in `ops` (counted together), and again at
+    each call numbered in `again`."""
+    state = Interrupt(n, again)
     cls = fs_module.OsFileSystem
     for op in ops:
         real = getattr(cls, op)

@@ -52,7 +52,13 @@ class View(NamedTuple):
 
     @property
     def horizon(self) -> int:
-        return max([self.exp.horizon, self.ckpt_hwm]
+        return max(self.moved_horizon, self.ckpt_hwm)
+
+    @property
+    def moved_horizon(self) -> int:
+        """The horizon below which records were moved away on record (compaction), without checkpoint.meta:
+        an HWM says what was issued and checkpointed, not that the records after the log's end were moved."""
+        return max([self.exp.horizon]
                    + [m.last_seq for m in self.manifest_moves if m.horizon and m.last_seq is not None])
 
 
@@ -248,12 +254,15 @@ def _unheld_findings(report, view: View, strict: bool) -> list[Finding]:
         if a <= b:
             out.append(_sequence(view, a, b, f"sequences {a}..{b} were issued but no chunk holds them "
                                  f"(before the first present sequence {first})", strict, report.chunks[0].file))
-    top = max([x for x in (last, horizon) if x is not None] or [0])
+    # after the last present record: what was issued (a ledger hwm line, checkpoint.meta's HWM, a chunk set
+    # aside) and is held nowhere, unless compaction moved it away on record
+    top = max([x for x in (last, horizon if last is None else view.moved_horizon) if x is not None] or [0])
     if view.issued > top:
         a, b = top + 1, view.issued
+        said = f"; {CHECKPOINT_META}'s HWM is {view.ckpt_hwm}" if view.ckpt_hwm == view.issued else ""
         if last is not None or lows:
             out.append(_sequence(view, a, b, f"sequences {a}..{b} were issued but no chunk holds them (after "
-                                 f"the last present sequence {last})", strict,
+                                 f"the last present sequence {last}{said})", strict,
                                  report.chunks[-1].file if report.chunks else None))
     return out
 

@@ -12,7 +12,7 @@ from typing import NamedTuple
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, combine_exit_codes
 from ..format import ledger as L
 from ..format.ckptmeta import CHECKPOINT_META_VERSION, decode_checkpoint_meta
-from ..format.names import parse_chunk_name
+from ..format.names import parse_chunk_name, parse_segment_name
 from ..store import ledger as SL
 from ..store import quarantine as Q
 from ..store.chunkread import SEAL_MISMATCH, Expect, usable_seal
@@ -299,3 +299,25 @@ def seal_summary(outcomes, chunks) -> tuple[dict, list[str], list[str]]:
     verified = [n for n, s in seals.items() if s[0] == "verified"]
     trusted = [n for n, s in seals.items() if s[0] == "trusted"]
     return seals, verified, trusted
+
+
+def remembered_kind(directory: str, entries, fs=DEFAULT_FS) -> str | None:
+    """The kind of log a directory was when none of its files is left (a 0-byte first chunk that repair set
+    aside, everything compacted): its ledger or its quarantine manifest names the files it held. None when
+    neither names a chunk or a segment (or `entries`, the directory's names, holds neither): an empty
+    directory stays unrecognised."""
+    from .kinds import KIND_DIR, KIND_SEGMENTS
+
+    if L.LEDGER_DIR not in entries and Q.QUARANTINE_DIR not in entries:
+        return None
+    names = []
+    if fs.exists(os.path.join(Q.qdir(directory), Q.MANIFEST)):
+        names += [e.get("source") for e in Q.read_manifest(directory, fs)[0]]
+    read = SL.read_ledger(directory, fs)
+    names += [ln.get("file") for ln in (read.lines if read is not None else ())]
+    for name in names:
+        if isinstance(name, str) and parse_chunk_name(name) is not None:
+            return KIND_DIR
+        if isinstance(name, str) and parse_segment_name(name) is not None:
+            return KIND_SEGMENTS
+    return None

@@ -85,3 +85,112 @@ def test_a_zero_byte_first_chunk_ends_in_one_run_of_repair_or_write(tmp_path, cl
     assert cli("verify", d).code == 0 and seqs(d) == [1]
     assert cli("write", d, "--type", "REMEMBER", "--id", "m2", "--payload", "again").code == 0
     assert seqs(d) == [1, 2] and verify_path(d).exit_code == 0
+
+
+# ---- map: whole-file findings under exact regions; a missing chunk at its gap -------------------------
+
+def sealed_dir(path, n=400, chunk=10000):
+    """A walctl-written directory (every closed chunk sealed in the ledger) and its records' places."""
+    from walctl.ops.write import WalWriter
+
+    with WalWriter(str(path), sync="none", max_chunk_bytes=chunk) as w:
+        for i in range(n):
+            w.append(0, f"m{i}", b"x" * 40, 1000 + i)
+    places = {}
+    for r in RecordWalk(str(path)):
+        if isinstance(r, Record):
+            places.setdefault(r.file, []).append((r.sequence, r.offset, r.size))
+    return str(path), places
+
+
+def bar_of(out: str, name: str) -> str:
+    (line,) = [x for x in out.splitlines() if x.startswith(name)]
+    return line[line.index("|") + 1:line.rindex("|")]
+
+
+def test_a_whole_file_finding_does_not_paint_over_the_mid_log_region_inside_it(tmp_path, cli):
+    d, places = sealed_dir(tmp_path / "m")
+    chunk = os.path.join(d, "wal-000001.bin")
+    size = os.path.getsize(chunk)
+    # the record at 47% of the chunk: one payload byte flipped (its CRC fails; the seal's SHA-256 too)
+    seq, off, length = next(p for p in places["wal-000001.bin"] if p[1] >= size * 47 // 100)
+    data = bytearray(open(chunk, "rb").read())
+    data[off + 50] ^= 0xFF
+    open(chunk, "wb").write(bytes(data))
+    doc = json.loads(cli("map", d, "--json").out)
+    regions = {r["class"]: r for r in doc["regions"]}
+    assert (regions["mid-log-damage"]["offset"], regions["mid-log-damage"]["end_offset"]) == (off, off + length)
+    assert regions["mid-log-damage"]["lost_sequence_range"] == [seq, seq]
+    assert regions["seal-mismatch"]["offset"] is None and regions["seal-mismatch"]["chunk"] == 1
+    assert doc["chunks"][1]["regions"] == [doc["regions"].index(regions[c]) for c in ("mid-log-damage",
+                                                                                       "seal-mismatch")]
+    bar = bar_of(cli("map", d, "--width", "120").out, "wal-000001.bin")
+    cells = len(bar)
+    a, b = off * cells // size, -(-(off + length) * cells // size)
+    assert bar[a:b] == "M" * (b - a) and set(bar[:a] + bar[b:]) == {"D"}, bar
+    svg = tmp_path / "m.svg"
+    assert cli("map", d, "--svg", str(svg)).code == 3
+    text = svg.read_text()
+    # the seal mismatch is the ground (the whole bar), the mid-log region is painted after it, on top
+    whole = text.index('data-mark="damaged" data-offset="None"')
+    exact = text.index(f'data-mark="mid-log" data-offset="{off}" data-end="{off + length}"')
+    assert whole < exact
+
+
+def test_a_torn_tail_of_a_sealed_chunk_is_drawn_over_its_seal_mismatch(tmp_path, cli):
+    d, places = sealed_dir(tmp_path / "t")
+    chunk = os.path.join(d, "wal-000001.bin")
+    seq, off, length = places["wal-000001.bin"][-1]
+    with open(chunk, "r+b") as f:
+        f.truncate(off + length - 7)  # the chunk's last record cut short: a torn tail, and its size changed
+    doc = json.loads(cli("map", d, "--json").out)
+    tail = next(r for r in doc["regions"] if r["class"] == "tail-damage")
+    size = next(r for r in doc["regions"] if r["class"] == "seal-mismatch")
+    assert (tail["offset"], tail["end_offset"], tail["file"]) == (off, off + length - 7, "wal-000001.bin")
+    assert size["reason"].startswith("size differs from its seal") and size["chunk"] == tail["chunk"] == 1
+    bar = bar_of(cli("map", d, "--width", "120").out, "wal-000001.bin")
+    mark = {"torn": "T", "corrupt-tail": "C"}[tail["mark"]]
+    assert bar.endswith(mark) and bar[0] == "D" and set(bar) == {"D", mark}, bar
+
+
+def test_a_missing_sealed_chunk_is_drawn_at_its_gap_and_inspect_says_what_was_lost(tmp_path, cli):
+    d, places = sealed_dir(tmp_path / "g", n=300, chunk=5000)
+    lost = [p[0] for p in places["wal-000001.bin"]]
+    os.unlink(os.path.join(d, "wal-000001.bin"))
+    doc = json.loads(cli("map", d, "--json").out)
+    missing = next(i for i, r in enumerate(doc["regions"]) if r["class"] == "sealed-chunk-missing")
+    assert doc["regions"][missing]["chunk"] is None
+    (gap,) = doc["gaps"]
+    assert (gap["after_chunk"], gap["missing"], gap["absent_regions"]) == (0, [lost[0], lost[-1]], [missing])
+    out = cli("map", d, "--width", "120").out.splitlines()
+    at = next(i for i, x in enumerate(out) if x.startswith("   ~~ gap:"))
+    assert out[at - 1].startswith("wal-000000.bin") and out[at + 1].startswith("   D damaged: wal-000001.bin")
+    assert out.index(next(x for x in out if x.startswith("wal-000002.bin"))) > at + 1
+    svg = tmp_path / "g.svg"
+    cli("map", d, "--svg", str(svg))
+    text = svg.read_text()
+    assert text.index('class="gap"') < text.index('data-kind="absent"') < text.index('data-file="wal-000002.bin"')
+    # inspect --damaged: what was lost (the ledger's count) and where records resume
+    r = cli("inspect", d, "--damaged")
+    block = r.out.split(": sealed-chunk-missing (exit 3)")[1]
+    n = len(lost)
+    assert f"  lost:    {n} sequences ({lost[0]}..{lost[-1]}) in {n} records: the whole chunk, as ledger line" in block
+    nxt = places["wal-000002.bin"][0][0]
+    assert f"  resumes: wal-000002.bin, sequence {nxt} (right after {lost[-1]})" in block
+
+
+def test_a_missing_last_sealed_chunk_is_drawn_after_the_last_row(tmp_path, cli):
+    d, places = sealed_dir(tmp_path / "e", n=300, chunk=5000)
+    names = sorted(places)
+    # the last sealed chunk and the active one after it: the active one goes, then the sealed one
+    os.unlink(os.path.join(d, names[-1]))
+    os.unlink(os.path.join(d, names[-2]))
+    doc = json.loads(cli("map", d, "--json").out)
+    missing = [i for i, r in enumerate(doc["regions"]) if r["class"] == "sealed-chunk-missing"]
+    assert [doc["regions"][i]["file"] for i in missing] == [names[-2]]
+    assert doc["gaps"][-1]["after_chunk"] == len(names) - 3 and doc["gaps"][-1]["absent_regions"] == missing
+    out = cli("map", d, "--width", "120").out.splitlines()
+    last_row = next(i for i, x in enumerate(out) if x.startswith(names[-3]))
+    at = out.index("   ~~ gap: a file that belonged here is not there")  # after the row's own findings
+    assert at > last_row and out[at + 1].startswith(f"   D damaged: {names[-2]}")
+    assert not out[at + 2].startswith("   ") or "legend" in out[at + 2] or out[at + 2].startswith("     ")

@@ -219,7 +219,7 @@ def _seal_findings(report, view: View, seals: dict, strict: bool, fs) -> list[Fi
         if c is None:
             f = Finding(F.SEALED_MISSING, EXIT_CORRUPT, f"sealed chunk is absent and no ledger line moved it "
                         f"(sealed at {line.ts}, ledger line {line.number}, {line.get('records')} records)",
-                        name, sequence_range=rng, extra=where)
+                        name, sequence_range=rng, extra=dict(where, records=line.get("records")))
             if rng and view.exp.accepted_cover(*rng) is not None:
                 f = _sequence(view, a, b, f.reason, strict, name, where)
             out.append(f)

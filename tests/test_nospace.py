@@ -85,8 +85,8 @@ def test_every_command_names_the_file_the_disk_refused(tmp_path, cli, monkeypatc
         named = error_path(text)
         assert re.fullmatch(re.escape(str(tmp_path)) + "/" + WHERE[name][after_lock], named), (name, named)
         assert disk.refused >= 1
-        if name == "archive restore":  # what its cleanup did is said too; the staging file named is gone
-            assert text.err.strip().endswith(f": no space left on device; nothing had been written to {argv[-1]}")
+        if name == "archive restore":  # the download failed before OUT was made: no OUT, no staging file
+            assert text.err.strip().endswith(": no space left on device")
             assert not os.path.exists(named) and not os.path.exists(argv[-1])
         if doc is not None:
             assert doc.code == 6
@@ -137,3 +137,30 @@ def test_write_says_through_which_sequence_the_log_is_durable(tmp_path, cli, mon
         assert cli("write", d, "--type", "REMEMBER", "--id", "after", "--payload", "p").code == 0
         seqs = [x.sequence for x in RecordWalk(d) if isinstance(x, Record)]
         assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_restore_that_runs_out_of_space_in_out_says_what_it_removed(tmp_path, cli, monkeypatch):
+    """The disk fills up while the checkpoint is written into OUT (after the chunks were adopted): the error
+    names the file, says that what the restore had written was removed, and OUT is gone again."""
+    wal = wal_dir(tmp_path / "wal", n=150)
+    from test_archive import make_checkpoints
+
+    ck = make_checkpoints(tmp_path / "ck", [30])
+    archive = "file://" + str(tmp_path / "archive")
+    assert cli("archive", "push", wal, archive, "--checkpoints", ck).code == 0
+    assert cli("archive", "restore", archive, str(tmp_path / "probe")).code == 0
+    chunks = len(os.listdir(tmp_path / "probe" / "wal"))
+    assert chunks >= 3
+    downloads = sum(os.path.getsize(tmp_path / "probe" / "wal" / n) for n in os.listdir(tmp_path / "probe" / "wal"))
+    (ckpt,) = os.listdir(tmp_path / "probe" / "checkpoints")
+    ckpt_size = os.path.getsize(tmp_path / "probe" / "checkpoints" / ckpt)
+    out = tmp_path / "out"
+    # room for the downloads (the chunks, the checkpoint) and half of the checkpoint's copy into OUT
+    full_disk(monkeypatch, downloads + ckpt_size + ckpt_size // 2)
+    r = cli("archive", "restore", archive, str(out))
+    monkeypatch.undo()
+    line = r.err.strip().splitlines()[-1]
+    assert r.code == 6 and not out.exists()
+    assert re.fullmatch(re.escape(f"walctl: error: {out}/checkpoints/") + r"[^/]+\.ckpt\.tmp: no space left on "
+                        r"device; " + re.escape(f"removed the {chunks} files and 3 directories it had written in "
+                                                f"{out}, {out} itself included"), line), line

@@ -26,6 +26,11 @@ class Undo(NamedTuple):
     staging_left: bool
 
     @property
+    def untouched(self) -> bool:
+        """Nothing had been written to OUT, and nothing is left."""
+        return not self.removed and self.clean
+
+    @property
     def clean(self) -> bool:
         """Nothing of this run is left: OUT is as it was before (absent, or empty)."""
         return not self.left and not self.staging_left

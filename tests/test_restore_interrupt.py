@@ -123,3 +123,39 @@ def test_ctrl_c_again_during_the_cleanup_does_not_leave_half_of_it(tmp_path, cli
     assert not os.path.exists(out)
     assert cli(*shlex.split(line.split("again: ")[1])[1:]).code == 0
     assert events(out / "wal") == events(tmp_path / "count" / "wal")
+
+
+def test_what_the_cleanup_could_not_remove_is_named_and_the_printed_steps_work(tmp_path, cli, monkeypatch, archive):
+    """A chunk the cleanup cannot remove (an I/O error on unlink): the line names it and the directories
+    that still hold it, says to remove them, and the printed command works once they are removed."""
+    import shutil
+
+    from walctl.errors import EnvironmentProblem
+    from walctl.store.fs import OsFileSystem
+
+    url, _ = archive
+    out = tmp_path / "out"
+    stuck = str(out / "wal" / "wal-000000.bin")
+    real_unlink = OsFileSystem.unlink
+
+    def unlink(self, path):
+        if path == stuck:
+            raise EnvironmentProblem("input/output error", path)
+        return real_unlink(self, path)
+
+    hit = interrupt_at(monkeypatch, 1, ("open_append",))  # Ctrl-C at the first adopted chunk's fsync
+    hit.n = 3  # after two chunks were adopted
+    monkeypatch.setattr(OsFileSystem, "unlink", unlink)
+    r = cli("archive", "restore", url, str(out))
+    monkeypatch.undo()
+    line = interrupted_line(r.err)
+    left = (f"left (could not be removed): {stuck} (input/output error); {out / 'wal'} (not empty: 1 entry in "
+            f"it); {out} (not empty: 1 entry in it)")
+    assert line.startswith(f"walctl: interrupted; removed the 1 file and 0 directories it had written in {out}; "
+                           f"{left}; remove what is left, then run the same restore again: walctl archive restore "
+                           f"{url} {out}"), line
+    assert sorted(os.listdir(out)) == ["wal"] and os.listdir(out / "wal") == ["wal-000000.bin"]
+    shutil.rmtree(out)  # what the line says to remove
+    assert cli(*shlex.split(line.split("then run the same restore again: ")[1])[1:]).code == 0
+    assert cli("archive", "restore", url, str(tmp_path / "ref")).code == 0
+    assert events(out / "wal") == events(tmp_path / "ref" / "wal") and len(events(out / "wal")) > 60

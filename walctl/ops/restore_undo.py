@@ -103,8 +103,9 @@ class Made:
             try:
                 if not self.fs.exists(path):
                     return None if tried else ""
-                if is_dir and self.fs.listdir(path):
-                    return "not empty: it holds files this restore did not make"
+                if is_dir and self.fs.listdir(path):  # what is left in it, or what someone else put there
+                    n = len(self.fs.listdir(path))
+                    return f"not empty: {n} {'entry' if n == 1 else 'entries'} in it"
                 tried = True
                 if is_dir:
                     durable.remove_dir(path, self._fs_for_dir(path))

@@ -191,6 +191,8 @@ def test_a_missing_last_sealed_chunk_is_drawn_after_the_last_row(tmp_path, cli):
     assert doc["gaps"][-1]["after_chunk"] == len(names) - 3 and doc["gaps"][-1]["absent_regions"] == missing
     out = cli("map", d, "--width", "120").out.splitlines()
     last_row = next(i for i, x in enumerate(out) if x.startswith(names[-3]))
-    at = out.index("   ~~ gap: a file that belonged here is not there")  # after the row's own findings
+    idx = len(names) - 2
+    at = out.index(f"   ~~ gap: chunk index {idx} absent")  # after the row's own findings
+    assert doc["gaps"][-1]["absent_indices"] == [idx, idx]
     assert at > last_row and out[at + 1].startswith(f"   D damaged: {names[-2]}")
     assert not out[at + 2].startswith("   ") or "legend" in out[at + 2] or out[at + 2].startswith("     ")

@@ -228,8 +228,9 @@ def _gaps(report: PathReport, rows, regions, pieces) -> tuple[Gap, ...]:
         out.append(Gap(k if k >= 0 else None, missing, absent, tuple(attached), region, absent_regions))
     last = len(rows) - 1
     after_all = tuple(r.index for r in regions if r.chunk is None and rows and _belongs(r, None, None, False, rows[-1]))
-    if after_all:  # a file that belonged after the last one present (a deleted tail chunk)
-        out.append(Gap(last, None, None, (), None, after_all))
+    if after_all:  # a file that belonged after the last one present (a deleted tail chunk): its index is absent
+        top = max(parse_chunk_name(regions[i].finding.file) for i in after_all)
+        out.append(Gap(last, None, (rows[-1].index + 1, top), (), None, after_all))
     return tuple(out)
 
 

@@ -86,7 +86,8 @@ def test_every_command_names_the_file_the_disk_refused(tmp_path, cli, monkeypatc
         assert re.fullmatch(re.escape(str(tmp_path)) + "/" + WHERE[name][after_lock], named), (name, named)
         assert disk.refused >= 1
         if name == "archive restore":  # the download failed before OUT was made: no OUT, no staging file
-            assert text.err.strip().endswith(": no space left on device")
+            assert text.err.strip().endswith(f": no space left on device (a download staged beside {argv[-1]}; "
+                                             f"the staging directory is removed)")
             assert not os.path.exists(named) and not os.path.exists(argv[-1])
         if doc is not None:
             assert doc.code == 6

@@ -59,6 +59,9 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
         return _restore(store, dest, namespace, out_dir, to_seq, to_time_ms, jobs, progress, scratch, made)
     except BaseException as e:  # an error, or Ctrl-C (KeyboardInterrupt): take back what this run made
         undo = made.undo()
+        if isinstance(e, WalctlError) and (e.path or "").startswith(scratch.dir + os.sep):
+            e.reason += (f" (a download staged beside {out_dir}; the staging directory is "
+                         f"{'left' if undo.staging_left else 'removed'})")
         if isinstance(e, WalctlError) and not undo.untouched:  # (a refusal before any write says only itself)
             e.reason = f"{e.reason}; {undo.summary()}"
         if undone is not None:

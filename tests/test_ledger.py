@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import shlex
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -14,7 +15,9 @@ from conftest import VECTORS, flip_bit, make_chunk, record_offsets, write_dir
 from simfs import SimCrash, SimFS
 from walctl.format import ledger as L
 from walctl.format.ckptmeta import encode_checkpoint_meta
+from walctl.errors import NotClean
 from walctl.ops.ledger_ops import accept_loss, seal
+from walctl.ops.records import Record, RecordWalk
 from walctl.ops.quarantine import move as q_move
 from walctl.ops.verify import verify_path
 from walctl.ops.write import WalWriter
@@ -294,12 +297,24 @@ def test_checkpoint_meta_is_recognised_and_validated(tmp_path, cli):
     assert verify_path(d).exit_code == 5  # an unknown version
 
 
-def test_checkpoint_meta_above_the_chunks_is_a_horizon_and_writers_continue_after_it(tmp_path):
+def test_checkpoint_meta_above_the_chunks_is_a_missing_range_and_writers_continue_once_it_is_accepted(tmp_path, cli):
+    """issue #22: an HWM beyond the log says sequences were issued that no chunk holds (the ledger's hwm
+    rule); a writer that jumped to HWM+1 would make the directory discontinuous."""
     d = write_dir(tmp_path / "c", {3: make_chunk(range(31, 41))})
     open(os.path.join(d, "checkpoint.meta"), "wb").write(encode_checkpoint_meta(60))
+    rep = verify_path(d)
+    (f,) = rep.findings
+    assert (rep.exit_code, f.cls, f.file, f.sequence_range) == (4, "sequence-missing", "wal-000003.bin", (41, 60))
+    assert "after the last present sequence 40; checkpoint.meta's HWM is 60" in f.reason
+    with pytest.raises(NotClean):
+        WalWriter(d)
+    hint = f.reason.split("`")[1]
+    assert hint == f"walctl repair {d} --accept-loss 41..60 --reason TEXT --apply"
+    assert cli(*shlex.split(hint)[1:]).code == 0  # as printed (TEXT is the operator's reason)
     assert verify_path(d).exit_code == 0
     with WalWriter(d) as w:
         assert w.append(1, "m", b"") == 61
+    assert [r.sequence for r in RecordWalk(d) if isinstance(r, Record)] == list(range(31, 41)) + [61]
 
 
 def test_without_a_ledger_a_quarantined_tail_chunk_is_still_a_sequence_finding(tmp_path, cli):

@@ -74,7 +74,7 @@ def test_generated_damage_is_placed_in_the_right_chunk_at_the_right_offsets(cli,
     assert doc["regions"][0]["lost_sequence_range"] == [3, 3]
     assert doc["regions"][1]["missing"] == [5, 8]
     assert doc["gaps"] == [{"after_chunk": 0, "missing": [5, 8], "absent_indices": [1, 1], "pieces": [],
-                            "region": 1}]
+                            "region": 1, "absent_regions": []}]
     assert doc["exit_code"] == 3
 
 

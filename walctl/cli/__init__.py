@@ -243,10 +243,10 @@ def _run(argv: list[str] | None = None) -> int:
     except OSError as e:
         if _debug["on"]:
             raise
-        from ..errors import os_error_kind
+        from ..store.oserror import os_problem
 
-        return _fail(args, EXIT_ENVIRONMENT, os_error_kind(e), str(e.strerror or e),
-                     getattr(e, "filename", None) or "I/O")
+        p = os_problem(e, None)  # the one mapping; a path only when the error names one, never a made-up one
+        return _fail(args, EXIT_ENVIRONMENT, p.kind, p.reason, p.path)
     except Exception as e:  # the one place: never show a traceback to an operator unless asked
         if _debug["on"]:
             raise

@@ -8,7 +8,7 @@ import typer
 from ..errors import EXIT_OK, UsageError
 from .ages import seconds
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
-from .render import emit, error_line, json_document, plain_table, warn_line
+from .render import emit, error_line, json_document, plain_table, rerun, warn_line
 from .targets import existing_archive, existing_dir
 
 app = typer.Typer(help="""Ship sealed WAL chunks, segments and checkpoints to object storage; list, verify,
@@ -213,12 +213,17 @@ def restore(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pr
 
     if to_seq is not None and to_time is not None:
         raise UsageError("give --to-seq or --to-time, not both")
-    on_interrupt(f"interrupted; {out} was not written (the downloads were staged beside it in a "
-                 f".walctl-restore-* directory, removed on the way out); run the same restore again")
+    on_interrupt(f"interrupted before anything was written to {out}; run the same restore again: {rerun()}")
+
+    def undone(undo) -> None:  # what the cleanup really did, for the Ctrl-C line
+        then = (f"run the same restore again: {rerun()}" if undo.clean
+                else f"remove what is left, then run the same restore again: {rerun()}")
+        on_interrupt(f"interrupted; {undo.summary()}; {then}")
+
     with Bar("restore", None, progress) as bar:
         rep = run_restore(dest, out, namespace=namespace, to_seq=to_seq,
                           to_time_ms=_parse_time(to_time, "--to-time"), jobs=jobs, endpoint_url=endpoint_url,
-                          progress=bar.callback)
+                          progress=bar.callback, undone=undone)
     on_interrupt(None)
     for fb in rep.fallbacks:
         warn_line(f"checkpoint passed over: {fb}")

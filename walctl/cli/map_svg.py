@@ -69,13 +69,23 @@ def _gap_row(body: list[str], y: int, m: M.DamageMap, g: M.Gap) -> int:
     held = [m.pieces[i] for i in g.pieces]
     if held:
         parts.append("set aside: " + ", ".join(f"{p.name or p.evidence} ({p.action})" for p in held))
-    text = "gap: " + "; ".join(parts)
+    text = "gap: " + ("; ".join(parts) if parts else "a file that belonged here is not there")
     x0 = PAD + LABEL_W
     body.append(f'<g class="gap"><title>{_t(text)}</title>'
                 f'<text x="{PAD}" y="{y + 12}" class="g">~~ gap</text>'
                 f'<text x="{x0 + 4}" y="{y + 11}" class="g">{_t(text)}</text>'
                 f'<line x1="{x0}" y1="{y + 18}" x2="{x0 + BAR_W}" y2="{y + 18}" '
                 f'stroke="{FILL[M.MARK_GAP]}" stroke-width="3" stroke-dasharray="8 5"/></g>')
+    y += ROW_H
+    for i in g.absent:  # the finding about the file that belonged here, at the gap
+        y = _note_row(body, y, m, m.regions[i], "absent")
+    return y
+
+
+def _note_row(body: list[str], y: int, m: M.DamageMap, r: M.Region, cls: str = "note") -> int:
+    body.append(f'<text x="{PAD}" y="{y + 12}" class="l" data-kind="{cls}" data-mark="{r.mark}">'
+                f'{_t(f"{r.finding.file or m.path}: {r.mark}: {r.finding.reason}")}'
+                f'<title>{_t(r.finding.reason)}</title></text>')
     return y + ROW_H
 
 
@@ -90,7 +100,8 @@ def _chunk_row(body: list[str], y: int, m: M.DamageMap, row) -> int:
                 f'{row.records} valid records, seq {seq_range(row.first_sequence, row.last_sequence)}, '
                 f'{_t(row.verdict)}</title></rect>')
     regs = [m.regions[i] for i in row.regions]
-    for r in sorted(regs, key=lambda r: r.mark not in POINT_MARKS):  # points first, damage on top
+    # points first, then damage from the widest (a whole-file finding) to the narrowest: exact regions on top
+    for r in sorted(M.drawing_order(regs, row.size), key=lambda r: r.mark not in POINT_MARKS):
         x, w = _span(r, row.size)
         f = r.finding
         where = "" if f.offset is None else f" offset {f.offset}" + (
@@ -109,10 +120,8 @@ def _chunk_row(body: list[str], y: int, m: M.DamageMap, row) -> int:
 
 def _notes(body: list[str], y: int, m: M.DamageMap) -> int:
     """Below the bars: findings tied to no file, the pieces set aside, and problems reading the map."""
-    for r in (r for r in m.regions if r.chunk is None):
-        body.append(f'<text x="{PAD}" y="{y + 12}" class="l">{_t(f"{r.finding.file or m.path}: {r.mark}: {r.finding.reason}")}'
-                    f'<title>{_t(r.finding.reason)}</title></text>')
-        y += ROW_H
+    for r in (r for r in m.regions if r.chunk is None and not M.at_gap(m, r)):
+        y = _note_row(body, y, m, r)
     if m.pieces:
         body.append(f'<text x="{PAD}" y="{y + 12}" class="h2">set aside (.quarantine/MANIFEST.jsonl)</text>')
         y += 20

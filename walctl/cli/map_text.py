@@ -69,11 +69,12 @@ def bar_cells(size: int, cells: int, regions) -> list[str | None]:
         return out
     single: set[int] = set()  # cells that are the only cell of some damaged region
     ranges = []
-    for r in regions:
+    for r in M.drawing_order(regions, size):  # a whole-file finding first: the exact regions go over it
         if r.mark in POINT_MARKS:
             continue
         a, b = _cell_span(r, size, cells)
-        ranges.append((r.finding.offset, r.finding.end_offset))
+        if not M.whole_file(r.finding, size):  # (a point inside a whole-file finding is still drawn)
+            ranges.append((r.finding.offset, r.finding.end_offset))
         if b - a == 1:
             single.add(a)
         for i in range(a, b):
@@ -143,7 +144,7 @@ def render_map(m: M.DamageMap, width: int, color: bool) -> list[str]:
             lines.extend(wrapped[1:])
         for g in gaps_after.get(k, ()):
             lines.extend(_gap_lines(m, g, width))
-    loose = [r for r in m.regions if r.chunk is None]
+    loose = [r for r in m.regions if r.chunk is None and not M.at_gap(m, r)]
     for r in loose:
         lines.extend(_wrap(_region_text(r), width))
     if m.pieces:
@@ -209,11 +210,14 @@ def _gap_lines(m: M.DamageMap, g: M.Gap, width: int) -> list[str]:
     if g.absent_indices:
         a, b = g.absent_indices
         parts.append(f"chunk index {a}" + (f"..{b}" if b != a else "") + " absent")
-    text = "   ~~ gap: " + "; ".join(parts)
+    text = "   ~~ gap: " + "; ".join(parts) if parts else "   ~~ gap: a file that belonged here is not there"
     held = [m.pieces[i] for i in g.pieces]
     if held:
         text += "; set aside: " + ", ".join(f"{shown(p.name or p.evidence)} ({shown(p.action)})" for p in held)
-    return _wrap(text, width)
+    lines = _wrap(text, width)
+    for i in g.absent:  # the finding about the file that belonged here, where it belonged
+        lines.extend(_wrap(_region_text(m.regions[i]), width))
+    return lines
 
 
 def piece_text(p) -> str:

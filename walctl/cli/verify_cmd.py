@@ -86,6 +86,8 @@ def render_human(report: VerifyReport, verbose: bool) -> None:
             emit(f"  ledger: {len(p.ledger['verified_by_hash'])} sealed chunks verified by SHA-256"
                  + (f", {len(p.ledger['trusted_by_stat'])} trusted unchanged (--quick): "
                     + ", ".join(p.ledger["trusted_by_stat"]) if p.ledger["trusted_by_stat"] else ""))
+        if p.ledger and p.ledger.get("note"):
+            emit(f"  note: {p.ledger['note']}")
         shown = [c for c in p.chunks if verbose or c.exit_code != 0]
         if shown:
             rows = [[c.file, c.size, c.records, seq_range(c.first_sequence, c.last_sequence), c.damaged_bytes,

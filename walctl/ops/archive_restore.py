@@ -6,7 +6,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
-from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, NotClean, Refused, UnsupportedInput, UsageError
+from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, NotClean, Refused, UnsupportedInput, UsageError, \
+    WalctlError
 from ..format.record import SEQUENCE
 from ..store import durable
 from ..store.fs import DEFAULT_FS
@@ -17,6 +18,7 @@ from .archive import CHECKPOINTS, LIVE, WAL_KINDS, Entry, HashingSink, Manifest,
 from .archive_list import gaps, namespaces
 from .archive_pieces import contiguous_pieces, live_files, wal_units
 from .advice import cmd as _cmd
+from .restore_undo import Made
 
 
 class RestoreReport(NamedTuple):
@@ -39,15 +41,39 @@ class RestoreReport(NamedTuple):
 
 def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: int | None = None,
             to_time_ms: int | None = None, jobs: int = 4, endpoint_url: str | None = None,
-            progress=None) -> RestoreReport:
+            progress=None, undone=None) -> RestoreReport:
     """Writes OUT/wal (the events up to the point, exactly) and OUT/checkpoints (the newest archived
-    checkpoint at or below it that verifies), then verifies OUT/wal."""
-    from .verify import verify_path
+    checkpoint at or below it that verifies), then verifies OUT/wal.
 
+    A restore that fails or is interrupted (Ctrl-C) removes what it created in OUT, and only that (OUT
+    itself when it made it), and its staging directory; `undone(Undo)` is then told what was removed and
+    what is left, before the error goes on (a failure's message says it too)."""
     store = open_store(dest, endpoint_url)
     namespace = _only_namespace(store) if namespace is None else namespace
     if os.path.exists(out_dir) and os.listdir(out_dir):
         raise Refused(f"{out_dir} is not empty; restore writes a new directory", out_dir)
+    parent = os.path.dirname(os.path.abspath(out_dir)) or "."
+    scratch = Scratch(parent, prefix=".walctl-restore-")  # beside OUT: adopting its files is a rename
+    made = Made(DEFAULT_FS.beneath(out_dir, scratch.dir), out_dir, scratch)
+    try:
+        return _restore(store, dest, namespace, out_dir, to_seq, to_time_ms, jobs, progress, scratch, made)
+    except BaseException as e:  # an error, or Ctrl-C (KeyboardInterrupt): take back what this run made
+        undo = made.undo()
+        if isinstance(e, WalctlError) and (e.path or "").startswith(scratch.dir + os.sep):
+            e.reason += (f" (a download staged beside {out_dir}; the staging directory is "
+                         f"{'left' if undo.staging_left else 'removed'})")
+        if isinstance(e, WalctlError) and not undo.untouched:  # (a refusal before any write says only itself)
+            e.reason = f"{e.reason}; {undo.summary()}"
+        if undone is not None:
+            undone(undo)
+        raise
+    finally:
+        scratch.close()
+
+
+def _restore(store, dest, namespace, out_dir, to_seq, to_time_ms, jobs, progress, scratch, made) -> RestoreReport:
+    from .verify import verify_path
+
     man = read_manifest(store, namespace, jobs)
     present = [e for e in man.entries.values() if e.name not in man.missing_objects]
     # Sealed objects, and the file still being written reassembled from its live pieces (byte for byte,
@@ -55,38 +81,32 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
     wal = sorted(wal_units(present), key=_order)
     pieces = {f: contiguous_pieces(ps)[0] for f, ps in live_files(present).items()}
     target, needed = _needed(wal, namespace, to_seq, to_time_ms, store.url)
-    parent = os.path.dirname(os.path.abspath(out_dir)) or "."
-    scratch = Scratch(parent, prefix=".walctl-restore-")  # beside OUT: adopting its files is a rename
     staging = scratch.dir
-    fs = DEFAULT_FS.beneath(out_dir, staging)
-    try:
-        _fetch_all(store, namespace, needed, pieces, scratch, jobs, progress)
-        if to_time_ms is not None:
-            target = _last_before(staging, to_time_ms)
-            if target is None:
-                raise NotClean("no archived event is at or before that time", store.url, code=EXIT_SEQUENCE)
-        keep = [e for e in needed if e.first_sequence <= target]
-        last_path = os.path.join(staging, keep[-1].name)
-        end = _end_of_event(last_path, keep[-1].kind, target)
-        if end is None:
-            raise NotClean(f"{keep[-1].name} does not hold event {target}: run `{_cmd('archive', 'verify', dest, '--namespace', namespace)}`", store.url,
-                           code=EXIT_CORRUPT)
-        # The archived bytes themselves, cut right after event `target`: a restore is byte for byte what
-        # was pushed (Java reads it as it read the original), and copying is what makes it fast.
-        scratch.truncate(keep[-1].name, end)
-        wal_out = os.path.join(out_dir, "wal")
-        durable.make_dir(out_dir, fs)
-        durable.make_dir(wal_out, fs)
-        for e in keep:
-            durable.adopt(scratch.path(e.name), os.path.join(wal_out, e.name), fs)
-        ck_name, ck_seq, fallbacks = _restore_checkpoint(store, namespace, man, target,
-                                                         os.path.join(out_dir, "checkpoints"), scratch, fs)
-        check = verify_path(wal_out, jobs=max(1, min(jobs, os.cpu_count() or 1)))
-        if check.exit_code != EXIT_OK or check.last_sequence != target:
-            raise NotClean(f"the restored log does not verify ({check.verdict}, last sequence {check.last_sequence})",
-                           wal_out, code=check.exit_code or EXIT_CORRUPT)
-    finally:
-        scratch.close()
+    _fetch_all(store, namespace, needed, pieces, scratch, jobs, progress)
+    if to_time_ms is not None:
+        target = _last_before(staging, to_time_ms)
+        if target is None:
+            raise NotClean("no archived event is at or before that time", store.url, code=EXIT_SEQUENCE)
+    keep = [e for e in needed if e.first_sequence <= target]
+    last_path = os.path.join(staging, keep[-1].name)
+    end = _end_of_event(last_path, keep[-1].kind, target)
+    if end is None:
+        raise NotClean(f"{keep[-1].name} does not hold event {target}: run `{_cmd('archive', 'verify', dest, '--namespace', namespace)}`", store.url,
+                       code=EXIT_CORRUPT)
+    # The archived bytes themselves, cut right after event `target`: a restore is byte for byte what
+    # was pushed (Java reads it as it read the original), and copying is what makes it fast.
+    scratch.truncate(keep[-1].name, end)
+    wal_out = os.path.join(out_dir, "wal")
+    made.dir(out_dir)
+    made.dir(wal_out)
+    for e in keep:
+        made.adopt(scratch.path(e.name), os.path.join(wal_out, e.name))
+    ck_name, ck_seq, fallbacks = _restore_checkpoint(store, namespace, man, target,
+                                                     os.path.join(out_dir, "checkpoints"), scratch, made)
+    check = verify_path(wal_out, jobs=max(1, min(jobs, os.cpu_count() or 1)))
+    if check.exit_code != EXIT_OK or check.last_sequence != target:
+        raise NotClean(f"the restored log does not verify ({check.verdict}, last sequence {check.last_sequence})",
+                       wal_out, code=check.exit_code or EXIT_CORRUPT)
     return RestoreReport(store.url, namespace, out_dir, target, check.records, check.first_sequence,
                          check.last_sequence, tuple(e.name for e in keep), ck_name, ck_seq, tuple(fallbacks),
                          check.verdict)
@@ -194,7 +214,7 @@ def _last_before(staging: str, to_time_ms: int) -> int | None:
     return last
 
 
-def _restore_checkpoint(store, ns, man: Manifest, target: int, out: str, staging: Scratch, fs):
+def _restore_checkpoint(store, ns, man: Manifest, target: int, out: str, staging: Scratch, made: "Made"):
     from .checkpoint import check_path
 
     cands = sorted((e for e in man.entries.values() if e.kind == CHECKPOINTS and e.wal_sequence is not None
@@ -209,8 +229,8 @@ def _restore_checkpoint(store, ns, man: Manifest, target: int, out: str, staging
                 why = rep.findings[0].reason if rep.findings else "sha256 differs from the manifest"
                 fallbacks.append(f"{e.name}: {why}")
                 continue
-            durable.make_dir(out, fs)
-            durable.create_file(os.path.join(out, e.name), durable.file_blocks(fetched), fs)
+            made.dir(out)
+            made.create(os.path.join(out, e.name), durable.file_blocks(fetched))
             return e.name, e.wal_sequence, fallbacks
         finally:
             staging.remove(e.name)

@@ -85,6 +85,25 @@ class Region(NamedTuple):
         return d
 
 
+def whole_file(f: Finding, size: int) -> bool:
+    """A finding about the file as a whole (a seal mismatch, an unreadable file): no byte range of its own,
+    or one that spans every byte."""
+    return f.offset is None or (f.offset <= 0 and f.end_offset is not None and f.end_offset >= size > 0)
+
+
+def drawing_order(regions, size: int) -> list:
+    """The regions of one row in the order a picture paints them: the widest first, so that a finding about
+    the whole file (`seal-mismatch`) is the ground and the exact regions inside it (a mid-log region, a torn
+    tail) are painted over it, never under it. Ties keep verify's order."""
+    def extent(r) -> int:
+        f = r.finding
+        if whole_file(f, size):
+            return size + 1
+        return (f.end_offset if f.end_offset is not None else f.offset) - f.offset
+
+    return sorted(regions, key=lambda r: -extent(r))
+
+
 class Row(NamedTuple):
     file: str
     index: int
@@ -103,11 +122,12 @@ class Gap(NamedTuple):
     absent_indices: tuple[int, int] | None
     pieces: tuple[int, ...]  # indices into DamageMap.pieces whose range or source falls in the gap
     region: int | None  # the sequence-gap region, when verify reported one
+    absent: tuple[int, ...] = ()  # regions about a file that belonged here and is not there (sealed, deleted)
 
     def to_json(self) -> dict:
         return {"after_chunk": self.after, "missing": list(self.missing) if self.missing else None,
                 "absent_indices": list(self.absent_indices) if self.absent_indices else None,
-                "pieces": list(self.pieces), "region": self.region}
+                "pieces": list(self.pieces), "region": self.region, "absent_regions": list(self.absent)}
 
 
 class DamageMap(NamedTuple):
@@ -193,7 +213,8 @@ def _gaps(report: PathReport, rows, regions, pieces) -> tuple[Gap, ...]:
             lo = rows[k].index + 1 if k >= 0 else None
             if lo is not None and nxt.index > lo:
                 absent = (lo, nxt.index - 1)
-        if missing is None and absent is None:
+        absent_regions = tuple(r.index for r in regions if r.chunk is None and _belongs(r, absent, nxt, k < 0))
+        if missing is None and absent is None and not absent_regions:
             continue
         attached = []
         for i, p in enumerate(pieces):
@@ -204,8 +225,33 @@ def _gaps(report: PathReport, rows, regions, pieces) -> tuple[Gap, ...]:
                       and p.first_sequence <= missing[1] and last >= missing[0])
             if in_idx or in_seq:
                 attached.append(i)
-        out.append(Gap(k if k >= 0 else None, missing, absent, tuple(attached), region))
+        out.append(Gap(k if k >= 0 else None, missing, absent, tuple(attached), region, absent_regions))
+    last = len(rows) - 1
+    after_all = tuple(r.index for r in regions if r.chunk is None and rows and _belongs(r, None, None, False, rows[-1]))
+    if after_all:  # a file that belonged after the last one present (a deleted tail chunk): its index is absent
+        top = max(parse_chunk_name(regions[i].finding.file) for i in after_all)
+        out.append(Gap(last, None, (rows[-1].index + 1, top), (), None, after_all))
     return tuple(out)
+
+
+def at_gap(m: "DamageMap", r: Region) -> bool:
+    """Is this region drawn at a gap (a file that belonged there and is not there)?"""
+    return any(r.index in g.absent for g in m.gaps)
+
+
+def _belongs(r: Region, absent, nxt, first: bool, prev=None) -> bool:
+    """A finding about a chunk file that is not there belongs in the gap where its index would be: between
+    absent indices, before the first row (`first`, its index below `nxt`'s), or after the last (`prev`)."""
+    from ..format.names import parse_chunk_name
+
+    idx = parse_chunk_name(r.finding.file) if r.finding.file else None
+    if idx is None:
+        return False
+    if prev is not None:
+        return idx > prev.index
+    if absent is not None:
+        return absent[0] <= idx <= absent[1]
+    return first and nxt is not None and idx < nxt.index
 
 
 def save_picture(target: str, text: str, fs=DEFAULT_FS) -> str:

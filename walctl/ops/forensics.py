@@ -137,6 +137,12 @@ def _lost_text(f) -> str:
         bits.append(f"{f.end_offset - f.offset} bytes at offsets {f.offset}..{f.end_offset}")
     if f.lost_sequence_range:
         bits.append(_seqs(f.lost_sequence_range))
+    elif f.cls == F.SEALED_MISSING and f.sequence_range:  # the whole chunk, as its seal describes it
+        a, b = f.sequence_range
+        records = f.extra.get("records")
+        held = f" in {records} records" if records is not None else ""
+        bits.append(f"{b - a + 1} {'sequence' if a == b else 'sequences'} ({_rng(f.sequence_range)}){held}: the "
+                    f"whole chunk, as ledger line {f.extra.get('ledger_line')} sealed it (not in this directory)")
     elif f.missing:
         bits.append(f"{_seqs(f.missing)} (not in this directory)")
     elif f.repeated:
@@ -158,10 +164,15 @@ def _resumes_text(f, report) -> str:
     if f.previous_sequence is not None:
         return f"this record, after sequence {f.previous_sequence}"
     names = [c.file for c in report.chunks]
+    later = []
     if f.file in names:
         later = [c for c in report.chunks[names.index(f.file) + 1:] if c.first_sequence is not None]
-        if later:
-            return f"{later[0].file}, sequence {later[0].first_sequence}"
+    elif f.sequence_range:  # a chunk that is not there (sealed, then deleted): what follows its range
+        later = [c for c in report.chunks if c.first_sequence is not None and c.first_sequence > f.sequence_range[1]]
+    if later:
+        after = f" (right after {f.sequence_range[1]})" if f.file not in names and \
+            later[0].first_sequence == f.sequence_range[1] + 1 else ""
+        return f"{later[0].file}, sequence {later[0].first_sequence}{after}"
     return "nothing after it in this directory"
 
 

@@ -12,7 +12,7 @@ from typing import NamedTuple
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, combine_exit_codes
 from ..format import ledger as L
 from ..format.ckptmeta import CHECKPOINT_META_VERSION, decode_checkpoint_meta
-from ..format.names import parse_chunk_name
+from ..format.names import parse_chunk_name, parse_segment_name
 from ..store import ledger as SL
 from ..store import quarantine as Q
 from ..store.chunkread import SEAL_MISMATCH, Expect, usable_seal
@@ -52,7 +52,13 @@ class View(NamedTuple):
 
     @property
     def horizon(self) -> int:
-        return max([self.exp.horizon, self.ckpt_hwm]
+        return max(self.moved_horizon, self.ckpt_hwm)
+
+    @property
+    def moved_horizon(self) -> int:
+        """The horizon below which records were moved away on record (compaction), without checkpoint.meta:
+        an HWM says what was issued and checkpointed, not that the records after the log's end were moved."""
+        return max([self.exp.horizon]
                    + [m.last_seq for m in self.manifest_moves if m.horizon and m.last_seq is not None])
 
 
@@ -213,7 +219,7 @@ def _seal_findings(report, view: View, seals: dict, strict: bool, fs) -> list[Fi
         if c is None:
             f = Finding(F.SEALED_MISSING, EXIT_CORRUPT, f"sealed chunk is absent and no ledger line moved it "
                         f"(sealed at {line.ts}, ledger line {line.number}, {line.get('records')} records)",
-                        name, sequence_range=rng, extra=where)
+                        name, sequence_range=rng, extra=dict(where, records=line.get("records")))
             if rng and view.exp.accepted_cover(*rng) is not None:
                 f = _sequence(view, a, b, f.reason, strict, name, where)
             out.append(f)
@@ -248,12 +254,15 @@ def _unheld_findings(report, view: View, strict: bool) -> list[Finding]:
         if a <= b:
             out.append(_sequence(view, a, b, f"sequences {a}..{b} were issued but no chunk holds them "
                                  f"(before the first present sequence {first})", strict, report.chunks[0].file))
-    top = max([x for x in (last, horizon) if x is not None] or [0])
+    # after the last present record: what was issued (a ledger hwm line, checkpoint.meta's HWM, a chunk set
+    # aside) and is held nowhere, unless compaction moved it away on record
+    top = max([x for x in (last, horizon if last is None else view.moved_horizon) if x is not None] or [0])
     if view.issued > top:
         a, b = top + 1, view.issued
+        said = f"; {CHECKPOINT_META}'s HWM is {view.ckpt_hwm}" if view.ckpt_hwm == view.issued else ""
         if last is not None or lows:
             out.append(_sequence(view, a, b, f"sequences {a}..{b} were issued but no chunk holds them (after "
-                                 f"the last present sequence {last})", strict,
+                                 f"the last present sequence {last}{said})", strict,
                                  report.chunks[-1].file if report.chunks else None))
     return out
 
@@ -290,3 +299,25 @@ def seal_summary(outcomes, chunks) -> tuple[dict, list[str], list[str]]:
     verified = [n for n, s in seals.items() if s[0] == "verified"]
     trusted = [n for n, s in seals.items() if s[0] == "trusted"]
     return seals, verified, trusted
+
+
+def remembered_kind(directory: str, entries, fs=DEFAULT_FS) -> str | None:
+    """The kind of log a directory was when none of its files is left (a 0-byte first chunk that repair set
+    aside, everything compacted): its ledger or its quarantine manifest names the files it held. None when
+    neither names a chunk or a segment (or `entries`, the directory's names, holds neither): an empty
+    directory stays unrecognised."""
+    from .kinds import KIND_DIR, KIND_SEGMENTS
+
+    if L.LEDGER_DIR not in entries and Q.QUARANTINE_DIR not in entries:
+        return None
+    names = []
+    if fs.exists(os.path.join(Q.qdir(directory), Q.MANIFEST)):
+        names += [e.get("source") for e in Q.read_manifest(directory, fs)[0]]
+    read = SL.read_ledger(directory, fs)
+    names += [ln.get("file") for ln in (read.lines if read is not None else ())]
+    for name in names:
+        if isinstance(name, str) and parse_chunk_name(name) is not None:
+            return KIND_DIR
+        if isinstance(name, str) and parse_segment_name(name) is not None:
+            return KIND_SEGMENTS
+    return None

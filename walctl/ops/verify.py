@@ -21,6 +21,7 @@ from ..store.chunkread import ChunkOutcome, scan_chunk_file
 from ..store.fs import DEFAULT_FS
 from . import findings as F
 from . import judge as J
+from .advice import no_ledger
 from .findings import Finding
 from .kinds import (
     KIND_CHECKPOINT, KIND_CHECKPOINTS, KIND_CHUNK, KIND_DIR, KIND_SEGMENT, KIND_SEGMENTS, KIND_SUBSTRAT, KIND_TASKLOG,
@@ -57,6 +58,10 @@ def detect_kind(path: str, fs=DEFAULT_FS) -> str:
             return KIND_SUBSTRAT
         if "workflow-checkpoints" in names:
             return KIND_WORKFLOWS
+        from .ledger_check import remembered_kind  # (loaded only when nothing else is recognised)
+
+        if (kind := remembered_kind(path, names, fs)) is not None:  # a log whose every file was set aside
+            return kind
         raise UnsupportedInput("no known artifact here (Spector V2 chunks wal-NNNNNN.bin, ADR-003 segments "
                                "wal_NNNNNNNN.log, O_CKPT_V2 checkpoints *.ckpt)", path)
     if entry.kind != "file":
@@ -105,7 +110,7 @@ def verify_path(path: str, *, strict: bool = False, jobs: int | None = 1, fs=DEF
         report = assemble(path, kind, chunks, outcomes, foreign, writer, strict)
         if not any(f.cls == F.SEQUENCE_GAP for f in report.findings) and \
                 all(c.first_sequence is None or c.first_sequence >= 1 for c in report.chunks):
-            return report._replace(ledger=_no_ledger())
+            return report._replace(ledger=no_ledger(path))
         from . import ledger_check
 
         view = ledger_check.load_view(path, fs)
@@ -121,9 +126,9 @@ def verify_path(path: str, *, strict: bool = False, jobs: int | None = 1, fs=DEF
         return report
     seals, verified, trusted = ledger_check.seal_summary(outcomes, chunks)
     report = ledger_check.judge(report, view, seals, strict, fs)
-    return report._replace(ledger={"lines": len(view.ledger.lines) if view.ledger else 0,
-                                   "sealed": len(view.exp.sealed), "verified_by_hash": verified,
-                                   "trusted_by_stat": trusted})
+    return report._replace(ledger=dict(no_ledger(path) if view.ledger is None else {}, lines=len(
+        view.ledger.lines) if view.ledger else 0, sealed=len(view.exp.sealed), verified_by_hash=verified,
+        trusted_by_stat=trusted))
 
 
 def require_recognised(report: PathReport) -> PathReport:
@@ -139,10 +144,6 @@ def require_recognised(report: PathReport) -> PathReport:
 
 
 EXPECTATION_FILES = (LEDGER_DIR, QUARANTINE_DIR, "checkpoint.meta")  # what can expect more than the scan sees
-
-
-def _no_ledger() -> dict:  # what the ledger part of a report says of a directory that has none
-    return {"lines": 0, "sealed": 0, "verified_by_hash": [], "trusted_by_stat": []}
 
 
 def _auto_jobs(jobs: int | None, chunks, expects) -> int:
@@ -161,7 +162,10 @@ def resolve_chunks(path: str, fs=DEFAULT_FS):
         foreign = [Finding(F.FOREIGN_FILE, EXIT_OK, "not a chunk file; left alone", file=e.name)
                    for e in listing.foreign]
         if not listing.chunks:
-            raise _unsupported_dir(path)
+            from .ledger_check import remembered_kind
+
+            if remembered_kind(path, [LEDGER_DIR], fs) != KIND_DIR:
+                raise _unsupported_dir(path)
         seen: dict[int, str] = {}
         for c in listing.chunks:
             if fs.is_symlink(c.path):

@@ -152,11 +152,12 @@ class WalWriter:
         cut = None
         self._in_last, self._first_in_last = 0, None
         view = load_view(d, fs)
-        if self._has_files():
-            report = verify_path(d, fs=fs, lock_held_by_us=True)
-            if report.exit_code == 1:
-                cut = repair(d, apply=True, max_drop_bytes=max_drop_bytes, fs=fs, lock=self._lock)
-                report = cut.after
+        report = verify_path(d, fs=fs, lock_held_by_us=True) if self._has_files() else None
+        if report is not None and report.exit_code == 1:
+            cut = repair(d, apply=True, max_drop_bytes=max_drop_bytes, fs=fs, lock=self._lock)
+            report = cut.after
+            view = load_view(d, fs)
+        if report is not None and report.chunks:  # (a 0-byte first chunk set aside by the cut left none)
             if report.exit_code != EXIT_OK:
                 worst = next(f for f in report.findings if f.exit_code == report.exit_code)
                 hint = ""

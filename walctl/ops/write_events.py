@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator, NamedTuple
 
-from ..errors import EXIT_OK, EXIT_USAGE, UsageError
+from ..errors import EXIT_OK, EXIT_USAGE, EnvironmentProblem, UsageError
 
 FORMATS = ("v2", "segments")
 ENCODINGS = ("msgpack", "json")
@@ -25,10 +25,12 @@ class WriteReport(NamedTuple):
     active_chunk: str | None = None
     continued_chunk: bool = False
     repair: object = None  # the RepairReport of a torn tail cut on open, or None
+    error_code: int = EXIT_USAGE  # the exit code of `error` (6 for a disk that filled up)
+    error_path: str | None = None  # the file an I/O error was about
 
     @property
     def exit_code(self) -> int:
-        return EXIT_USAGE if self.error else EXIT_OK
+        return self.error_code if self.error else EXIT_OK
 
     def to_json(self) -> dict:
         if not self.opened:
@@ -39,7 +41,7 @@ class WriteReport(NamedTuple):
                 "chunks_created": self.chunks_created, "active_chunk": self.active_chunk,
                 "continued_chunk": self.continued_chunk,
                 "repaired_on_open": self.repair.to_json() if self.repair else None,
-                "error": self.error, "exit_code": self.exit_code}
+                "error": self.error, "error_path": self.error_path, "exit_code": self.exit_code}
 
 
 def check_format(fmt: str, encoding: str) -> None:
@@ -88,18 +90,31 @@ def write_events(directory: str, events: Iterable[tuple[int, object]], *, fmt: s
     head = next(source, None)
     if head is not None and isinstance(head[1], str):  # refused before the writer creates anything
         return WriteReport(directory, 0, None, None, f"stdin line {head[0]}: {head[1]}; nothing was written")
-    error, first = None, None
-    with WalWriter(directory, format=fmt, **writer) as w:
-        put = w.append_entry if fmt == "segments" else w.append
-        for line_no, item in _chain(head, source):
-            if isinstance(item, str):
-                error = f"stdin line {line_no}: {item}; the records before it were written"
-                break
-            seq = put(*item)
-            first = seq if first is None else first
+    error, first, failed = None, None, None
+    w = WalWriter(directory, format=fmt, **writer)  # a refusal or a failure to open propagates: nothing written
+    try:
+        with w:
+            put = w.append_entry if fmt == "segments" else w.append
+            for line_no, item in _chain(head, source):
+                if isinstance(item, str):
+                    error = f"stdin line {line_no}: {item}; the records before it were written"
+                    break
+                seq = put(*item)
+                first = seq if first is None else first
+    except EnvironmentProblem as e:  # a disk that filled up, an I/O error: say how far the log is durable
+        failed = e
+    durable = w.durable_sequence
+    if failed is not None:
+        error = f"{failed}; {_durable_through(durable)}"
     return WriteReport(directory, w.records_written, first, w.last_sequence if first is not None else None, error,
-                       True, w.durable_sequence, writer.get("sync"), w.chunks_created, w.active_chunk,
-                       w.opened.continued, w.opened.repair)
+                       True, durable, writer.get("sync"), w.chunks_created, w.active_chunk,
+                       w.opened.continued, w.opened.repair, *((failed.exit_code, failed.path) if failed else ()))
+
+
+def _durable_through(seq: int) -> str:
+    if seq <= 0:
+        return "no record is durable here; nothing was acknowledged"
+    return f"durable through seq {seq}; nothing after it was acknowledged"
 
 
 def _chain(head, rest):

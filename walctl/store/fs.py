@@ -329,8 +329,12 @@ class OsFileSystem:
         except BlockingIOError:
             os.close(fd)
             return None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, holder.encode("utf-8"), 0)
+        try:  # the holder's note: a full disk fails here first, naming the lock file
+            self._os(os.ftruncate, path, fd, 0, _pass_path=False)
+            self.pwrite(fd, holder.encode("utf-8"), 0, path)
+        except EnvironmentProblem:
+            os.close(fd)
+            raise
         return fd
 
     def same_device(self, a: str, b: str) -> bool:

@@ -24,8 +24,10 @@ def describe_os_error(e: OSError) -> str:
 
 
 def os_problem(e: OSError, path: str | None) -> EnvironmentProblem:
-    """The EnvironmentProblem for an OSError, with its reason kind (not-found, permission, ...)."""
-    return EnvironmentProblem(describe_os_error(e), path, kind=os_error_kind(e))
+    """The EnvironmentProblem for an OSError, with its reason kind (not-found, permission, ...) and the
+    file it was about: `path` (what the caller was doing it to), else the one the OSError names. A disk
+    that fills up fails a write(2), which names no file; the seam passes the file it writes to."""
+    return EnvironmentProblem(describe_os_error(e), path or e.filename or None, kind=os_error_kind(e))
 
 
 def require_dir(path: str, fs=None) -> None:

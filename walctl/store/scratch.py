@@ -24,9 +24,11 @@ class Scratch:
             raise UsageError(f"not used as a file name: {why}", self.dir)
         return os.path.join(self.dir, name)
 
-    def open_write(self, name: str):
-        """A new file (never an existing one) for a download, as a binary file object."""
-        return os.fdopen(self.fs.open_new(self.path(name)), "wb")
+    def open_write(self, name: str) -> "SeamFile":
+        """A new file (never an existing one) for a download, written through the seam (a full disk
+        names this file), as a binary file object."""
+        path = self.path(name)
+        return SeamFile(self.fs, self.fs.open_new(path), path)
 
     def truncate(self, name: str, size: int) -> None:
         self.fs.truncate(self.path(name), size)
@@ -38,6 +40,29 @@ class Scratch:
         shutil.rmtree(self.dir, ignore_errors=True)  # our own fresh directory; rmtree never follows links
 
     def __enter__(self) -> "Scratch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class SeamFile:
+    """The write side of a binary file object over a descriptor the seam opened: each write goes through
+    fs.write, so an error (ENOSPC) is reported with the file's path."""
+
+    def __init__(self, fs, fd: int, path: str):
+        self.fs, self.fd, self.path = fs, fd, path
+
+    def write(self, data) -> int:
+        self.fs.write(self.fd, data, self.path)
+        return len(data)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            self.fs.close(fd)
+
+    def __enter__(self) -> "SeamFile":
         return self
 
     def __exit__(self, *exc) -> None:

@@ -169,6 +169,9 @@ def _render_action(act, json_out: bool, schema: str, again: str | None = None):
 
     if json_out:
         emit(json_document(schema, act.to_json()))
+    elif act.already:
+        emit(shown(f"already restored: {act.source} -> {act.target} (restored at {act.entry.get('time')}); "
+                   f"nothing to do"))
     elif act.applied:
         emit(shown(f"{act.action}: {act.source} -> {act.target}"))
     else:

@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from .. import __version__
 from ..errors import EXIT_CORRUPT, NotClean, Refused, UsageError
+from ..format.ledger import fold
 from ..format.names import CHECKPOINT_SUFFIX, parse_chunk_name, parse_segment_name
 from ..store import durable, ledger, quarantine as q
 from ..store.fs import DEFAULT_FS
@@ -118,6 +119,7 @@ class Action(NamedTuple):
     source: str
     target: str
     entry: dict | None
+    already: bool = False  # a restore that was done before (a rerun, or run twice): nothing left to do
 
     def to_json(self) -> dict:
         return dict(self._asdict())
@@ -163,8 +165,17 @@ def restore(directory: str, name: str, *, apply: bool = False, fs=DEFAULT_FS) ->
     listing = list_quarantine(directory, fs)
     item = next((i for i in listing.items if i.name == name), None)
     pending = _unfinished_restore(listing, name)
+    if pending is not None and _restored(directory, name, pending, fs):
+        return Action(directory, f"restore-{pending['restore']}", False, name, pending["source"], pending, True)
     if pending is not None:
         return _finish_restore(directory, name, pending, apply, fs)
+    if item is None:
+        done = _restore_line(listing, name)
+        if done is not None and _restored(directory, name, done, fs):
+            return Action(directory, f"restore-{done['restore']}", False, name, done["source"], done, True)
+        if done is not None:
+            raise Refused(f"{name} was restored to {done['source']} at {done.get('time')}, but {done['source']} no "
+                          f"longer holds those bytes and .quarantine/{name} is gone; nothing was changed", directory)
     if item is None or item.entry is None:
         raise UsageError(f"{name} is not a recorded item of .quarantine/ (see `{cmd('quarantine', 'list', directory)}`)",
                          directory)
@@ -202,11 +213,37 @@ def _check_evidence(directory: str, name: str, line: dict, fs) -> None:
                        f"differs): it is never put back; nothing was changed", directory, code=EXIT_CORRUPT)
 
 
+def _restore_line(listing: Listing, name: str) -> dict | None:
+    """The last manifest line about `name` when it is a restore."""
+    last = q.last_lines(list(listing.history)).get(name)
+    if last is None or last.get("action") != "restore" or last.get("restore") not in ("bytes", "file"):
+        return None
+    return last
+
+
+def _restored(directory: str, name: str, line: dict, fs) -> bool:
+    """The restore `line` records is done, every step: the piece has left .quarantine/, the bytes are back
+    (a chunk that grew since still holds them at their offset), and a whole file's ledger says it is back."""
+    if fs.exists(os.path.join(q.qdir(directory), name)):
+        return False
+    dest = os.path.join(directory, line["source"])
+    if not fs.exists(dest) or fs.stat(dest).kind != "file":
+        return False
+    if line["restore"] == "bytes":
+        end = line["offset"] + line["length"]
+        return fs.stat(dest).size >= end and \
+            q.sha256_bytes(fs.read_range(dest, line["offset"], line["length"])) == line["sha256"]
+    if q.sha256_file(dest, fs) != line["sha256"]:
+        return False
+    read = ledger.read_ledger(directory, fs)
+    return read is None or line["source"] not in fold(read.lines).moved
+
+
 def _unfinished_restore(listing: Listing, name: str) -> dict | None:
     """The `restore` line of a restore a crash interrupted: the last line about `name` is a restore whose
     file is still in .quarantine/ (the act, or its last step, did not happen)."""
-    last = q.last_lines(list(listing.history)).get(name)
-    if last is None or last.get("action") != "restore" or last.get("restore") not in ("bytes", "file"):
+    last = _restore_line(listing, name)
+    if last is None:
         return None
     # A whole file already moved back may still lack the ledger's `restored` line (its last step).
     present = any(i.name == name for i in listing.items)

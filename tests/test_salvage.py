@@ -226,3 +226,86 @@ def test_a_second_copy_in_quarantine_fills_only_what_the_directory_lacks(tmp_pat
     assert skipped == {(".quarantine/copy", 71, 110), ("wal-000001.bin", 112, 187)}
     assert doc["lost_sequence_ranges"] == [] and seqs(tmp_path / "new") == list(range(1, 250))
     assert open(tmp_path / "new" / "wal-000001.bin", "rb").read() == good
+
+
+# ---- Ctrl-C at every step ------------------------------------------------------------------------
+
+SEAM = ("stat", "listdir", "map_read", "read_range", "exists", "is_symlink", "open_append", "open_new", "write",
+        "fsync", "fsync_dir", "rename", "unlink", "mkdir", "rmdir", "identity")
+
+
+class Interrupts:
+    """Ctrl-C at chosen calls of the fs seam (KeyboardInterrupt where the signal handler would raise it)."""
+
+    def __init__(self, monkeypatch, at=()):
+        from walctl.store import fs as F
+
+        self.calls, self.at, self.names = 0, set(at), []
+        for name in SEAM:
+            monkeypatch.setattr(F.OsFileSystem, name, self._hook(getattr(F.OsFileSystem, name)))
+
+    def _hook(self, real):
+        def hooked(fs, *a, **k):
+            self.calls += 1
+            self.names.append(real.__name__)
+            if self.calls in self.at:
+                raise KeyboardInterrupt
+            return real(fs, *a, **k)
+
+        return hooked
+
+
+def _after_interrupt(line: str, out: str) -> None:
+    """The line says what is left: check it against the file system."""
+    tmp, mark = out + ".tmp", os.path.join(out, ".walctl-salvage")
+    if "before the copy began" in line or "was removed" in line:
+        assert not os.path.exists(tmp) and not os.path.exists(out), line
+    elif "is still there" in line:
+        assert os.path.exists(tmp) and not os.path.exists(out), line
+    elif "may still be there" in line:
+        assert not os.path.exists(out), line
+    elif "still marked unfinished" in line:
+        assert os.path.exists(mark) and not os.path.exists(tmp), line
+    elif "may be marked unfinished" in line:  # Ctrl-C twice around the final rename
+        assert os.path.exists(tmp) != os.path.exists(out), line
+    else:
+        assert "is complete" in line and os.path.isdir(out) and not os.path.exists(mark), line
+        assert not os.path.exists(tmp), line
+
+
+KINDS_OF_LINE = ("before the copy began", "was removed", "is still there", "may still be there",
+                 "still marked unfinished", "may be marked unfinished", "is complete")
+
+
+def _chunks(out: str) -> dict:
+    return {n: open(os.path.join(out, n), "rb").read() for n in os.listdir(out) if n.endswith(".bin")}
+
+
+def test_ctrl_c_at_every_step_says_what_is_left_and_the_printed_command_finishes(tmp_path, cli, monkeypatch):
+    d = three_chunks(tmp_path)
+    assert cli("quarantine", "move", d, "wal-000001.bin", "--reason", "rot", "--apply").code == 0
+    with monkeypatch.context() as m:
+        probe = Interrupts(m)
+        ref = cli("salvage", d, "--out", str(tmp_path / "ref"))
+    want, steps = _chunks(str(tmp_path / "ref")), probe.calls
+    assert ref.code == 4 and len(want) == 3
+    said = set()
+    # every step from the copy's first mkdir on; the reads before it, every fifth (they leave nothing)
+    first_change = probe.names.index("mkdir") + 1
+    for n in [n for n in range(1, steps + 1) if n >= first_change - 2 or n % 5 == 0]:
+        out = str(tmp_path / f"out{n}")
+        with monkeypatch.context() as m:
+            Interrupts(m, at=(n, n + 2) if n % 3 == 0 else (n,))  # every third: Ctrl-C again while cleaning up
+            r = cli("salvage", d, "--out", out)
+        lines = r.err.splitlines()
+        assert r.code == 130 and len(lines) == 1 and lines[0].startswith("walctl: interrupted"), (n, r.err)
+        _after_interrupt(lines[0], out)
+        said.add(next(k for k in KINDS_OF_LINE if k in lines[0]))
+        printed = shlex.split(lines[0].split("`")[1])
+        again = cli(*printed[1:])
+        if again.code == 7 and "may be marked unfinished" in lines[0]:  # the copy was final: the second command
+            assert "the output exists" in again.err, again.err
+            again = cli(*shlex.split(lines[0].split("`")[3])[1:])
+        assert again.code == 4, (n, lines[0], again.out, again.err)  # the copy's state: seq 25 is missing
+        assert _chunks(out) == want and not os.path.exists(out + ".tmp"), n
+    assert said == set(KINDS_OF_LINE), said  # every moment of the run was met, and each said its own

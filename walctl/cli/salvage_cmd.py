@@ -106,12 +106,20 @@ def interrupt_text(path: str, out: str, left) -> str:
     again = cmd("salvage", path, "--out", out)
     if left.stage == "copying" and left.removed:
         return f"interrupted; {path} is untouched; the partial copy in {tmp} was removed; `{again}` starts again"
-    if left.stage == "copying":
-        why = f" ({left.problem})" if left.problem else ""
+    if left.stage == "copying" and left.left_bytes:
+        why = f": {left.problem}" if left.problem else ""
         return (f"interrupted; {path} is untouched; the partial copy in {tmp} is still there ({left.left_bytes} "
-                f"bytes){why}; `{again}` removes it first and copies again")
+                f"bytes{why}); `{again}` removes it first and copies again")
+    if left.stage == "copying":
+        return (f"interrupted; {path} is untouched; the partial copy in {tmp} may still be there ({left.problem}); "
+                f"`{again}` removes it first and copies again")
+    if left.problem:  # interrupted again while finding out how far the final rename got
+        return (f"interrupted; {path} is untouched; the whole copy is in {out} or {tmp}, and may be marked "
+                f"unfinished ({left.problem}); `{again}` clears a copy marked unfinished and copies again; if it "
+                f"refuses because {out} exists, that copy is final: `{cmd('verify', out)}` checks it")
     if left.stage == "copied":
         return (f"interrupted; {path} is untouched; {out} holds the whole copy ({left.left_bytes} bytes) but "
                 f"still marked unfinished; `{again}` clears it and copies again")
-    return (f"interrupted; {path} is untouched; {out} is complete ({left.left_bytes} bytes, synced, with its "
-            f"ledger); only its final check was cut short: `{cmd('verify', out)}` checks it")
+    size = f"{left.left_bytes} bytes, " if left.left_bytes else ""
+    return (f"interrupted; {path} is untouched; {out} is complete ({size}synced, with its ledger); only its final "
+            f"check was cut short: `{cmd('verify', out)}` checks it")

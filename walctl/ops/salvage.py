@@ -159,6 +159,7 @@ def salvage(source: str, out: str, *, fs=DEFAULT_FS, progress: Callable[[int], N
             _write_chunk(os.path.join(tmp, c.file), scanned, segs, fs)
         _write_ledger(tmp, chunks, hwm, fs)
     except BaseException:
+        _note(aftermath, CLEANUP_CUT_SHORT._replace(left=(tmp,)))  # until the cleanup says what it did
         _note(aftermath, _cleanup(tmp, fs))
         raise
     try:
@@ -167,11 +168,13 @@ def salvage(source: str, out: str, *, fs=DEFAULT_FS, progress: Callable[[int], N
         durable.move(tmp, out, fs)  # the mark goes along: until it is removed, a rerun redoes the copy
         durable.remove(os.path.join(out, OWNER_MARK), fs)
     except BaseException:
+        _note(aftermath, Aftermath("copied", False, (tmp, out), 0, "interrupted again while looking"))
         _note(aftermath, _after_rename(tmp, out, fs))
         raise
     try:
         out_report = verify_path(out, fs=fs)
     except BaseException:
+        _note(aftermath, Aftermath("checking", False, (out,), 0, None))
         _note(aftermath, Aftermath("checking", False, (out,), _bytes_under(out, fs), None))
         raise
     damaged = tuple(f for f in src_report.findings
@@ -318,6 +321,9 @@ def _note(aftermath: list | None, what: Aftermath) -> None:
         aftermath.append(what)
 
 
+CLEANUP_CUT_SHORT = Aftermath("copying", False, (), 0, "its cleanup was cut short")
+
+
 def _cleanup(tmp: str, fs) -> Aftermath:
     """Removes OUT.tmp (a refusal, a failure or Ctrl-C while copying), and says what it could not."""
     try:
@@ -326,8 +332,11 @@ def _cleanup(tmp: str, fs) -> Aftermath:
             durable.remove_dir(tmp, fs)
         return Aftermath("copying", True, (), 0, None)
     except BaseException as e:  # a second Ctrl-C, an I/O error: say what is still there
-        left = (tmp,) if fs.exists(tmp) else ()
-        return Aftermath("copying", not left, left, _bytes_under(tmp, fs), _why(e))
+        try:
+            left = (tmp,) if fs.exists(tmp) else ()
+            return Aftermath("copying", not left, left, _bytes_under(tmp, fs), _why(e))
+        except BaseException:
+            return CLEANUP_CUT_SHORT._replace(left=(tmp,))
 
 
 def _after_rename(tmp: str, out: str, fs) -> Aftermath:
@@ -348,21 +357,24 @@ def _bytes_under(path: str, fs) -> int:
         if not fs.exists(path):
             return 0
         return sum(e.size for e in fs.listdir(path) if e.kind == "file")
-    except Exception:  # only for the message: a listing that fails counts nothing
+    except BaseException:  # only for the message (a failed listing, Ctrl-C again): counts nothing
         return 0
 
 
 def _clear_own_leftover(tmp: str, fs, keep_dir: bool = False) -> None:
     """Clears a directory an interrupted salvage left (it holds OWNER_MARK). An empty OUT.tmp is a crash
     before the mark was durable: nothing in it to lose. `keep_dir`: OUT itself, whose absence of the
-    mark means it is the operator's (or a finished copy), never ours to touch."""
+    mark means it is the operator's (or a finished copy), never ours to touch. Only what a salvage writes
+    is ever removed: chunk files, their staging files, the copy's ledger."""
     if not fs.exists(tmp) or fs.stat(tmp).kind != "dir":
         return
     names = {e.name for e in fs.listdir(tmp)}
     if OWNER_MARK not in names:
         if keep_dir:
             return
-        if not names:
+        if names <= {OWNER_MARK + durable.TMP_SUFFIX}:  # interrupted while the mark itself was written
+            for n in names:
+                durable.remove(os.path.join(tmp, n), fs)
             durable.remove_dir(tmp, fs)
             return
         raise Refused("exists and was not left by walctl salvage; nothing was changed", tmp)

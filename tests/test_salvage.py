@@ -309,3 +309,68 @@ def test_ctrl_c_at_every_step_says_what_is_left_and_the_printed_command_finishes
         assert again.code == 4, (n, lines[0], again.out, again.err)  # the copy's state: seq 25 is missing
         assert _chunks(out) == want and not os.path.exists(out + ".tmp"), n
     assert said == set(KINDS_OF_LINE), said  # every moment of the run was met, and each said its own
+
+
+# ---- never a Python None in what salvage, replay and quarantine print ------------------------------
+
+def _damage_cases(root, cli) -> dict[str, str]:
+    """name -> a directory holding that damage (each class once; some with a ledger, some set aside)."""
+    import shutil
+
+    from conftest import DAMAGED_CASES, case_dir, zero_fill
+
+    def ten(i):
+        return make_chunk(range(1 + 10 * i, 11 + 10 * i))
+
+    base = {i: ten(i) for i in range(3)}
+    cases = {}
+
+    def mk(name, chunks, *steps):
+        d = write_dir(os.path.join(root, name), chunks)
+        for argv in steps:
+            cli(*[a.format(d=d) for a in argv])
+        cases[name] = d
+
+    for c in DAMAGED_CASES:
+        cases[c] = shutil.copytree(case_dir(c), os.path.join(root, c))
+    mk("torn-tail", {**base, 2: ten(2) + make_chunk([31])[8:40]})
+    mk("zero-fill", {**base, 2: zero_fill(ten(2), 64)})
+    mk("checksum-tail", {**base, 2: ten(2)[:-4] + b"\0\0\0\1"})
+    mk("mid-log", {**base, 1: flip_bit(ten(1), record_offsets(ten(1))[3] + 45)})
+    for which, i in (("head", 0), ("middle", 1), ("tail", 2)):
+        mk(f"deleted-{which}", {**base, 3: ten(3)}, ["seal", "{d}", "--apply"], ["write", "{d}", "--type", "REMEMBER",
+                                                                              "--id", "m"])
+        os.unlink(os.path.join(cases[f"deleted-{which}"], f"wal-00000{i}.bin"))
+    mk("quarantined", base, ["quarantine", "move", "{d}", "wal-000001.bin", "--reason", "rot", "--apply"])
+    mk("quarantined-empty", {**base, 3: make_chunk([])},
+       ["quarantine", "move", "{d}", "wal-000003.bin", "--reason", "empty", "--apply"])
+    mk("quarantined-rotten", {**base, 3: flip_bit(ten(3), record_offsets(ten(3))[3] + 45)},
+       ["quarantine", "move", "{d}", "wal-000003.bin", "--reason", "rot", "--apply"])
+    mk("repaired-torn", {**base, 2: ten(2) + make_chunk([31])[8:40]}, ["repair", "{d}", "--apply"])
+    mk("header-only-last", {**base, 3: make_chunk([])})
+    mk("short-chunk", {**base, 3: b"SPEC\0"})
+    mk("bad-magic-middle", {**base, 1: b"NOPE" + ten(1)[4:]})
+    mk("repeat", {0: ten(0), 1: make_chunk(range(5, 15))})
+    mk("regression", {0: make_chunk(range(20, 30)), 1: ten(0)})
+    mk("not-a-file", base)
+    os.mkdir(os.path.join(cases["not-a-file"], "wal-000003.bin"))
+    return cases
+
+
+def test_no_output_of_salvage_replay_or_quarantine_says_none(tmp_path, cli):
+    cases = _damage_cases(str(tmp_path / "cases"), cli)
+    ran = 0
+    for name, d in cases.items():
+        runs = [["salvage", d, "--out", str(tmp_path / f"{name}.s")],
+                ["salvage", d, "--out", str(tmp_path / f"{name}.j"), "--json"],
+                ["replay", d, "--skip-damaged"], ["replay", d], ["quarantine", "list", d]]
+        for item in os.listdir(os.path.join(d, ".quarantine")) if os.path.isdir(os.path.join(d, ".quarantine")) else []:
+            if item != "MANIFEST.jsonl":
+                runs += [["quarantine", "show", d, item], ["quarantine", "restore", d, item]]
+        for argv in runs:
+            r = cli(*argv)
+            ran += 1
+            assert "None" not in r.out + r.err, (name, argv, [ln for ln in (r.out + r.err).splitlines()
+                                                               if "None" in ln])
+            assert "Traceback" not in r.err and r.code in (0, 1, 3, 4, 5, 7), (name, argv, r.code, r.err)
+    assert ran >= 90

@@ -3,7 +3,7 @@ from __future__ import annotations
 import typer
 
 from ..errors import EXIT_OK
-from .render import emit, json_document, plain_table
+from .render import emit, json_document, plain_table, seq_range
 from .targets import existing_dir
 
 app = typer.Typer(help="""What walctl set aside in DIR/.quarantine/, what it holds, putting it back, purging it.
@@ -74,8 +74,9 @@ def show(directory: str = typer.Argument(..., help="The WAL directory.", callbac
     emit(shown(f"{name}: {s.item.size} bytes; {e.get('action', 'unrecorded')} from {e.get('source', '?')} at "
                f"offset {e.get('offset', '?')} on {e.get('time', '?')}: {e.get('reason', '')}"))
     if s.report is not None:
-        emit(f"  as a {s.kind}: {s.report.verdict}, {s.report.records} valid records, "
-             f"seq {s.report.first_sequence}..{s.report.last_sequence}, findings:")
+        seqs = (f"seq {seq_range(s.report.first_sequence, s.report.last_sequence)}"
+                if s.report.first_sequence is not None else "no sequences")
+        emit(f"  as a {s.kind}: {s.report.verdict}, {s.report.records} valid records, {seqs}, findings:")
         for f in s.report.findings:
             emit(f"    {f.cls}: {shown(f.one_line())}")
         emit(f"  records: {shown(cmd('inspect', os.path.join(directory, '.quarantine', name)))}")

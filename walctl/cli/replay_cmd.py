@@ -101,14 +101,18 @@ def _replay_to_file(path: str, out: str, opts, progress=None):
     return report
 
 
+def _where(s, sep: str) -> str:
+    """`FILE[: ]offset N`, or just the file when the block has no offset (a chunk that is not a file)."""
+    return f"{s.file}" + (f"{sep} offset {s.offset}" if s.offset is not None else "")
+
+
 def _summarise(report, report_path: str | None, quiet: bool = False) -> None:
     for s in report.skipped:
-        warn_line(f"skipped {s.file}: offset {s.offset}: {s.cls}: {s.reason}"
+        warn_line(f"skipped {_where(s, ':')}: {s.cls}: {s.reason}"
                   + (f"; lost sequences {s.lost_sequences[0]}..{s.lost_sequences[1]}" if s.lost_sequences else ""))
     if report.stopped is not None:
         s = report.stopped
-        where = f"{s.file}" + (f" offset {s.offset}" if s.offset is not None else "")
-        error_line(f"{report.path}: replay stopped at {where}: {s.cls}: {s.reason}; last event streamed: "
+        error_line(f"{report.path}: replay stopped at {_where(s, '')}: {s.cls}: {s.reason}; last event streamed: "
                    f"{report.last_sequence if report.last_sequence is not None else 'none'} "
                    f"(use --skip-damaged to go on past it)")
     rng = f"{report.first_sequence}..{report.last_sequence}" if report.events else "none"

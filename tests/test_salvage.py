@@ -374,3 +374,27 @@ def test_no_output_of_salvage_replay_or_quarantine_says_none(tmp_path, cli):
                                                                if "None" in ln])
             assert "Traceback" not in r.err and r.code in (0, 1, 3, 4, 5, 7), (name, argv, r.code, r.err)
     assert ran >= 90
+
+
+# ---- replay --skip-damaged and recover read what was set aside -------------------------------------
+
+def test_replay_skip_damaged_and_recover_read_a_quarantined_chunk_instead_of_skipping_it(tmp_path, cli):
+    d = three_chunks(tmp_path, damage_seq=None)
+    assert cli("quarantine", "move", d, "wal-000001.bin", "--reason", "rot", "--apply").code == 0
+    plain = cli("replay", d)  # without --skip-damaged the stream still stops at the gap, and says how to go on
+    assert plain.code == 4 and len(plain.jsonl()) == 70 and "use --skip-damaged" in plain.err
+    r = cli("replay", d, "--skip-damaged")
+    got = r.jsonl()
+    assert r.code == 0 and [e["sequence"] for e in got] == list(range(1, 250))
+    assert {e["file"] for e in got if 71 <= e["sequence"] <= 187} == {".quarantine/wal-000001.bin"}
+    assert "read .quarantine/wal-000001.bin (set aside in .quarantine/) in place of the chunk the directory lacks: " \
+           "117 events, sequences 71..187" in r.err and "skipped" not in r.err
+    report = str(tmp_path / "report.json")
+    assert cli("replay", d, "--skip-damaged", "--report", report).code == 0
+    assert json.load(open(report))["set_aside_read"] == [
+        {"file": ".quarantine/wal-000001.bin", "records": 117, "first_sequence": 71, "last_sequence": 187}]
+    rec = cli("recover", "--log", d, "--json")
+    j = rec.json()
+    assert rec.code == 0 and j["final_sequence"] == 249 and j["entries_replayed"] == 249, rec.out
+    assert any("read .quarantine/wal-000001.bin" in w and "sequences 71..187" in w for w in j["warnings"])
+    assert verify_path(d).exit_code == 4  # the directory itself still lacks them: nothing was changed

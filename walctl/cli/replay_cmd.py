@@ -8,7 +8,7 @@ import typer
 
 from ..errors import UsageError
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
-from .render import error_line, json_document, warn_line
+from .render import error_line, json_document, seq_range, warn_line
 from .targets import existing_path
 
 HELP = """Stream every event after a high-water mark, in order, for a follower or another tool. Read-only.
@@ -107,6 +107,9 @@ def _where(s, sep: str) -> str:
 
 
 def _summarise(report, report_path: str | None, quiet: bool = False) -> None:
+    for c in report.set_aside_read():
+        warn_line(f"read {c['file']} (set aside in .quarantine/) in place of the chunk the directory "
+                  f"lacks: {c['records']} events, sequences {seq_range(c['first_sequence'], c['last_sequence'])}")
     for s in report.skipped:
         warn_line(f"skipped {_where(s, ':')}: {s.cls}: {s.reason}"
                   + (f"; lost sequences {s.lost_sequences[0]}..{s.lost_sequences[1]}" if s.lost_sequences else ""))
@@ -117,7 +120,8 @@ def _summarise(report, report_path: str | None, quiet: bool = False) -> None:
                    f"(use --skip-damaged to go on past it)")
     rng = f"{report.first_sequence}..{report.last_sequence}" if report.events else "none"
     if not quiet:
-        sys.stderr.write(f"walctl: {report.events} events streamed (sequences {rng}); {report.path} is "
+        with_aside = " (with what was read from .quarantine/)" if report.set_aside_read() else ""
+        sys.stderr.write(f"walctl: {report.events} events streamed (sequences {rng}); {report.path}{with_aside} is "
                          f"{report.verify.verdict if report.verify else 'clean'} (exit {report.exit_code})\n")
     if report_path is not None:
         doc = json_document("walctl.replay/1", report.to_json())

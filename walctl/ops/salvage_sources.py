@@ -101,6 +101,27 @@ def quarantine_sources(directory: str, fs) -> tuple[list[Source], list[str]]:
     return out, notes
 
 
+def with_set_aside(directory: str, chunks: list, fs) -> list:
+    """The directory's chunk files, with each whole chunk `.quarantine/` holds for a chunk index the directory
+    lacks put where it belongs (named `.quarantine/NAME`): replay --skip-damaged and recover read what was
+    set aside rather than skip its sequences. Cut tail bytes are salvage's alone (they hold no whole chunk)."""
+    from ..store.chunkdir import ChunkFile
+
+    present = {c.index for c in chunks}
+    extra: dict[int, ChunkFile] = {}
+    for src in quarantine_sources(directory, fs)[0]:
+        if src.base == 0 and src.slot not in present and src.slot not in extra:
+            extra[src.slot] = ChunkFile(src.slot, src.label, src.path, "file", fs.stat(src.path).size)
+    if not extra:
+        return chunks
+    return sorted(list(chunks) + list(extra.values()), key=lambda c: (c.index, c.name))
+
+
+def is_set_aside(name: str) -> bool:
+    """A chunk row that with_set_aside added (its name is `.quarantine/NAME`)."""
+    return name.startswith(q.QUARANTINE_DIR + "/")
+
+
 def scan_source(src: Source, fs, directory_chunk: str | None) -> Scanned:
     """Runs of valid records, and the damage between them. `directory_chunk`: the directory's file for the
     same slot, whose bytes before a cut piece are what the scanner looks behind at."""

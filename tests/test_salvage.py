@@ -352,6 +352,10 @@ def _damage_cases(root, cli) -> dict[str, str]:
     mk("bad-magic-middle", {**base, 1: b"NOPE" + ten(1)[4:]})
     mk("repeat", {0: ten(0), 1: make_chunk(range(5, 15))})
     mk("regression", {0: make_chunk(range(20, 30)), 1: ten(0)})
+    mk("manifest-nulls", base, ["quarantine", "move", "{d}", "wal-000001.bin", "--reason", "rot", "--apply"])
+    mpath = os.path.join(cases["manifest-nulls"], ".quarantine", "MANIFEST.jsonl")
+    line = dict(json.loads(open(mpath).read()), time=None, reason=None, walctl_version=None)
+    open(mpath, "w").write(json.dumps(line) + "\n")  # an edited manifest: its names are checked, the rest is text
     mk("not-a-file", base)
     os.mkdir(os.path.join(cases["not-a-file"], "wal-000003.bin"))
     return cases
@@ -367,6 +371,7 @@ def test_no_output_of_salvage_replay_or_quarantine_says_none(tmp_path, cli):
         for item in os.listdir(os.path.join(d, ".quarantine")) if os.path.isdir(os.path.join(d, ".quarantine")) else []:
             if item != "MANIFEST.jsonl":
                 runs += [["quarantine", "show", d, item], ["quarantine", "restore", d, item]]
+        runs.append(["quarantine", "purge", d, "--older-than", "0"])
         for argv in runs:
             r = cli(*argv)
             ran += 1

@@ -83,9 +83,12 @@ def render(rep, path: str, out: str) -> None:
 
 
 def source_line(u) -> str:
+    from ..ops.quarantine import said
+
     s = u.scanned.source
     e = s.entry or {}
-    what = s.label if not e else f"{s.label} ({e.get('action')} of {e.get('source')} at {e.get('time')}: {e.get('reason')})"
+    what = s.label if not e else \
+        f"{s.label} ({said(e, 'action')} of {said(e, 'source')} at {said(e, 'time')}: {said(e, 'reason', '')})"
     if not u.records:
         took = "nothing copied"
     else:

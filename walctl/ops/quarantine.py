@@ -19,6 +19,14 @@ from .report import PathReport
 from .verify import verify_path
 
 
+def said(e: dict | None, key: str, default: str = "?") -> str:
+    """A manifest line's field as text. The manifest is data anyone who can write the directory can edit:
+    its names are checked before use (store.quarantine.entry_problem), its free text is shown as it is,
+    and a field that is missing or null reads as `default`, never as None."""
+    v = (e or {}).get(key)
+    return default if v is None else str(v)
+
+
 class Item(NamedTuple):
     name: str  # file name inside .quarantine/
     size: int
@@ -48,7 +56,7 @@ def list_quarantine(directory: str, fs=DEFAULT_FS) -> Listing:
     present = {f.name for f in files}
     for name, e in by_name.items():
         if name not in present:
-            problems.append(f"{name}: recorded ({e.get('action')} of {e.get('source')}) but not in .quarantine/ "
+            problems.append(f"{name}: recorded ({said(e, 'action')} of {said(e, 'source')}) but not in .quarantine/ "
                             f"(a crash before the move? the next run of that command finishes it)")
     last = q.last_lines(entries)
     items = []
@@ -174,7 +182,7 @@ def restore(directory: str, name: str, *, apply: bool = False, fs=DEFAULT_FS) ->
         if done is not None and _restored(directory, name, done, fs):
             return Action(directory, f"restore-{done['restore']}", False, name, done["source"], done, True)
         if done is not None:
-            raise Refused(f"{name} was restored to {done['source']} at {done.get('time')}, but {done['source']} no "
+            raise Refused(f"{name} was restored to {done['source']} at {said(done, 'time')}, but {done['source']} no "
                           f"longer holds those bytes and .quarantine/{name} is gone; nothing was changed", directory)
     if item is None or item.entry is None:
         raise UsageError(f"{name} is not a recorded item of .quarantine/ (see `{cmd('quarantine', 'list', directory)}`)",
@@ -340,7 +348,7 @@ def _purge(directory: str, older_than_s: float, now: float, apply: bool, fs) -> 
         else:
             age = _age_s(line.get("time"), now)
             if age is None:
-                kept.append((item, f"its manifest time {line.get('time')!r} cannot be read"))
+                kept.append((item, f"its manifest time ({said(line, 'time', 'none')}) cannot be read"))
             elif age < older_than_s:
                 kept.append((item, f"{age / 86400:.1f} days old"))
             else:
@@ -355,7 +363,7 @@ def _purge(directory: str, older_than_s: float, now: float, apply: bool, fs) -> 
                 e = item.entry
                 line = q.entry(stamp, "purge", e.get("source"), e.get("offset"), item.size, q.sha256_file(path, fs),
                                f"{q.QUARANTINE_DIR}/{item.name}",
-                               f"purged ({e.get('action')} of {e.get('time')}: {e.get('reason')})", __version__)
+                               f"purged ({said(e, 'action')} of {said(e, 'time')}: {said(e, 'reason', '')})", __version__)
                 q.record(directory, line, fs)
                 written.append(line)
             durable.remove(path, fs)

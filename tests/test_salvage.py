@@ -403,3 +403,42 @@ def test_replay_skip_damaged_and_recover_read_a_quarantined_chunk_instead_of_ski
     assert rec.code == 0 and j["final_sequence"] == 249 and j["entries_replayed"] == 249, rec.out
     assert any("read .quarantine/wal-000001.bin" in w and "sequences 71..187" in w for w in j["warnings"])
     assert verify_path(d).exit_code == 4  # the directory itself still lacks them: nothing was changed
+
+
+def test_crash_at_every_step_of_a_salvage_that_reads_quarantine_then_one_rerun_finishes(tmp_path, cli):
+    """On the simulated file system: a crash anywhere leaves no OUT or a whole one, and one rerun to the same
+    OUT ends with exactly the copy an uninterrupted run makes (the pieces of .quarantine/ included)."""
+    from simfs import SimCrash, load_tree
+
+    from walctl.ops.salvage import salvage
+
+    d = three_chunks(tmp_path)
+    assert cli("quarantine", "move", d, "wal-000001.bin", "--reason", "rot", "--apply").code == 0
+
+    def load(crash_at=None):
+        return load_tree(d, "/data/w", crash_at=crash_at)
+
+    def copy(fs) -> dict:
+        got = {e.name: fs.read_range(e.path, 0, e.size) for e in fs.listdir("/data/out") if e.kind == "file"}
+        text = fs.read_range("/data/out/.walctl/ledger.jsonl", 0, 1 << 20).decode()
+        got["ledger"] = [(x["event"], x.get("file"), x.get("seq"), x.get("sha256"))
+                         for x in map(json.loads, text.splitlines())]
+        return got
+
+    start = load().ops
+    done = load()
+    whole = salvage("/data/w", "/data/out", fs=done)
+    steps, want = done.ops - start, copy(done)
+    assert whole.from_quarantine == 117 and sorted(want) == ["ledger", "wal-000000.bin", "wal-000001.bin",
+                                                             "wal-000002.bin"]
+    for n in range(1, steps + 1):
+        fs = load(crash_at=start + n)
+        with pytest.raises(SimCrash):
+            salvage("/data/w", "/data/out", fs=fs)
+        fs.crash()
+        if fs.exists("/data/out") and not fs.exists("/data/out/.walctl-salvage"):
+            assert copy(fs) == want, n  # a final OUT is whole
+            continue
+        rep = salvage("/data/w", "/data/out", fs=fs)
+        assert rep.records == 248 and rep.lost_sequences == ((25, 25),), n
+        assert copy(fs) == want and not fs.exists("/data/out.tmp"), n

@@ -35,7 +35,8 @@ def replay(
     sync_blob: bool = typer.Option(False, "--sync-blob", help="Spector's CloudSync blob (V2 events only)."),
     out: Optional[str] = typer.Option(None, "--out", help="Write durably to FILE (--sync-blob: into DIR) "
                                                           "instead of standard output."),
-    skip_damaged: bool = typer.Option(False, "--skip-damaged", help="Go on past damage; report what was skipped."),
+    skip_damaged: bool = typer.Option(False, "--skip-damaged", help="Go on past damage (a chunk .quarantine/ "
+                                      "holds for a missing one is read); report what was skipped."),
     jobs: int = typer.Option(1, "--jobs", "-j", min=0, help="Encode V2 chunks in N processes (0: one per core); "
                                                             "the output order is the same."),
     report_path: Optional[str] = typer.Option(None, "--report", help="Write the JSON report to FILE ('-': stderr)."),

@@ -27,8 +27,8 @@ from . import findings as F
 from .clock import utc_now
 from .findings import Finding
 from .report import PathReport
-from .salvage_sources import (DIRECTORY, Plan, Scanned, choose, directory_sources, quarantine_sources,
-                              scan_source)
+from .salvage_sources import (DIRECTORY, Plan, Scanned, choose, directory_sources, merge_ranges, minus,
+                              quarantine_sources, scan_source)
 from .verify import resolve_chunks, verify_path
 
 OWNER_MARK = ".walctl-salvage"  # in OUT.tmp: proves a leftover temp directory is ours to clear
@@ -265,35 +265,9 @@ def _lost(report: PathReport, plan: Plan) -> tuple[tuple[int, int], ...]:
     want += [(a[1] + 1, b[0] - 1) for a, b in zip(copied, copied[1:])]
     gone: set[tuple[int, int]] = set()
     for a, b in want:
-        for piece in _minus((a, b), copied):
+        for piece in minus((a, b), copied):
             gone.add(piece)
-    return tuple(_merge(sorted(gone)))
-
-
-def _minus(rng: tuple[int, int], copied: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    pieces = [rng]
-    for ca, cb in copied:
-        nxt = []
-        for a, b in pieces:
-            if cb < a or ca > b:
-                nxt.append((a, b))
-                continue
-            if a < ca:
-                nxt.append((a, ca - 1))
-            if b > cb:
-                nxt.append((cb + 1, b))
-        pieces = nxt
-    return pieces
-
-
-def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[list[int]] = []
-    for a, b in ranges:
-        if out and a <= out[-1][1] + 1:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
+    return tuple(merge_ranges(sorted(gone)))
 
 
 def _uses(scanned: list[Scanned], plan: Plan, chunks: list[ChunkCopy]) -> tuple[SourceUse, ...]:
@@ -309,7 +283,7 @@ def _uses(scanned: list[Scanned], plan: Plan, chunks: list[ChunkCopy]) -> tuple[
     out = []
     for i, sc in enumerate(scanned):
         segs = taken.get(i, [])
-        out.append(SourceUse(sc, sum(s.count for s in segs), tuple(_merge([(s.first_seq, s.last_seq) for s in segs])),
+        out.append(SourceUse(sc, sum(s.count for s in segs), tuple(merge_ranges([(s.first_seq, s.last_seq) for s in segs])),
                              skipped.get(sc.source.label, 0), where.get(i)))
     return tuple(sorted(out, key=lambda u: (u.scanned.source.slot, u.scanned.source.origin != DIRECTORY)))
 

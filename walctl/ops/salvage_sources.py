@@ -196,3 +196,31 @@ def _skip(src: Source, seg: Segment, n: int, last: int) -> dict:
     return {"sequence": seg.first_seq, "last_sequence": b, "records": n, "file": src.label,
             "offset": seg.offset + src.base,
             "reason": f"{what} not after sequence {last}, already copied (a repeat, or out of order)"}
+
+
+def minus(rng: tuple[int, int], copied: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of the sequence range `rng` that no range of `copied` covers."""
+    pieces = [rng]
+    for ca, cb in copied:
+        nxt = []
+        for a, b in pieces:
+            if cb < a or ca > b:
+                nxt.append((a, b))
+                continue
+            if a < ca:
+                nxt.append((a, ca - 1))
+            if b > cb:
+                nxt.append((cb + 1, b))
+        pieces = nxt
+    return pieces
+
+
+def merge_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted sequence ranges, overlapping or touching ones joined."""
+    out: list[list[int]] = []
+    for a, b in ranges:
+        if out and a <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]

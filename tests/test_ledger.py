@@ -354,13 +354,15 @@ def test_salvage_verify_accept_resume(tmp_path, cli):
     stopped = cli("replay", out, "--after", "0")
     assert stopped.code == 4 and len(stopped.out.splitlines()) == 12  # stops at the gap
     assert cli("repair", out, "--accept-loss", "12..13", "--reason", "x").code == 7  # 12 is present
+    salvaged = [(x["event"], x.get("file"), x.get("seq")) for x in ledger_lines(out)]  # salvage's own ledger
+    assert salvaged == [("seal", "wal-000000.bin", None), ("seal", "wal-000002.bin", None), ("hwm", None, 40)]
     dry = cli("repair", out, "--accept-loss", "13..13", "--reason", "bit rot in chunk 1")
-    assert dry.code == 4 and "dry run" in dry.out and not os.path.exists(os.path.join(out, ".walctl"))
+    assert dry.code == 4 and "dry run" in dry.out and len(ledger_lines(out)) == 3
     r = cli("repair", out, "--accept-loss", "13..13", "--reason", "bit rot in chunk 1", "--apply", "--json")
     assert r.code == 0 and r.json()["applied"] is True and r.json()["after"]["exit_code"] == 0
     again = cli("repair", out, "--accept-loss", "13..13", "--reason", "again", "--apply")
     assert again.code == 0 and "already accepted" in again.out
-    assert [x["event"] for x in ledger_lines(out)] == ["accept-loss"]
+    assert [x["event"] for x in ledger_lines(out)] == ["seal", "seal", "hwm", "accept-loss"]
     streamed = cli("replay", out, "--after", "0")
     assert streamed.code == 0 and [json.loads(x)["sequence"] for x in streamed.out.splitlines()] == \
         [s for s in range(1, 41) if s != 13]

@@ -486,13 +486,47 @@ def test_crash_at_every_step_of_quarantine_restore_then_one_rerun_finishes(tmp_p
         # nothing is lost at any point: the bytes are in .quarantine/ or back in place
         back = fs.exists(f"/r/{source}") and fs.read_range(f"/r/{source}", 0, 1 << 20) == expected
         assert back or fs.exists(f"/r/.quarantine/{name}"), n
-        act = Q.restore("/r", name, apply=True, fs=fs)  # one rerun finishes it
-        assert act.applied, n
+        act = Q.restore("/r", name, apply=True, fs=fs)  # one rerun finishes it, and says which it did
+        assert act.applied != act.already, n
         assert fs.read_range(f"/r/{source}", 0, 1 << 20) == expected, n
         assert not fs.exists(f"/r/.quarantine/{name}"), n
         restores = [e for e in q.read_manifest("/r", fs)[0] if e["action"] == "restore"]
         assert len(restores) == 1 and restores[0]["restore"] == kind, (n, restores)
         assert Q.list_quarantine("/r", fs).problems == (), n
+        # run once more (twice, or a rerun after a crash in its very last step): done before, it says so
+        lines, ledger = q.read_manifest("/r", fs)[0], ledger_text(fs)
+        again = Q.restore("/r", name, apply=True, fs=fs)
+        assert again.already and not again.applied and again.target == source, n
+        assert q.read_manifest("/r", fs)[0] == lines and ledger_text(fs) == ledger, n
+        fs.crash()  # whatever the last run left unsynced is gone: still restored, still said so
+        assert Q.restore("/r", name, apply=True, fs=fs).already, n
+
+
+def ledger_text(fs, d="/r") -> bytes:
+    path = f"{d}/.walctl/ledger.jsonl"
+    return fs.read_range(path, 0, 1 << 20) if fs.exists(path) else b""
+
+
+@pytest.mark.parametrize("kind", ["file", "bytes"])
+def test_quarantine_restore_twice_says_it_was_done_and_exits_0(tmp_path, cli, kind):
+    d = five_chunks(tmp_path)
+    if kind == "file":
+        assert cli("quarantine", "move", d, "wal-000002.bin", "--reason", "rot", "--apply").code == 0
+        name = "wal-000002.bin"
+    else:
+        with open(os.path.join(d, "wal-000004.bin"), "r+b") as f:
+            f.truncate(os.path.getsize(os.path.join(d, "wal-000004.bin")) - 40)
+        name = repair(d, apply=True).evidence[0]["evidence"].split("/", 1)[1]
+    first = cli("quarantine", "restore", d, name, "--apply")
+    assert first.code == 0 and first.out.startswith(f"restore-{kind}: ")
+    for argv in (["--apply"], [], ["--apply", "--json"]):
+        r = cli("quarantine", "restore", d, name, *argv)
+        assert r.code == 0 and "not a recorded item" not in r.out + r.err
+        if "--json" in argv:
+            assert r.json()["already"] is True and r.json()["applied"] is False
+        else:
+            assert r.out.startswith(f"already restored: {name} -> ") and "nothing to do" in r.out
+    assert len([e for e in q.read_manifest(d)[0] if e["action"] == "restore"]) == 1
 
 
 def test_an_unfinished_restore_is_named_by_quarantine_list(tmp_path):

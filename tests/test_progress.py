@@ -117,29 +117,58 @@ def test_piped_long_work_prints_no_progress_and_forced_progress_draws_a_bar(tmp_
     assert forced.stdout == piped.stdout  # the bar never touches stdout
 
 
-def test_ctrl_c_says_what_was_left_and_exits_130(tmp_path):
-    wal = _big_wal(tmp_path, chunks=8, records=2000)
+# A real SIGINT, sent by the process to itself at a chosen call of the fs seam: the interrupt lands at the
+# same step every run (no sleeps, no race with a timer).
+SIGINT_AT = ("import os, signal, sys, walctl.store.fs as F\n"
+             "real, n = F.OsFileSystem.{op}, [0]\n"
+             "def hooked(self, *a, **k):\n"
+             "    n[0] += 1\n"
+             "    if n[0] == {at}: os.kill(os.getpid(), signal.SIGINT)\n"
+             "    return real(self, *a, **k)\n"
+             "F.OsFileSystem.{op} = hooked\n"
+             "from walctl.cli import main; main(sys.argv[1:])")
+
+
+def _seam_calls(monkeypatch, op, argv) -> int:
+    """How many times a run of `argv` calls the seam's `op`."""
+    from walctl.store import fs as F
+
+    real, n = getattr(F.OsFileSystem, op), [0]
+
+    def counted(self, *a, **k):
+        n[0] += 1
+        return real(self, *a, **k)
+
+    with monkeypatch.context() as m:
+        m.setattr(F.OsFileSystem, op, counted)
+        run(argv)
+    return n[0]
+
+
+@pytest.mark.parametrize("op, at, left", [("write", 3, "was removed"), ("unlink", 1, "still marked unfinished"),
+                                          ("map_read", -1, "is complete")])
+def test_ctrl_c_says_what_was_left_and_exits_130(tmp_path, monkeypatch, op, at, left):
+    import shlex
+
+    wal = _big_wal(tmp_path, chunks=8, records=200)
     out = tmp_path / "salvaged"
-    # slow every chunk down so the interrupt lands mid-copy
-    code = ("import sys, time, walctl.ops.records as r; real = r.scan_chunk_file\n"
-            "def slow(*a, **k):\n    time.sleep(0.4); return real(*a, **k)\n"
-            "r.scan_chunk_file = slow\nfrom walctl.cli import main; main(sys.argv[1:])")
-    p = subprocess.Popen([sys.executable, "-c", code, "salvage", wal, "--out", str(out)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 20
-    while not os.path.exists(str(out) + ".tmp") and time.time() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)
-    p.send_signal(signal.SIGINT)
-    stdout, stderr = p.communicate(timeout=30)
-    assert p.returncode == 130, stderr
-    lines = [ln for ln in stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in stderr
-    assert lines[0].startswith("walctl: interrupted;") and f"{out}.tmp" in lines[0] and "was removed" in lines[0]
-    assert not os.path.exists(str(out) + ".tmp") and not out.exists()  # salvage cleans its own copy at once
-    # and the next run does clean it and finishes the job
-    assert run(["salvage", wal, "--out", str(out)]) == 0
-    assert not os.path.exists(str(out) + ".tmp") and len(os.listdir(out)) >= 1
+    if at < 0:  # the last read of the run: the final check of the finished copy
+        at = _seam_calls(monkeypatch, op, ["salvage", wal, "--out", str(tmp_path / "probe")])
+    p = subprocess.run([sys.executable, "-c", SIGINT_AT.format(op=op, at=at), "salvage", wal, "--out", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 130, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in p.stderr and p.stdout == ""
+    assert lines[0].startswith("walctl: interrupted;") and left in lines[0], lines[0]
+    if left == "was removed":  # mid-copy: salvage cleaned its own copy at once, and says so
+        assert f"{out}.tmp" in lines[0] and not os.path.exists(str(out) + ".tmp") and not out.exists()
+    else:  # after the final rename: the copy is whole (still marked ours, or final and only unchecked)
+        assert not os.path.exists(str(out) + ".tmp") and sorted(os.listdir(out))[-1] == "wal-000007.bin"
+        assert (left == "is complete") != os.path.exists(out / ".walctl-salvage")
+    # the command the line names, run as printed, does what it says
+    printed = shlex.split(lines[0].split("`")[1])
+    assert printed[0] == "walctl" and run(printed[1:]) == 0
+    assert not os.path.exists(str(out) + ".tmp") and len([n for n in os.listdir(out) if n.endswith(".bin")]) == 8
 
 
 def test_checkpoint_restore_counts_the_file_read_then_the_state_written(tmp_path, monkeypatch):

@@ -3,7 +3,7 @@ from __future__ import annotations
 import typer
 
 from ..errors import EXIT_OK
-from .render import emit, json_document, plain_table
+from .render import emit, json_document, plain_table, seq_range
 from .targets import existing_dir
 
 app = typer.Typer(help="""What walctl set aside in DIR/.quarantine/, what it holds, putting it back, purging it.
@@ -19,7 +19,7 @@ Example: walctl quarantine list /var/lib/agent/wal""", no_args_is_help=True)
 Example: walctl quarantine list /var/lib/agent/wal --json""")
 def list_(directory: str = typer.Argument(..., help="The WAL directory.", callback=existing_dir),
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine/1).")):
-    from ..ops.quarantine import list_quarantine
+    from ..ops.quarantine import list_quarantine, said
 
     lst = list_quarantine(directory)
     if json_out:
@@ -27,8 +27,8 @@ def list_(directory: str = typer.Argument(..., help="The WAL directory.", callba
         raise typer.Exit(EXIT_OK)
     from .shown import shown
 
-    rows = [[shown(i.name), i.size, (i.entry or {}).get("action", "UNRECORDED"), (i.entry or {}).get("source", ""),
-             (i.entry or {}).get("offset", ""), (i.entry or {}).get("time", ""), (i.entry or {}).get("reason", "")]
+    rows = [[shown(i.name), i.size, said(i.entry, "action", "UNRECORDED"), said(i.entry, "source", ""),
+             (i.entry or {}).get("offset", ""), said(i.entry, "time", ""), said(i.entry, "reason", "")]
             for i in lst.items]
     rows = [[shown(c) if isinstance(c, str) else c for c in r] for r in rows]
     if rows:
@@ -54,7 +54,7 @@ Example: walctl quarantine show /var/lib/agent/wal wal-000003.bin""")
 def show(directory: str = typer.Argument(..., help="The WAL directory.", callback=existing_dir),
          name: str = typer.Argument(..., help="A file name from `quarantine list`."),
          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine-show/1).")):
-    from ..ops.quarantine import show as run_show
+    from ..ops.quarantine import said, show as run_show
 
     s = run_show(directory, name)
     if json_out:
@@ -71,11 +71,12 @@ def show(directory: str = typer.Argument(..., help="The WAL directory.", callbac
     from .shown import shown
 
     e = s.item.entry or {}
-    emit(shown(f"{name}: {s.item.size} bytes; {e.get('action', 'unrecorded')} from {e.get('source', '?')} at "
-               f"offset {e.get('offset', '?')} on {e.get('time', '?')}: {e.get('reason', '')}"))
+    emit(shown(f"{name}: {s.item.size} bytes; {said(e, 'action', 'unrecorded')} from {said(e, 'source')} at "
+               f"offset {said(e, 'offset')} on {said(e, 'time')}: {said(e, 'reason', '')}"))
     if s.report is not None:
-        emit(f"  as a {s.kind}: {s.report.verdict}, {s.report.records} valid records, "
-             f"seq {s.report.first_sequence}..{s.report.last_sequence}, findings:")
+        seqs = (f"seq {seq_range(s.report.first_sequence, s.report.last_sequence)}"
+                if s.report.first_sequence is not None else "no sequences")
+        emit(f"  as a {s.kind}: {s.report.verdict}, {s.report.records} valid records, {seqs}, findings:")
         for f in s.report.findings:
             emit(f"    {f.cls}: {shown(f.one_line())}")
         emit(f"  records: {shown(cmd('inspect', os.path.join(directory, '.quarantine', name)))}")
@@ -140,7 +141,7 @@ def purge(directory: str = typer.Argument(..., help="The directory whose .quaran
                                                                    "(s, m, h, d; 0 for all)."),
           apply: bool = typer.Option(False, "--apply", help="Delete them (default: print the plan only)."),
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine-purge/1).")):
-    from ..ops.quarantine import purge as run_purge
+    from ..ops.quarantine import purge as run_purge, said
     from .ages import seconds
 
     rep = run_purge(directory, older_than_s=seconds(older_than, "--older-than"), apply=apply)
@@ -151,8 +152,8 @@ def purge(directory: str = typer.Argument(..., help="The directory whose .quaran
     emit(f"{directory}: {verb} {len(rep.removals)} files ({rep.bytes} bytes); kept {len(rep.kept)}")
     for i in rep.removals:
         e = i.entry or {}
-        emit(f"  {verb}: {i.name} ({i.size} bytes; {e.get('action', 'purge recorded')} of {e.get('source', '?')} "
-             f"on {e.get('time', '?')})")
+        emit(f"  {verb}: {i.name} ({i.size} bytes; {said(e, 'action', 'purge recorded')} of {said(e, 'source')} "
+             f"on {said(e, 'time')})")
     for i, why in rep.kept:
         emit(f"  kept: {i.name}: {why}")
     if not rep.applied and rep.removals:
@@ -165,10 +166,14 @@ def purge(directory: str = typer.Argument(..., help="The directory whose .quaran
 
 
 def _render_action(act, json_out: bool, schema: str, again: str | None = None):
+    from ..ops.quarantine import said
     from .shown import shown
 
     if json_out:
         emit(json_document(schema, act.to_json()))
+    elif act.already:
+        emit(shown(f"already restored: {act.source} -> {act.target} (restored at {said(act.entry, 'time')}); "
+                   f"nothing to do"))
     elif act.applied:
         emit(shown(f"{act.action}: {act.source} -> {act.target}"))
     else:

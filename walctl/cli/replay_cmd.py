@@ -8,7 +8,7 @@ import typer
 
 from ..errors import UsageError
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
-from .render import error_line, json_document, warn_line
+from .render import error_line, json_document, seq_range, warn_line
 from .targets import existing_path
 
 HELP = """Stream every event after a high-water mark, in order, for a follower or another tool. Read-only.
@@ -35,7 +35,8 @@ def replay(
     sync_blob: bool = typer.Option(False, "--sync-blob", help="Spector's CloudSync blob (V2 events only)."),
     out: Optional[str] = typer.Option(None, "--out", help="Write durably to FILE (--sync-blob: into DIR) "
                                                           "instead of standard output."),
-    skip_damaged: bool = typer.Option(False, "--skip-damaged", help="Go on past damage; report what was skipped."),
+    skip_damaged: bool = typer.Option(False, "--skip-damaged", help="Go on past damage (a chunk .quarantine/ "
+                                      "holds for a missing one is read); report what was skipped."),
     jobs: int = typer.Option(1, "--jobs", "-j", min=0, help="Encode V2 chunks in N processes (0: one per core); "
                                                             "the output order is the same."),
     report_path: Optional[str] = typer.Option(None, "--report", help="Write the JSON report to FILE ('-': stderr)."),
@@ -101,19 +102,27 @@ def _replay_to_file(path: str, out: str, opts, progress=None):
     return report
 
 
+def _where(s, sep: str) -> str:
+    """`FILE[: ]offset N`, or just the file when the block has no offset (a chunk that is not a file)."""
+    return f"{s.file}" + (f"{sep} offset {s.offset}" if s.offset is not None else "")
+
+
 def _summarise(report, report_path: str | None, quiet: bool = False) -> None:
+    for c in report.set_aside_read():
+        warn_line(f"read {c['file']} (set aside in .quarantine/) in place of the chunk the directory "
+                  f"lacks: {c['records']} events, sequences {seq_range(c['first_sequence'], c['last_sequence'])}")
     for s in report.skipped:
-        warn_line(f"skipped {s.file}: offset {s.offset}: {s.cls}: {s.reason}"
+        warn_line(f"skipped {_where(s, ':')}: {s.cls}: {s.reason}"
                   + (f"; lost sequences {s.lost_sequences[0]}..{s.lost_sequences[1]}" if s.lost_sequences else ""))
     if report.stopped is not None:
         s = report.stopped
-        where = f"{s.file}" + (f" offset {s.offset}" if s.offset is not None else "")
-        error_line(f"{report.path}: replay stopped at {where}: {s.cls}: {s.reason}; last event streamed: "
+        error_line(f"{report.path}: replay stopped at {_where(s, '')}: {s.cls}: {s.reason}; last event streamed: "
                    f"{report.last_sequence if report.last_sequence is not None else 'none'} "
                    f"(use --skip-damaged to go on past it)")
     rng = f"{report.first_sequence}..{report.last_sequence}" if report.events else "none"
     if not quiet:
-        sys.stderr.write(f"walctl: {report.events} events streamed (sequences {rng}); {report.path} is "
+        with_aside = " (with what was read from .quarantine/)" if report.set_aside_read() else ""
+        sys.stderr.write(f"walctl: {report.events} events streamed (sequences {rng}); {report.path}{with_aside} is "
                          f"{report.verify.verdict if report.verify else 'clean'} (exit {report.exit_code})\n")
     if report_path is not None:
         doc = json_document("walctl.replay/1", report.to_json())

@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from .. import __version__
 from ..errors import EXIT_CORRUPT, NotClean, Refused, UsageError
+from ..format.ledger import fold
 from ..format.names import CHECKPOINT_SUFFIX, parse_chunk_name, parse_segment_name
 from ..store import durable, ledger, quarantine as q
 from ..store.fs import DEFAULT_FS
@@ -16,6 +17,14 @@ from .advice import cmd
 from .clock import utc_now
 from .report import PathReport
 from .verify import verify_path
+
+
+def said(e: dict | None, key: str, default: str = "?") -> str:
+    """A manifest line's field as text. The manifest is data anyone who can write the directory can edit:
+    its names are checked before use (store.quarantine.entry_problem), its free text is shown as it is,
+    and a field that is missing or null reads as `default`, never as None."""
+    v = (e or {}).get(key)
+    return default if v is None else str(v)
 
 
 class Item(NamedTuple):
@@ -47,7 +56,7 @@ def list_quarantine(directory: str, fs=DEFAULT_FS) -> Listing:
     present = {f.name for f in files}
     for name, e in by_name.items():
         if name not in present:
-            problems.append(f"{name}: recorded ({e.get('action')} of {e.get('source')}) but not in .quarantine/ "
+            problems.append(f"{name}: recorded ({said(e, 'action')} of {said(e, 'source')}) but not in .quarantine/ "
                             f"(a crash before the move? the next run of that command finishes it)")
     last = q.last_lines(entries)
     items = []
@@ -118,6 +127,7 @@ class Action(NamedTuple):
     source: str
     target: str
     entry: dict | None
+    already: bool = False  # a restore that was done before (a rerun, or run twice): nothing left to do
 
     def to_json(self) -> dict:
         return dict(self._asdict())
@@ -163,8 +173,17 @@ def restore(directory: str, name: str, *, apply: bool = False, fs=DEFAULT_FS) ->
     listing = list_quarantine(directory, fs)
     item = next((i for i in listing.items if i.name == name), None)
     pending = _unfinished_restore(listing, name)
+    if pending is not None and _restored(directory, name, pending, fs):
+        return Action(directory, f"restore-{pending['restore']}", False, name, pending["source"], pending, True)
     if pending is not None:
         return _finish_restore(directory, name, pending, apply, fs)
+    if item is None:
+        done = _restore_line(listing, name)
+        if done is not None and _restored(directory, name, done, fs):
+            return Action(directory, f"restore-{done['restore']}", False, name, done["source"], done, True)
+        if done is not None:
+            raise Refused(f"{name} was restored to {done['source']} at {said(done, 'time')}, but {done['source']} no "
+                          f"longer holds those bytes and .quarantine/{name} is gone; nothing was changed", directory)
     if item is None or item.entry is None:
         raise UsageError(f"{name} is not a recorded item of .quarantine/ (see `{cmd('quarantine', 'list', directory)}`)",
                          directory)
@@ -202,11 +221,37 @@ def _check_evidence(directory: str, name: str, line: dict, fs) -> None:
                        f"differs): it is never put back; nothing was changed", directory, code=EXIT_CORRUPT)
 
 
+def _restore_line(listing: Listing, name: str) -> dict | None:
+    """The last manifest line about `name` when it is a restore."""
+    last = q.last_lines(list(listing.history)).get(name)
+    if last is None or last.get("action") != "restore" or last.get("restore") not in ("bytes", "file"):
+        return None
+    return last
+
+
+def _restored(directory: str, name: str, line: dict, fs) -> bool:
+    """The restore `line` records is done, every step: the piece has left .quarantine/, the bytes are back
+    (a chunk that grew since still holds them at their offset), and a whole file's ledger says it is back."""
+    if fs.exists(os.path.join(q.qdir(directory), name)):
+        return False
+    dest = os.path.join(directory, line["source"])
+    if not fs.exists(dest) or fs.stat(dest).kind != "file":
+        return False
+    if line["restore"] == "bytes":
+        end = line["offset"] + line["length"]
+        return fs.stat(dest).size >= end and \
+            q.sha256_bytes(fs.read_range(dest, line["offset"], line["length"])) == line["sha256"]
+    if q.sha256_file(dest, fs) != line["sha256"]:
+        return False
+    read = ledger.read_ledger(directory, fs)
+    return read is None or line["source"] not in fold(read.lines).moved
+
+
 def _unfinished_restore(listing: Listing, name: str) -> dict | None:
     """The `restore` line of a restore a crash interrupted: the last line about `name` is a restore whose
     file is still in .quarantine/ (the act, or its last step, did not happen)."""
-    last = q.last_lines(list(listing.history)).get(name)
-    if last is None or last.get("action") != "restore" or last.get("restore") not in ("bytes", "file"):
+    last = _restore_line(listing, name)
+    if last is None:
         return None
     # A whole file already moved back may still lack the ledger's `restored` line (its last step).
     present = any(i.name == name for i in listing.items)
@@ -303,7 +348,7 @@ def _purge(directory: str, older_than_s: float, now: float, apply: bool, fs) -> 
         else:
             age = _age_s(line.get("time"), now)
             if age is None:
-                kept.append((item, f"its manifest time {line.get('time')!r} cannot be read"))
+                kept.append((item, f"its manifest time ({said(line, 'time', 'none')}) cannot be read"))
             elif age < older_than_s:
                 kept.append((item, f"{age / 86400:.1f} days old"))
             else:
@@ -318,7 +363,7 @@ def _purge(directory: str, older_than_s: float, now: float, apply: bool, fs) -> 
                 e = item.entry
                 line = q.entry(stamp, "purge", e.get("source"), e.get("offset"), item.size, q.sha256_file(path, fs),
                                f"{q.QUARANTINE_DIR}/{item.name}",
-                               f"purged ({e.get('action')} of {e.get('time')}: {e.get('reason')})", __version__)
+                               f"purged ({said(e, 'action')} of {said(e, 'time')}: {said(e, 'reason', '')})", __version__)
                 q.record(directory, line, fs)
                 written.append(line)
             durable.remove(path, fs)

@@ -103,12 +103,15 @@ class RecordWalk:
     """Iterate for Record and RawDamage items in directory order; `report` is set when done."""
 
     def __init__(self, path: str, flt: RecordFilter | None = None, fs=DEFAULT_FS, keep_raw: bool = False,
-                 payloads: bool = True, progress: Callable[[int], None] | None = None, strict: bool = False):
+                 payloads: bool = True, progress: Callable[[int], None] | None = None, strict: bool = False,
+                 set_aside: bool = False):
         """`payloads=False`: compressed records carry no payload (b""), only `decoded_len` (stats: memory
         stays bounded by one inflate piece, whatever a payload inflates to). `progress` is called with each
-        chunk's size once it is read. `strict`: the report judged as verify --strict judges."""
+        chunk's size once it is read. `strict`: the report judged as verify --strict judges. `set_aside`: whole
+        chunks `.quarantine/` holds for indexes the directory lacks are read in their place (recover)."""
         self.path = path
         self.strict = strict
+        self.set_aside = set_aside
         self.payloads = payloads
         self.progress = progress
         self.keep_raw = keep_raw
@@ -120,6 +123,10 @@ class RecordWalk:
 
     def __iter__(self) -> Iterator[Record | RawDamage]:
         chunks, foreign, kind, writer = resolve_chunks(self.path, self.fs)
+        if self.set_aside:
+            from .salvage_sources import with_set_aside
+
+            chunks = with_set_aside(self.path, chunks, self.fs)
         outcomes: list[ChunkOutcome] = []
         for c in chunks:
             if self.truncated:

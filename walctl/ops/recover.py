@@ -141,13 +141,22 @@ def v2_events(log: str, after: int, fs=DEFAULT_FS, progress=None) -> tuple[list[
     from .records import Record, RecordWalk
 
     out: list[dict] = []
-    rwalk = RecordWalk(log, fs=fs, progress=progress)
+    rwalk = RecordWalk(log, fs=fs, progress=progress, set_aside=True)
     for r in rwalk:
         if isinstance(r, Record) and r.sequence > after:
             out.append({"sequence": r.sequence, "type": type_name(r.type_ordinal) or r.type_ordinal,
                         "type_ordinal": r.type_ordinal, "memory_id": r.memory_id_text,
                         "timestamp_ms": r.timestamp_ms, "payload": r.payload})
     return out, rwalk.report, 0
+
+
+def set_aside_warnings(report: PathReport) -> list[str]:
+    """What was read from `.quarantine/` in place of chunks the log lacks (v2_events reads them)."""
+    from .salvage_sources import is_set_aside
+
+    return [f"read {c.file} (set aside in .quarantine/) in place of the chunk the log lacks: {c.records} entries, "
+            f"sequences {c.first_sequence}..{c.last_sequence}" for c in report.chunks
+            if is_set_aside(c.file) and c.first_sequence is not None]
 
 
 def is_empty_log_dir(log: str, fs=DEFAULT_FS) -> bool:
@@ -277,6 +286,7 @@ def _failures(reports) -> tuple[dict, ...]:
 def _judge_log(report: PathReport, log: str, w: int, has_checkpoint: bool, warnings: list[str]):
     """(torn bytes, the first finding that breaks "contiguous from 1" when there is no checkpoint) from the
     log's findings; damage after the checkpoint's sequence `w` refuses the recovery (NotClean)."""
+    warnings.extend(set_aside_warnings(report))
     torn = 0
     history_gap = None
     for f in report.findings:

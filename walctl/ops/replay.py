@@ -80,12 +80,21 @@ class ReplayReport(NamedTuple):
         # A stream that stopped at damage never ends clean, whatever the verdict of what was read says.
         return EXIT_CORRUPT if code == EXIT_OK and self.stopped is not None else code
 
+    def set_aside_read(self) -> list[dict]:
+        """The chunks read from `.quarantine/` in place of ones the directory lacks (--skip-damaged)."""
+        from .salvage_sources import is_set_aside
+
+        return [{"file": c.file, "records": c.records, "first_sequence": c.first_sequence,
+                 "last_sequence": c.last_sequence} for c in (self.verify.chunks if self.verify else ())
+                if is_set_aside(c.file)]
+
     def to_json(self) -> dict:
         return {"path": self.path, "kind": self.kind, "events": self.events, "first_sequence": self.first_sequence,
                 "last_sequence": self.last_sequence, "ended_by": self.ended_by,
                 "stopped": self.stopped.to_json() if self.stopped else None,
                 "skipped": [s.to_json() for s in self.skipped], "chunks_read": self.chunks_read,
                 "chunks_skipped_below_after": self.chunks_skipped, "exit_code": self.exit_code,
+                "set_aside_read": self.set_aside_read(),
                 "verdict": self.verify.verdict if self.verify is not None else "clean",
                 "findings": [f.to_json() for f in self.verify.findings] if self.verify is not None else []}
 
@@ -171,6 +180,10 @@ def replay_v2(path: str, kind: str, out, opts: ReplayOptions, fs, out_fd: int | 
     import os
 
     chunks, foreign, kind, writer = resolve_chunks(path, fs)
+    if opts.skip_damaged:  # what was set aside is read, not skipped (named in the report)
+        from .salvage_sources import with_set_aside
+
+        chunks = with_set_aside(path, chunks, fs)
     start = covered_prefix([c.path if c.kind == "file" else None for c in chunks], opts.after,
                            lambda p: None if p is None else first_record_seq(p, fs))
     todo = chunks[start:]

@@ -153,17 +153,20 @@ def test_verify_names_the_migrate_command_and_it_runs_as_printed(tmp_path, cli, 
     events = corpus(1, 8)
     write_dir(tmp_path / "legacy wal", {0: v1_chunk(events)})
     monkeypatch.chdir(tmp_path)
-    for target in ("legacy wal", str(tmp_path / "legacy wal")):
+    where = str(tmp_path / "legacy wal")
+    for cwd, target, named in ((tmp_path, "legacy wal", "legacy wal"), (tmp_path, where, where),
+                               (tmp_path, os.path.join("legacy wal", "wal-000000.bin"), "legacy wal"),
+                               (where, ".", where)):
+        monkeypatch.chdir(cwd)
         r = cli("verify", target, "--json")
         reason = json.loads(r.out)["paths"][0]["findings"][0]["reason"]
         printed = re.search(r"`(walctl migrate [^`]*)`", reason).group(1)
         argv = shlex.split(printed)
-        assert argv[2] == target and argv[4] == target + ".v2"
+        assert argv[2] == named and argv[4] == named + ".v2"
         m = cli(*argv[1:])
         assert m.code == 0, m.err
         assert replayed(cli, argv[4]) == events
-        cli("migrate", "--help")
-        os.rename(argv[4], str(tmp_path / f"done-{len(target)}"))
+        os.rename(argv[4], str(tmp_path / f"done-{len(os.listdir(tmp_path))}"))
 
 
 def test_refusals_change_nothing(tmp_path, cli):

@@ -241,3 +241,25 @@ def test_a_leftover_tmp_that_is_not_ours_is_refused():
         migrate(SRC, "/data/out", fs=fs)
     assert err.value.exit_code == 7 and "not left by walctl migrate" in err.value.reason
     assert _files(fs, "/data/out.tmp") == {"notes": b"operator's"} and not fs.exists("/data/out")
+
+
+def test_a_damaged_v2_chunk_in_a_mixed_directory_is_copied_past_its_damage_with_the_range_named(tmp_path):
+    """V1 seq 1..5, then a V2 chunk whose record 8 rotted mid-chunk: 6, 7 and 9, 10 are copied (verbatim),
+    bytes of record 8 are reported for that chunk, and the copy's verify names the lost sequence."""
+    from conftest import record_offsets
+
+    v2 = bytearray(make_chunk(range(6, 11)))
+    offs = record_offsets(bytes(v2))
+    v2[offs[2] + 45] ^= 0x01  # a payload byte of seq 8: its payload CRC fails, later records are intact
+    src = write_dir(tmp_path / "mixed", {0: v1_chunk(corpus(1, 5)), 1: bytes(v2)})
+    rep = migrate(src, str(tmp_path / "out"))
+    row = rep.chunks[1]
+    assert (row.action, row.records, row.first_sequence, row.last_sequence) == ("copied", 4, 6, 10)
+    assert [(d["offset"], d["end_offset"]) for d in row.damaged] == [(offs[2], offs[3])]
+    assert rep.lost_sequences == ((8, 8),) and rep.exit_code == 4
+    assert (rep.converted, rep.copied) == (5, 4)
+    got = [r for r in RecordWalk(str(tmp_path / "out"), keep_raw=True) if isinstance(r, Record)]
+    assert [r.sequence for r in got] == [1, 2, 3, 4, 5, 6, 7, 9, 10]
+    assert got[7].raw == bytes(v2[offs[3]:offs[4]])
+    finding = [f for f in rep.out_report.findings if f.cls == "sequence-gap"]
+    assert finding and finding[0].sequence_range == (8, 8)

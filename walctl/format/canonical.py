@@ -86,61 +86,26 @@ def unpackb(data):
     container and string by the input's length, so a lying header cannot make it allocate more."""
     if _MSGPACK is None:
         _load_msgpack()
-    with _GcPaused(len(data)):
-        try:
-            return _MSGPACK.unpackb(data)  # msgpack >= 1.0 defaults: str keys only, str as str, arrays as lists
-        except _MSGPACK.ExtraData:
-            raise ValueError("bytes follow the msgpack value") from None
-        except Exception as e:  # msgpack raises several unrelated types for bad input
-            raise ValueError(f"not msgpack: {type(e).__name__}: {e}") from None
-
-
-def unpack_pieces(pieces, size: int):
-    """unpackb of the concatenation of `pieces` (`size` bytes in all), decoded as the pieces arrive, so
-    that whoever produces them (a decompressor in another thread) works meanwhile. The same rules and
-    the same bounds: msgpack's limits follow `size`, as unpackb's follow the input's length."""
-    if _MSGPACK is None:
-        _load_msgpack()
-    unpacker = _MSGPACK.Unpacker(max_buffer_size=max(size, 1))  # the same defaults as unpackb
-    value, got, done = None, 0, False
-    with _GcPaused(size):
-        try:
-            for piece in pieces:
-                got += len(piece)
-                unpacker.feed(piece)
-                if not done:
-                    try:
-                        value, done = unpacker.unpack(), True
-                    except _MSGPACK.OutOfData:
-                        continue
-        except Exception as e:  # msgpack raises several unrelated types for bad input
-            raise ValueError(f"not msgpack: {type(e).__name__}: {e}") from None
-        if not done:
-            raise ValueError("not msgpack: the input ends inside the value")
-        if unpacker.tell() != got:
-            raise ValueError("bytes follow the msgpack value")
-        return value
-
-
-class _GcPaused:
-    """Large inputs decode with the collector paused: a decoded tree holds no garbage, yet the collector
-    would walk all of it, again and again while it grows (0.38 -> 0.24 s for a 50 MB checkpoint here),
-    then once more at the next young collection (0.15-0.25 s). freeze + unfreeze files it, with
-    everything else alive, straight under the oldest generation."""
-
-    def __init__(self, size: int):
-        self.on = size >= GC_PAUSE_BYTES and gc.isenabled()
-
-    def __enter__(self):
-        if self.on:
-            gc.disable()
-
-    def __exit__(self, exc_type, exc, tb):
-        if self.on:
+    pause_gc = len(data) >= GC_PAUSE_BYTES and gc.isenabled()
+    if pause_gc:
+        gc.disable()
+    try:
+        value = _MSGPACK.unpackb(data)  # msgpack >= 1.0 defaults: str keys only, str as str, arrays as lists
+    except _MSGPACK.ExtraData:
+        raise ValueError("bytes follow the msgpack value") from None
+    except Exception as e:  # msgpack raises several unrelated types for bad input
+        raise ValueError(f"not msgpack: {type(e).__name__}: {e}") from None
+    finally:
+        if pause_gc:
             gc.enable()
-            if exc_type is None:
-                gc.freeze()
-                gc.unfreeze()
+    if pause_gc:
+        # A decoded tree holds no garbage, yet the collector would walk all of it: again and again while
+        # it grows (gc paused above: 0.38 -> 0.24 s for a 50 MB checkpoint here), then once more at the
+        # next young collection (0.15-0.25 s). freeze + unfreeze files it, with everything else alive,
+        # straight under the oldest generation.
+        gc.freeze()
+        gc.unfreeze()
+    return value
 
 
 GC_PAUSE_BYTES = 1 << 20

@@ -193,8 +193,6 @@ def check_file(buf, file_id: str | None, *, max_state_bytes: int = DEFAULT_MAX_S
         return Checked(h, Failure(7, CORRUPT, f"file is {len(buf)} bytes; header says 256 + {h.compressed_size} = "
                                               f"{expected}", len(buf), expected), tuple(anomalies), None)
     body = memoryview(buf)[CHECKPOINT_HEADER.size:]
-    if decode and not check_canonical and len(body) >= OVERLAP_BYTES:
-        return _check_streamed(h, body, max_state_bytes, anomalies)
     inflate_anomalies: list[str] = []
     inflated, digest = _digest_and_inflate(body, h.uncompressed_size, max_state_bytes, decode, inflate_anomalies)
     if digest != h.body_sha256.hex():
@@ -237,12 +235,6 @@ def _decode_state(raw: bytes, wal_sequence: int, check_canonical: bool,
         state = unpackb(raw)
     except ValueError as e:
         return None, Failure(10, CORRUPT, f"body is not exactly one msgpack value: {e}")
-    return judge_state(state, wal_sequence, raw if check_canonical else None, anomalies)
-
-
-def judge_state(state, wal_sequence: int, raw: bytes | None,
-                anomalies: list[str]) -> tuple[dict | None, Failure | None]:
-    """Steps 10 and 11 over a decoded body; `raw`: the body's bytes, to look for the non-canonical anomaly."""
     if not isinstance(state, dict):
         return None, Failure(10, CORRUPT, f"body is a msgpack {type(state).__name__}, not a map")
     if "wal_sequence" in state and state["wal_sequence"] != wal_sequence:
@@ -256,7 +248,7 @@ def judge_state(state, wal_sequence: int, raw: bytes | None,
         canonical = packb(state)
     except ValueError as e:
         return None, Failure(10, CORRUPT, f"body has no canonical form ({e}): not a checkpoint state")
-    if raw is not None and canonical != raw:
+    if check_canonical and canonical != raw:
         anomalies.append("body decodes but is not canonical msgpack")
     del canonical
     return state, None
@@ -266,12 +258,29 @@ def inflate(body, size: int, max_state_bytes: int, anomalies: list[str]) -> tupl
     """Step 9: exactly one zstd frame whose output is exactly `size` bytes, never holding more."""
     import zstandard
 
-    failure, params = frame_checks(body, size, max_state_bytes, anomalies)
-    if failure is not None:
-        return None, failure
+    from .zstdframe import frame_length
+
+    if size > max_state_bytes:
+        return None, Failure(9, CORRUPT, f"uncompressed_size {size} is above the limit {max_state_bytes} "
+                                         "(--max-state-bytes)", size, max_state_bytes)
+    length = frame_length(body)
+    if length is None:
+        return None, Failure(9, CORRUPT, "not one whole zstd frame")
+    if length != len(body):
+        return None, Failure(9, CORRUPT, f"{len(body) - length} bytes follow the zstd frame (more than one frame?)")
+    try:
+        params = zstandard.get_frame_parameters(bytes(body[:18]))
+    except zstandard.ZstdError as e:
+        return None, Failure(9, CORRUPT, f"not a zstd frame: {e}")
+    if not params.has_checksum:
+        anomalies.append("zstd frame has no checksum")
     try:
         if params.content_size == zstandard.CONTENTSIZE_UNKNOWN:
+            anomalies.append("zstd frame has no content size")
             out = _inflate_stepwise(body, size)
+        elif params.content_size != size:
+            return None, Failure(9, CORRUPT, "zstd frame content size differs from uncompressed_size",
+                                 params.content_size, size)
         else:
             # The frame declares its size and it equals the header's, which is under the limit: the
             # decompressor allocates exactly that and fails rather than write past it.
@@ -283,64 +292,6 @@ def inflate(body, size: int, max_state_bytes: int, anomalies: list[str]) -> tupl
     if len(out) != size:
         return None, Failure(9, CORRUPT, "zstd frame size differs from uncompressed_size", len(out), size)
     return out, None
-
-
-def frame_checks(body, size: int, max_state_bytes: int, anomalies: list[str]):
-    """Step 9 before any byte is inflated: (failure or None, the frame's parameters). A frame that
-    declares a content size declares the header's."""
-    import zstandard
-
-    from .zstdframe import frame_length
-
-    if size > max_state_bytes:
-        return Failure(9, CORRUPT, f"uncompressed_size {size} is above the limit {max_state_bytes} "
-                                  "(--max-state-bytes)", size, max_state_bytes), None
-    length = frame_length(body)
-    if length is None:
-        return Failure(9, CORRUPT, "not one whole zstd frame"), None
-    if length != len(body):
-        return Failure(9, CORRUPT, f"{len(body) - length} bytes follow the zstd frame (more than one frame?)"), \
-            None
-    try:
-        params = zstandard.get_frame_parameters(bytes(body[:18]))
-    except zstandard.ZstdError as e:
-        return Failure(9, CORRUPT, f"not a zstd frame: {e}"), None
-    if not params.has_checksum:
-        anomalies.append("zstd frame has no checksum")
-    if params.content_size == zstandard.CONTENTSIZE_UNKNOWN:
-        anomalies.append("zstd frame has no content size")
-    elif params.content_size != size:
-        return Failure(9, CORRUPT, "zstd frame content size differs from uncompressed_size",
-                       params.content_size, size), None
-    return None, params
-
-
-def _check_streamed(h: CheckpointHeader, body, max_state_bytes: int, anomalies: list[str]) -> Checked:
-    """Steps 8-11 for restore and recover (no canonical check) of a large body in one pass: the body is
-    hashed and inflated piece by piece in a thread while this one decodes what is already inflated
-    (format/ckptstream.py). The results are judged in step order, as check_file judges them."""
-    from . import ckptstream
-
-    size = h.uncompressed_size
-    failure, params = frame_checks(body, size, max_state_bytes, anomalies)
-    streamable = failure is None and params.content_size == size
-    run = ckptstream.digest_inflate_decode(body, size) if streamable else \
-        ckptstream.Streamed(hashlib.sha256(body).hexdigest(), None, None, None)
-    if run.digest != h.body_sha256.hex():
-        return Checked(h, Failure(8, CORRUPT, "body SHA-256 mismatch", h.body_sha256.hex(), run.digest),
-                       tuple(anomalies), None)
-    if failure is None and not streamable:  # a frame without a content size: inflated step by step
-        raw, failure = inflate(body, size, max_state_bytes, [])  # (its anomalies are already listed)
-        state, failure = (None, failure) if failure else _decode_state(raw, h.wal_sequence, False, anomalies)
-        return Checked(h, failure, tuple(anomalies), state)
-    if failure is None and run.inflate_error is not None:
-        failure = Failure(9, CORRUPT, run.inflate_error)
-    if failure is None and run.decode_error is not None:
-        failure = Failure(10, CORRUPT, f"body is not exactly one msgpack value: {run.decode_error}")
-    if failure is not None:
-        return Checked(h, failure, tuple(anomalies), None)
-    state, failure = judge_state(run.value, h.wal_sequence, None, anomalies)
-    return Checked(h, failure, tuple(anomalies), state)
 
 
 def _inflate_stepwise(body, size: int):

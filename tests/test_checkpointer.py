@@ -200,3 +200,12 @@ def test_a_crash_at_every_step_of_a_background_checkpoint_leaves_the_previous_on
         again.checkpoint(state, 20)
         assert again.wait().wal_sequence == 20
         assert latest(CK, fs=fs).report.checked.state["generation"] == 3
+
+
+def test_the_shutdown_hook_needs_a_snapshot_and_close_without_one_writes_nothing(tmp_path):
+    cp = Checkpointer(str(tmp_path / "ck"))
+    with pytest.raises(ValueError, match="snapshot"):
+        cp.install_shutdown_hook()
+    assert cp.close() is None and not (tmp_path / "ck").exists()
+    made = Checkpointer(str(tmp_path / "ck")).close({"k": 1}, 3)  # or the state handed over
+    assert made.wal_sequence == 3 and latest(str(tmp_path / "ck")).report.checked.state == {"k": 1, "wal_sequence": 3}

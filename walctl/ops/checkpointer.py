@@ -138,7 +138,8 @@ class Checkpointer:
         if state is not None and (self.last_sequence is None or wal_sequence > self.last_sequence):
             background, self.background = self.background, False
             try:
-                made = self.checkpoint(state, wal_sequence)
+                with self.uninterrupted():  # a second SIGTERM does not cut the final checkpoint short
+                    made = self.checkpoint(state, wal_sequence)
             finally:
                 self.background = background
         if failed is not None:
@@ -148,7 +149,9 @@ class Checkpointer:
     def install_shutdown_hook(self, signals=(signal.SIGTERM,)) -> None:
         """Opt-in: close() at interpreter exit, and `signals` end the process through SystemExit(128 + n)
         so the exit hook runs. Call from the main thread (Python delivers signals there); a handler that
-        was installed before is called first."""
+        was installed before is called first. Needs the snapshot callable (given at construction)."""
+        if self.snapshot is None:
+            raise ValueError("a shutdown checkpoint needs Checkpointer(snapshot=...): what to checkpoint at exit")
         atexit.register(self._at_exit)
         for signum in signals:
             previous = signal.getsignal(signum)

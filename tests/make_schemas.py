@@ -43,6 +43,8 @@ TITLES = {
     "walctl.agents-set-aside/1": ("walctl agents set-aside --json", "An unreadable line or session.json set aside "
                                   "(or the plan, or why not)."),
     "walctl.salvage/1": ("walctl salvage --json", "Records copied, sequences and byte ranges lost."),
+    "walctl.migrate/1": ("walctl migrate --json", "Records converted from V1 or copied from V2, per source chunk "
+                         "with the damage and the checks V1 allowed; sequences lost."),
     "walctl.compact/1": ("walctl compact --json", "Chunks at or below the HWM moved aside (or the plan)."),
     "walctl.quarantine/1": ("walctl quarantine list --json", "Quarantined files with their manifest lines."),
     "walctl.quarantine-show/1": ("walctl quarantine show --json", "What one quarantined file holds."),

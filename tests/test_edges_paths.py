@@ -29,6 +29,7 @@ COMMANDS = [
     (["repair", "PATH", "--json"], "dir"),
     (["repair", "PATH", "--apply", "--json"], "dir"),
     (["salvage", "PATH", "--out", "OUT", "--json"], "path"),
+    (["migrate", "PATH", "--out", "OUT", "--json"], "path"),
     (["compact", "PATH", "--before", "5", "--json"], "dir"),
     (["quarantine", "list", "PATH", "--json"], "dir"),
     (["quarantine", "show", "PATH", "x", "--json"], "dir"),

@@ -158,22 +158,30 @@ class Created(NamedTuple):
         return dict(self._asdict(), ratio=round(self.uncompressed_size / self.compressed_size, 3))
 
 
-def create(directory: str, state: dict, wal_sequence: int, *, level: int = ck.DEFAULT_LEVEL, threads: int = -1,
-           timestamp: int | None = None, checkpoint_id: str | None = None, fs=DEFAULT_FS,
-           progress=None) -> Created:
-    """Writes `state` as a new checkpoint reflecting every log entry up to `wal_sequence`, durably (the
-    caller must have made the log durable up to there first)."""
-    fs = fs.beneath(directory)
+def snapshot_body(state: dict, wal_sequence: int, *, level: int = ck.DEFAULT_LEVEL,
+                  threads: int = -1) -> ck.BodyEncoder:
+    """The state's canonical bytes, taken now (a consistent snapshot: later changes to `state` are not in
+    it); compressing and writing them can happen later, in another thread (Checkpointer(background=True))."""
     if not isinstance(state, dict):
         raise UsageError("a checkpoint's state is a map")
     if wal_sequence < 0:
         raise UsageError("wal_sequence is >= 0")
-    t = time.perf_counter()
-    body_state = dict(state, wal_sequence=wal_sequence)
     try:
-        body = ck.BodyEncoder(body_state, level=level, threads=threads)
+        return ck.BodyEncoder(dict(state, wal_sequence=wal_sequence), level=level, threads=threads)
     except ValueError as e:  # NotCanonical: a key that is not a string, a set, an object ...
         raise UsageError(f"the state cannot be checkpointed: {e}") from None
+
+
+def create(directory: str, state: dict | None, wal_sequence: int, *, level: int = ck.DEFAULT_LEVEL,
+           threads: int = -1, timestamp: int | None = None, checkpoint_id: str | None = None, fs=DEFAULT_FS,
+           progress=None, body: ck.BodyEncoder | None = None) -> Created:
+    """Writes `state` as a new checkpoint reflecting every log entry up to `wal_sequence`, durably (the
+    caller must have made the log durable up to there first). `body`: a snapshot_body taken earlier, for
+    the same wal_sequence (then `state` is not read)."""
+    fs = fs.beneath(directory)
+    t = time.perf_counter()
+    if body is None:
+        body = snapshot_body(state, wal_sequence, level=level, threads=threads)
     cid = uuid.UUID(checkpoint_id) if checkpoint_id else uuid.uuid4()
     stamp = int(time.time()) if timestamp is None else timestamp
 

@@ -1,14 +1,57 @@
-""""What to do next" lines that name the real directory, chunk and range, shell-quoted so they
-copy-paste (`walctl salvage /srv/wal --out /srv/wal.salvaged`). Pure strings; the CLI prints them."""
+""""What to do next": the one place walctl builds the commands it advises, naming the real directory, chunk
+and range. A step is an argv (`("walctl", "salvage", "/srv/wal", "--out", "/srv/wal.salvaged")`) and a note;
+the text renders it with shlex.join (so it pastes as printed: `walctl salvage /srv/wal --out ...   # why`)
+and `--json` prints the argv itself (`next_steps`), so a script follows exactly what a person reads. Pure:
+the CLI prints them.
+
+Each source of advice is one function over a report (`next_steps` after verify, `after_repair`,
+`after_recover`...), built from small rules (`_mend_steps`, `_missing_steps`...) that each return a list:
+a new rule (a heal step when an archive is known) is one more function in the list of its source.
+"""
 from __future__ import annotations
 
 import os
 import shlex
+from typing import NamedTuple
+
+
+class Step(NamedTuple):
+    argv: tuple[str, ...]  # ("walctl", WORD, ...): what to run, as is
+    note: str = ""          # why, or what it does; shown after the command as a shell comment
+
+    @property
+    def command(self) -> str:
+        """The command alone, shell-quoted: what a message puts between backquotes."""
+        return shlex.join(self.argv)
+
+    def text(self) -> str:
+        """The command as a shell line (`# note` after it: a comment, so the line still pastes)."""
+        return f"{self.command}   # {self.note}" if self.note else self.command
+
+    def to_json(self) -> list[str]:
+        return list(self.argv)
+
+
+def step(*words, note: str = "") -> Step:
+    return Step(("walctl",) + tuple(str(w) for w in words), note)
 
 
 def cmd(*words) -> str:
-    """`walctl WORD...` with every word shell-quoted."""
-    return " ".join(["walctl"] + [shlex.quote(str(w)) for w in words])
+    """`walctl WORD...` with every word shell-quoted (for a command inside a message)."""
+    return step(*words).command
+
+
+def steps_json(steps) -> list[list[str]]:
+    return [s.to_json() for s in steps]
+
+
+def _unique(steps) -> list[Step]:
+    seen, out = set(), []
+    for s in steps:
+        if s.argv not in seen:
+            seen.add(s.argv)
+            out.append(s)
+    return out
 
 
 def salvage_out(directory: str) -> str:
@@ -20,20 +63,131 @@ def chunk_path(directory: str, chunk: str) -> str:
     return os.path.join(directory, chunk)
 
 
-def next_steps(report) -> list[str]:
-    """After verify: the commands that take an operator from the alert to the bytes, for this path."""
-    from ..errors import EXIT_CORRUPT, EXIT_SEQUENCE, EXIT_TORN
+# ---- after verify ----------------------------------------------------------------------------------
+
+def next_steps(report) -> list[Step]:
+    """After verify: the commands that take an operator from the alert to the bytes, then to a clean
+    directory (or a recorded loss), for this path."""
+    if report.exit_code == 0 or report.kind is None:
+        return []
+    look = [step("inspect", report.path, "--damaged", note="the damaged bytes, annotated"),
+            step("map", report.path, note="where the damage lies")]
+    rules = (_torn_steps, _missing_steps, _corrupt_steps, _rotten_checkpoint_steps)
+    return _unique(look + [s for rule in rules for s in rule(report)])
+
+
+def _mends(report) -> bool:
     from .kinds import kind_of
 
-    code, p = report.exit_code, report.path
-    if code == 0 or report.kind is None:
+    return bool(kind_of(report.kind).mend)
+
+
+def _torn_steps(report) -> list[Step]:
+    from ..errors import EXIT_TORN
+
+    if report.exit_code != EXIT_TORN or not _mends(report):
         return []
-    out = [cmd("inspect", p, "--damaged"), cmd("map", p)]
-    if kind_of(report.kind).mend:
-        if code == EXIT_TORN:
-            out.append(cmd("repair", p) + "   (dry run: shows the cut; add --apply)")
-        elif code == EXIT_CORRUPT:
-            out.append(cmd("salvage", p, "--out", salvage_out(p)))
-        elif code == EXIT_SEQUENCE:
-            out.append(cmd("quarantine", "list", p))
-    return out
+    return [step("repair", report.path, note="dry run: shows the cut"),
+            step("repair", report.path, "--apply", note="cuts the torn tail, keeping it in .quarantine/")]
+
+
+MISSING = ("sequence-gap", "sequence-missing", "sealed-chunk-missing")
+
+
+def _missing_steps(report) -> list[Step]:
+    """Sequences no file holds: put back what `.quarantine/` keeps (a ledger line says it went there),
+    else record the loss once the operator knows it is final (the ledger's accept-loss)."""
+    from .kinds import kind_of
+
+    if not kind_of(report.kind).ledger:
+        return []
+    restore, accept = [], []
+    for f in report.findings:
+        rng = f.missing or f.sequence_range
+        if f.cls not in MISSING or f.exit_code == 0 or not rng:
+            continue
+        moved = _quarantined_as(f)
+        if moved:
+            restore.append(step("quarantine", "restore", report.path, moved, "--apply",
+                                note=f"puts seq {rng[0]}..{rng[1]} back from .quarantine/"))
+        else:
+            accept.append(accept_loss_step(report.path, rng[0], rng[1]))
+    return restore or accept  # restoring may close the gap; the loss is decided after it
+
+
+def _quarantined_as(f) -> str | None:
+    ex = f.extra.get("explained_by") if isinstance(f.extra, dict) else None
+    to = ex.get("to") if isinstance(ex, dict) else None
+    prefix = ".quarantine/"
+    if isinstance(to, str) and to.startswith(prefix) and "/" not in to[len(prefix):]:
+        return to[len(prefix):]
+    return None
+
+
+def accept_loss_step(directory: str, first: int, last: int) -> Step:
+    """Recording a loss: the reason names what is recorded (the operator may give a better one)."""
+    return step("repair", directory, "--accept-loss", f"{first}..{last}", "--reason",
+                f"seq {first}..{last} held by no file", "--apply",
+                note="only once these sequences are known to be lost for good")
+
+
+CORRUPT_DAMAGE = ("mid-log-damage", "tail-damage", "undecodable-payload", "short-chunk")
+
+
+def _corrupt_steps(report) -> list[Step]:
+    from ..errors import EXIT_CORRUPT
+
+    if not _mends(report) or not any(f.cls in CORRUPT_DAMAGE and f.exit_code == EXIT_CORRUPT
+                                     for f in report.findings):
+        return []
+    out = salvage_out(report.path)
+    return [step("salvage", report.path, "--out", out, note="copies every valid record into a new directory")]
+
+
+def _rotten_checkpoint_steps(report) -> list[Step]:
+    """A checkpoint that does not verify: recovery passes over it, but it stays a candidate in every
+    listing; setting it aside (kept in .quarantine/) leaves a directory that verifies clean."""
+    from ..errors import EXIT_CORRUPT
+    from .kinds import kind_of
+    from ..format.names import movable_kind
+
+    if not kind_of(report.kind).is_dir:
+        return []
+    return [step("quarantine", "move", report.path, f.file, "--reason", f"{f.cls}: {f.reason}"[:200], "--apply",
+                 note="sets the rotten checkpoint aside (kept in .quarantine/)")
+            for f in report.findings
+            if f.exit_code == EXIT_CORRUPT and f.file and movable_kind(f.file) == "checkpoint"]
+
+
+# ---- after repair ----------------------------------------------------------------------------------
+
+def after_repair(rep) -> list[Step]:
+    """After a repair (a plan or a cut): the apply step of a plan, then what repair leaves alone."""
+    from . import findings as F
+
+    d = rep.path
+    out = []
+    if rep.cuts and not rep.applied:
+        out.append(step("repair", d, "--apply", note=f"cuts {rep.drop_bytes} bytes, keeping them in .quarantine/"))
+    damage = [f for f in rep.left_alone if f.cls in CORRUPT_DAMAGE]
+    if damage:
+        out.append(step("inspect", d, "--damaged", note="look at the damaged bytes"))
+        out.append(step("salvage", d, "--out", salvage_out(d),
+                        note="corruption is left alone: copies every valid record into a clean directory"))
+    for f in damage:
+        rng = f"bytes {f.offset}..{f.end_offset}" if f.offset is not None and f.end_offset is not None else ""
+        lost = f.lost_sequence_range or f.sequence_range
+        what = ", ".join(x for x in (rng, f"seq {lost[0]}..{lost[1]}" if lost else "") if x)
+        out.append(step("quarantine", "move", d, f.file, "--reason", f.cls + (" " + rng if rng else ""),
+                        note=f"the plan to set {f.file} aside ({f.cls}{': ' + what if what else ''}); --apply does it"))
+    if any(f.cls in (F.SEQUENCE_GAP, F.SEQUENCE_REPEAT, F.SEQUENCE_REGRESSION) for f in rep.left_alone):
+        out.append(step("quarantine", "list", d, note="sequences cannot be mended in place: is a chunk there?"))
+    if rep.before is not None and rep.before.kind is not None:
+        out += _missing_steps(rep.before)
+    from ..format.names import movable_kind
+
+    for f in rep.left_alone:  # an unsupported chunk in a log directory (never the directory itself)
+        if f.cls == F.UNSUPPORTED and rep.before.kind is not None and f.file and movable_kind(f.file):
+            out.append(step("quarantine", "move", d, f.file, "--reason", "unsupported chunk",
+                            note=f"{f.file} is not a V2 chunk and is left alone: the plan to set it aside; --apply does it"))
+    return _unique(out)

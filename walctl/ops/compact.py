@@ -21,6 +21,7 @@ from ..format.names import parse_chunk_name
 from ..format.record import Invalid, check_header
 from ..format.v2 import FILE_HEADER, FILE_MAGIC, FORMAT_VERSION, RECORD_HEADER
 from ..store import durable, ledger, quarantine
+from .advice import cmd
 from ..store.chunkdir import list_chunks
 from ..store.fs import DEFAULT_FS
 from ..store.contain import refuse_links
@@ -128,7 +129,7 @@ def plan(directory: str, hwm: int, fs=DEFAULT_FS, lock_held_by_us: bool = False)
     seq = [f for f in report.findings if f.exit_code == EXIT_SEQUENCE and f.cls in (
         F.SEQUENCE_REPEAT, F.SEQUENCE_REGRESSION, F.SEQUENCE_BELOW_ONE)]  # a gap stops the plan below
     if seq:
-        raise NotClean(f"refusing to compact: {seq[0].one_line()} (see `walctl verify {directory}`); compaction "
+        raise NotClean(f"refusing to compact: {seq[0].one_line()} (see `{cmd('verify', directory)}`); compaction "
                        "cannot tell which records a chunk holds across it", directory, code=EXIT_SEQUENCE)
     actual_last = {c.file: c.last_sequence for c in report.chunks}
     bounds = chunk_bounds(directory, fs)

@@ -22,7 +22,6 @@ from .findings import Finding
 
 CHECKPOINT_META = "checkpoint.meta"
 LEDGER_FILE = f"{L.LEDGER_DIR}/{L.LEDGER_NAME}"
-ACCEPT_HINT = "walctl repair {dir} --accept-loss {a}..{b} --reason TEXT --apply"
 HORIZON_ACTIONS = ("compact", "compact-archive")  # manifest actions that move records below a horizon
 
 
@@ -153,7 +152,9 @@ def _sequence(view: View, a: int, b: int, reason: str, strict: bool, file=None, 
         return Finding(F.ACCEPTED_LOSS, EXIT_CORRUPT if strict else EXIT_OK,
                        f"{reason}; loss accepted at {accepted.ts}: {accepted.get('reason')}", file,
                        sequence_range=(a, b), extra=extra, missing=(a, b))
-    hint = ACCEPT_HINT.format(dir=view.directory, a=a, b=b)
+    from .advice import accept_loss_step
+
+    hint = accept_loss_step(view.directory, a, b).command
     return Finding(F.SEQUENCE_MISSING, EXIT_SEQUENCE,
                    f"{reason}{_explain_text(extra)}; if this loss is final: `{hint}`", file,
                    sequence_range=(a, b), extra=extra, missing=(a, b))

@@ -317,8 +317,10 @@ def _unsupported_chunk(c: ChunkFile, s: ChunkScan) -> Finding:
         return Finding(F.UNSUPPORTED, EXIT_UNSUPPORTED, reason, file=c.name, offset=0,
                        stored=int.from_bytes(s.magic, "big"), computed=int.from_bytes(FILE_MAGIC, "big"))
     if s.header == fscan.HEADER_LEGACY:
+        from .advice import cmd
+
         reason = ("legacy V1 chunk (file version 1, records without CRCs): unsupported for verify; "
-                  "`walctl inspect` can read it")
+                  f"`{cmd('inspect', c.path)}` can read it")
     else:
         reason = f"unsupported chunk version {s.version} (walctl reads version 2)"
     return Finding(F.UNSUPPORTED, EXIT_UNSUPPORTED, reason, file=c.name, offset=4, stored=s.version,

@@ -19,7 +19,7 @@ from ..store.appender import SYNC_BATCH, ChunkAppender
 from ..store.chunkdir import list_chunks
 from ..store.fs import DEFAULT_FS
 from ..store.lock import DirectoryLock, holder_text
-from .advice import cmd
+from .advice import accept_loss_step, cmd
 from ..store.ledger import Sealer
 from . import findings as F
 from .clock import utc_now
@@ -162,8 +162,8 @@ class WalWriter:
                 hint = ""
                 if report.exit_code == EXIT_SEQUENCE and worst.cls != F.SEQUENCE_MISSING and worst.sequence_range:
                     a, b = worst.sequence_range
-                    hint = (f"; if those sequences are lost for good, `walctl repair {d} --accept-loss {a}..{b} "
-                            f"--reason TEXT --apply` records that and lets writers go on")
+                    hint = (f"; if those sequences are lost for good, `{accept_loss_step(d, a, b).command}` "
+                            f"records that and lets writers go on")
                 raise NotClean(f"refusing to append to a {report.verdict} directory: {worst.one_line()} "
                                f"(see `{cmd('inspect', d, '--damaged')}`){hint}", d, code=report.exit_code)
             last_seq = report.last_sequence or 0
@@ -191,8 +191,8 @@ class WalWriter:
             if view.issued > top and view.exp.accepted_cover(top + 1, view.issued) is None:
                 a, b = top + 1, view.issued
                 raise NotClean(f"sequences {a}..{b} were issued here but no chunk holds them; refusing to append "
-                               f"(if they are lost for good: `walctl repair {d} --accept-loss {a}..{b} --reason "
-                               f"TEXT --apply`)", d, code=EXIT_SEQUENCE)
+                               f"(if they are lost for good: `{accept_loss_step(d, a, b).command}`)", d,
+                               code=EXIT_SEQUENCE)
         self._issued = max(view.issued, last_seq)
         next_seq = max(last_seq, self._checkpoint_hwm(), view.issued) + 1
         if next_seq == 1 and start_sequence is not None:

@@ -4,7 +4,7 @@ from typing import Optional
 
 import typer
 
-from .render import emit, json_document, next_lines, rerun, safe
+from .render import emit, examined_document, json_document, next_lines, rerun, safe
 from .targets import existing_dir
 
 HELP = """Cut torn tails, keeping every cut byte in .quarantine/ first. Dry run unless --apply.
@@ -69,10 +69,10 @@ def _accept(path, rng, reason, apply, json_out) -> int:
             raise UsageError("--accept-loss A..B and --reason TEXT go together")
         first, last = parse_range(rng)
         rep = accept_loss(path, first, last, reason, apply=apply)
-    except WalctlError as e:
-        if json_out:
-            emit(json_document("walctl.repair/1", {"path": path, "accept_loss": rng, "applied": False,
-                                                   "exit_code": e.exit_code, "error": str(e)}))
+    except WalctlError as e:  # its own document when it examined the directory; else walctl.error/1
+        if e.examined is not None:
+            e.examined = {"accept_loss": e.examined, **e.examined}
+        examined_document("walctl.repair/1", e, json_out)
         raise
     if json_out:
         emit(json_document("walctl.repair/1", {"accept_loss": rep.to_json(), **rep.to_json()}))

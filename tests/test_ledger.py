@@ -187,7 +187,9 @@ def test_quarantined_last_chunk_is_a_sequence_finding_and_write_never_reuses_its
     assert r.code == 4 and f[0]["sequence_range"] == [held.first_sequence, 300]
     assert f[0]["explained_by"]["why"] == "quarantine" and f[0]["explained_by"]["file"] == last
     w = cli("write", d, "--type", "REMEMBER", "--id", "m", "--payload", "p")
-    assert w.code == 4 and "--accept-loss" in w.err and f"{held.first_sequence}..300" in w.err
+    # the chunk is in .quarantine/: the advice is to put it back, not to accept its loss (issue 22)
+    assert w.code == 4 and f"`walctl quarantine restore {d} {last} --apply`" in w.err
+    assert f"{held.first_sequence}..300" in w.err and "--accept-loss" not in w.err
     r = cli("repair", d, "--accept-loss", f"{held.first_sequence}..300", "--reason", "tail rotted", "--apply")
     assert r.code == 0
     assert cli("verify", d).code == 0 and cli("verify", d, "--strict").code == 3

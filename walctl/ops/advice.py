@@ -106,17 +106,23 @@ def _missing_steps(report) -> list[Step]:
         rng = f.missing or f.sequence_range
         if f.cls not in MISSING or f.exit_code == 0 or not rng:
             continue
-        moved = _quarantined_as(f)
-        if moved:
-            restore.append(step("quarantine", "restore", report.path, moved, "--apply",
-                                note=f"puts seq {rng[0]}..{rng[1]} back from .quarantine/"))
-        else:
-            accept.append(accept_loss_step(report.path, rng[0], rng[1]))
+        s = missing_step(report.path, rng[0], rng[1], f.extra)
+        (restore if "restore" in s.argv else accept).append(s)
     return restore or accept  # restoring may close the gap; the loss is decided after it
 
 
-def _quarantined_as(f) -> str | None:
-    ex = f.extra.get("explained_by") if isinstance(f.extra, dict) else None
+def missing_step(directory: str, first: int, last: int, extra) -> Step:
+    """For sequences no file holds: put back the chunk the ledger or the manifest says went to
+    .quarantine/ (`extra`: the finding's, with `explained_by`), else record the loss."""
+    moved = _quarantined_as(extra)
+    if moved:
+        return step("quarantine", "restore", directory, moved, "--apply",
+                    note=f"puts seq {first}..{last} back from .quarantine/")
+    return accept_loss_step(directory, first, last)
+
+
+def _quarantined_as(extra) -> str | None:
+    ex = extra.get("explained_by") if isinstance(extra, dict) else None
     to = ex.get("to") if isinstance(ex, dict) else None
     prefix = ".quarantine/"
     if isinstance(to, str) and to.startswith(prefix) and "/" not in to[len(prefix):]:

@@ -33,6 +33,7 @@ class Moved(NamedTuple):
     horizon: bool  # compaction: below a horizon, not a loss
     time: str
     reason: str
+    to: str | None = None  # where it is now: .quarantine/<name>
 
 
 class View(NamedTuple):
@@ -105,7 +106,7 @@ def _manifest_moves(directory: str, fs, exp: L.Expectations) -> list[Moved]:
         if o.scan is None or o.scan.first_seq is None:
             continue
         out.append(Moved(src, o.scan.first_seq, o.scan.last_seq, e.get("action") in HORIZON_ACTIONS,
-                         str(e.get("time")), str(e.get("reason"))))
+                         str(e.get("time")), str(e.get("reason")), f"{Q.QUARANTINE_DIR}/{name}"))
     return out
 
 
@@ -129,7 +130,8 @@ def _explain(view: View, a: int, b: int) -> dict:
                                  "file": line.get("file"), "why": line.get("why"), "to": line.get("to")}}
     for m in view.manifest_moves:
         if m.first_seq is not None and m.first_seq <= b and m.last_seq >= a:
-            return {"explained_by": {"manifest": Q.MANIFEST, "file": m.file, "time": m.time, "reason": m.reason}}
+            return {"explained_by": {"manifest": Q.MANIFEST, "file": m.file, "time": m.time, "reason": m.reason,
+                                     "to": m.to}}
     return {}
 
 
@@ -152,11 +154,12 @@ def _sequence(view: View, a: int, b: int, reason: str, strict: bool, file=None, 
         return Finding(F.ACCEPTED_LOSS, EXIT_CORRUPT if strict else EXIT_OK,
                        f"{reason}; loss accepted at {accepted.ts}: {accepted.get('reason')}", file,
                        sequence_range=(a, b), extra=extra, missing=(a, b))
-    from .advice import accept_loss_step
+    from .advice import missing_step
 
-    hint = accept_loss_step(view.directory, a, b).command
-    return Finding(F.SEQUENCE_MISSING, EXIT_SEQUENCE,
-                   f"{reason}{_explain_text(extra)}; if this loss is final: `{hint}`", file,
+    step = missing_step(view.directory, a, b, extra)
+    hint = (f"to put them back: `{step.command}`" if "restore" in step.argv
+            else f"if this loss is final: `{step.command}`")
+    return Finding(F.SEQUENCE_MISSING, EXIT_SEQUENCE, f"{reason}{_explain_text(extra)}; {hint}", file,
                    sequence_range=(a, b), extra=extra, missing=(a, b))
 
 

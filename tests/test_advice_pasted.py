@@ -1,0 +1,240 @@
+"""Advice that works when pasted (issue 22): every command walctl prints for the operator -- a `next:` line,
+a dry run's "to do it" line, a command between backquotes in a message or an error -- is run here exactly
+as printed (split as a shell splits it, comments dropped) and does what it says. The directories are named
+with a space and a quote, so a word that is not shell-quoted breaks the paste."""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import case_dir, flip_bit, make_chunk, record_offsets, tree_digest, write_dir
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(ROOT, "examples")
+_TICKS = re.compile(r"`(walctl [^`]*)`")
+
+
+def printed_commands(text: str) -> list[list[str]]:
+    """Every walctl command in `text`: between backquotes anywhere, or running to the end of a line from a
+    line's start, after `next:` or after ": " (`to do it: walctl ...`). Split as a shell would."""
+    out = []
+    for line in text.splitlines():
+        out += [shlex.split(m, comments=True) for m in _TICKS.findall(line)]
+        rest = _TICKS.sub("", line)
+        m = re.search(r"(?:^\s*|next:\s+|: )(walctl .*)$", rest)
+        if m:
+            out.append(shlex.split(m.group(1), comments=True))
+    return out
+
+
+def run_printed(cli, argv):
+    assert argv[0] == "walctl", argv
+    return cli(*argv[1:])
+
+
+def odd_dir(tmp_path, name="my wal's dir") -> str:
+    return str(tmp_path / name)
+
+
+def copy_example(tmp_path, example) -> str:
+    d = odd_dir(tmp_path)
+    shutil.copytree(os.path.join(EXAMPLES, example), d)
+    return d
+
+
+def test_the_extractor_reads_what_walctl_prints():
+    text = ("  next: walctl repair 'a b' --apply   # cuts 3 bytes\n        walctl map 'a b'\n"
+            "dry run: nothing was changed; to do it: walctl seal 'x y' --apply\n"
+            "walctl: error: d: refusing (see `walctl inspect d --damaged`)\nwalctl: warning: none here")
+    assert printed_commands(text) == [["walctl", "repair", "a b", "--apply"], ["walctl", "map", "a b"],
+                                      ["walctl", "seal", "x y", "--apply"], ["walctl", "inspect", "d", "--damaged"]]
+
+
+def test_verify_next_lines_on_a_torn_tail_each_do_what_they_say(cli, tmp_path):
+    d = copy_example(tmp_path, "wal-torn-tail")
+    r = cli("verify", d)
+    steps = printed_commands(r.out)
+    assert r.code == 1 and [s[1] for s in steps] == ["inspect", "map", "repair", "repair"]
+    assert steps == cli("verify", d, "--json").json()["paths"][0]["next_steps"]
+    before = tree_digest(d)
+    look, where, plan, cut = steps
+    seen = run_printed(cli, look)
+    assert seen.code == 1 and "tail-damage" in seen.out
+    assert run_printed(cli, where).code == 1
+    p = run_printed(cli, plan)
+    assert p.code == 1 and "would cut wal-000001.bin" in p.out and tree_digest(d) == before  # a dry run
+    assert printed_commands(p.out) == [cut]  # the plan's own next step is the apply
+    assert run_printed(cli, cut).code == 0 and cli("verify", d).code == 0
+
+
+def test_repair_help_example_applies_when_pasted_into_a_shell(tmp_path):
+    from walctl.cli.repair_cmd import HELP
+
+    d = copy_example(tmp_path, "wal-torn-tail")
+    line = next(x for x in HELP.splitlines() if x.startswith("Example: walctl repair /var/lib/agent/wal"))
+    script = line[len("Example: "):].replace("/var/lib/agent/wal", shlex.quote(d))
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    subprocess.run(["sh", "-c", script], env=env, capture_output=True, timeout=60)
+    from walctl.ops.verify import verify_path
+
+    assert verify_path(d).exit_code == 0  # the example cut the tail (the dry run's exit 1 did not stop it)
+
+
+def test_repair_on_mid_log_damage_advice_runs(cli, tmp_path):
+    c = make_chunk(range(1, 6))
+    o = record_offsets(c)
+    d = write_dir(odd_dir(tmp_path), {0: flip_bit(c, o[1] + 44), 1: make_chunk(range(6, 8))})
+    r = cli("repair", d)
+    steps = printed_commands(r.out)
+    assert r.code == 3 and [s[1:3] for s in steps] == [["inspect", d], ["salvage", d], ["quarantine", "move"]]
+    assert steps == cli("repair", d, "--json").json()["next_steps"]
+    look, salvage, move = steps
+    assert run_printed(cli, look).code == 3
+    s = run_printed(cli, salvage)
+    assert s.code == 4 and cli("verify", d + ".salvaged", "--json").json()["paths"][0]["summary"]["records"] == 6
+    before = tree_digest(d)
+    m = run_printed(cli, move)
+    assert m.code == 0 and "would move" in m.out and tree_digest(d) == before  # a plan, as its note says
+    again = printed_commands(m.out)
+    assert again == [move + ["--apply"]]
+    assert run_printed(cli, again[0]).code == 0 and not os.path.exists(os.path.join(d, "wal-000000.bin"))
+
+
+def test_repair_of_a_directory_that_is_not_a_wal_advises_nothing_that_fails(cli, tmp_path):
+    d = odd_dir(tmp_path)
+    os.mkdir(d)
+    with open(os.path.join(d, "notes.txt"), "w") as f:
+        f.write("hello")
+    r = cli("repair", d)
+    assert r.code == 5 and printed_commands(r.out + r.err) == []
+    assert "quarantine move" not in r.out and r.json if False else True
+    assert cli("repair", d, "--json").json()["next_steps"] == []
+
+
+def test_a_legacy_v1_chunk_names_the_path_inspect_can_read(cli, tmp_path):
+    d = copy_example(tmp_path, "wal-legacy-v1")
+    r = cli("verify", d)
+    (read,) = [s for s in printed_commands(r.out) if s[1] == "inspect" and "--damaged" not in s]
+    assert read == ["walctl", "inspect", os.path.join(d, "wal-000000.bin")]
+    shown = run_printed(cli, read)
+    assert "5 records shown" in shown.err and "mem-0005" in shown.out
+
+
+def test_sequences_no_file_holds_accept_loss_hint_runs(cli, tmp_path):
+    from walctl.ops.write import WalWriter
+
+    d = odd_dir(tmp_path)
+    with WalWriter(d, max_chunk_bytes=300) as w:
+        for i in range(30):
+            w.append(0, f"m{i}", b"x" * 20)
+    chunks = sorted(n for n in os.listdir(d) if n.endswith(".bin") and os.path.getsize(os.path.join(d, n)) > 8)
+    os.remove(os.path.join(d, chunks[-1]))  # the ledger's hwm says more was issued
+    r = cli("verify", d)
+    ticks = [shlex.split(m) for m in _TICKS.findall(r.out)]
+    assert ticks and all(t[1:3] == ["repair", d] and "--accept-loss" in t for t in ticks)
+    w = cli("write", d, "--type", "REMEMBER", "--id", "m", "--payload", "x")
+    hints = printed_commands(w.err)
+    assert w.code == 3 and [h[1] for h in hints] == ["inspect", "repair"] and hints[1] == ticks[0]
+    assert run_printed(cli, hints[0]).code == 3
+    assert run_printed(cli, ticks[0]).code == 0 and cli("verify", d).code == 0
+    assert cli("write", d, "--type", "REMEMBER", "--id", "m", "--payload", "x").code == 0
+
+
+def test_write_refusing_a_gap_prints_commands_that_run(cli, tmp_path):
+    d = write_dir(odd_dir(tmp_path), {0: make_chunk(range(1, 6)), 2: make_chunk(range(9, 12))})
+    w = cli("write", d, "--type", "REMEMBER", "--id", "m", "--payload", "x")
+    steps = printed_commands(w.err)
+    assert w.code == 4 and [s[1] for s in steps] == ["inspect", "repair"]
+    assert run_printed(cli, steps[0]).code == 4
+    assert run_printed(cli, steps[1]).code == 0 and cli("write", d, "--type", "REMEMBER", "--id", "m").code == 0
+
+
+def test_compact_refusal_names_a_verify_that_shows_the_repeat(cli, tmp_path):
+    d = write_dir(odd_dir(tmp_path), {0: make_chunk(range(1, 6)), 1: make_chunk(range(5, 9)),
+                                      2: make_chunk(range(9, 12))})
+    r = cli("compact", d, "--before", "3")
+    (see,) = printed_commands(r.err)
+    assert r.code == 4 and see == ["walctl", "verify", d]
+    v = run_printed(cli, see)
+    assert v.code == 4 and "sequence-repeat" in v.out
+
+
+def test_quarantine_list_show_and_put_back_lines_run(cli, tmp_path):
+    d = copy_example(tmp_path, "wal-healthy")
+    assert cli("quarantine", "move", d, "wal-000001.bin", "--reason", "x", "--apply").code == 0
+    (show,) = printed_commands(cli("quarantine", "list", d).out)
+    s = run_printed(cli, show)
+    records, put_back = printed_commands(s.out)
+    assert s.code == 0 and records[1] == "inspect" and put_back[1:3] == ["quarantine", "restore"]
+    assert run_printed(cli, records).code == 0
+    assert run_printed(cli, put_back).code == 0 and cli("verify", d).code == 0  # put back, as it says
+    wrong = cli("quarantine", "show", d, "nope.bin")
+    (lst,) = printed_commands(wrong.err)
+    assert wrong.code == 2 and run_printed(cli, lst).code == 0
+
+
+def test_a_quarantined_chunks_sequences_advise_putting_it_back(cli, tmp_path):
+    d = copy_example(tmp_path, "wal-healthy")
+    cli("quarantine", "move", d, "wal-000001.bin", "--reason", "x", "--apply")
+    r = cli("inspect", d, "--seq", "50")
+    (back,) = printed_commands(r.out + r.err)
+    assert back == ["walctl", "quarantine", "restore", d, "wal-000001.bin", "--apply"]  # never accept-loss
+    assert back in printed_commands(cli("verify", d).out)
+    assert run_printed(cli, back).code == 0
+    got = cli("inspect", d, "--seq", "50")
+    assert got.code == 0 and printed_commands(got.out + got.err) == [] and cli("verify", d).code == 0
+
+
+def test_salvage_lines_run(cli, tmp_path):
+    d = odd_dir(tmp_path)
+    shutil.copytree(case_dir("payload-bitflip-midlog"), d)
+    out = odd_dir(tmp_path, "salvaged 'copy'")
+    r = cli("salvage", d, "--out", out)
+    look, check = printed_commands(r.out)
+    assert look == ["walctl", "inspect", d, "--damaged"] and check == ["walctl", "verify", out]
+    assert run_printed(cli, look).code == 3 and run_printed(cli, check).code == r.code
+
+
+def test_inspect_damaged_more_bytes_line_runs(cli, tmp_path):
+    from test_forensics import _damaged
+
+    d, o0, size1 = _damaged(tmp_path)
+    r = cli("inspect", d, "--damaged", "--context", "8")
+    (around,) = printed_commands(r.out)
+    assert around[1] == "inspect" and "--around" in around
+    more = run_printed(cli, around)
+    assert more.code == 1 and f"offset {around[-1]} +/- " in more.out  # the next window of that tail
+
+
+@pytest.mark.parametrize("argv", [
+    ["seal", "{d}"],
+    ["repair", "{gap}", "--accept-loss", "41..80", "--reason", "gone for good"],
+    ["checkpoint", "prune", "{ck}", "--max-age", "0", "--keep", "1"],
+])
+def test_dry_run_lines_run_and_do_it(cli, tmp_path, argv):
+    d = copy_example(tmp_path, "wal-healthy")
+    gap = odd_dir(tmp_path, "gap 'dir'")
+    shutil.copytree(os.path.join(EXAMPLES, "wal-sequence-gap"), gap)
+    ck = odd_dir(tmp_path, "ck 'dir'")
+    shutil.copytree(os.path.join(EXAMPLES, "checkpoints"), ck)
+    argv = [a.format(d=d, gap=gap, ck=ck) for a in argv]
+    target = argv[1] if argv[0] != "checkpoint" else argv[2]
+    r = cli(*argv)
+    (again,) = printed_commands(r.out)
+    assert again == ["walctl", *argv, "--apply"]
+    before = tree_digest(target)
+    assert run_printed(cli, again).code == 0 and tree_digest(target) != before
+    assert printed_commands(cli(*argv).out) == []  # done: nothing left to do
+
+
+def test_repair_refused_by_the_bound_names_an_inspect_that_runs(cli, tmp_path):
+    d = copy_example(tmp_path, "wal-torn-tail")
+    r = cli("repair", d, "--apply", "--max-drop-bytes", "1")
+    (look,) = printed_commands(r.err)
+    assert r.code == 7 and look == ["walctl", "inspect", d, "--damaged"] and run_printed(cli, look).code == 1

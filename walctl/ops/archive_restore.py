@@ -69,7 +69,9 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
         last_path = os.path.join(staging, keep[-1].name)
         end = _end_of_event(last_path, keep[-1].kind, target)
         if end is None:
-            raise NotClean(f"{keep[-1].name} does not hold event {target}: run `{_cmd('archive', 'verify', dest, '--namespace', namespace)}`", store.url,
+            again = _cmd('archive', 'verify', dest, '--namespace', namespace,
+                         *(("--endpoint-url", endpoint_url) if endpoint_url else ()))  # pastes as printed
+            raise NotClean(f"{keep[-1].name} does not hold event {target}: run `{again}`", store.url,
                            code=EXIT_CORRUPT)
         # The archived bytes themselves, cut right after event `target`: a restore is byte for byte what
         # was pushed (Java reads it as it read the original), and copying is what makes it fast.

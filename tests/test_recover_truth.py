@@ -106,3 +106,32 @@ def test_damage_after_the_checkpoint_is_recovers_own_failed_document(cli, tmp_pa
 def test_what_could_not_start_stays_walctl_error(cli, tmp_path):
     r = cli("recover", "--checkpoints", tmp_path / "nope", "--json")
     assert r.code == 6 and r.json()["schema"] == "walctl.error/1" and r.json()["error"]["reason"] == "not-found"
+
+
+def test_a_fallbacks_next_step_sets_the_rotten_checkpoint_aside_and_pastes(cli, tmp_path):
+    import shlex
+
+    entries, log, ck, made = _setup(tmp_path)
+    r = cli("recover", "--checkpoints", ck, "--log", log)
+    (line,) = [x.strip()[len("next: "):] for x in r.out.splitlines() if x.strip().startswith("next: ")]
+    step = shlex.split(line, comments=True)
+    assert step == cli("recover", "--checkpoints", ck, "--log", log, "--json").json()["next_steps"][0]
+    assert step[:5] == ["walctl", "quarantine", "move", ck, made["newest"]] and step[-1] == "--apply"
+    assert cli(*step[1:]).code == 0
+    assert os.listdir(os.path.join(ck, ".quarantine")) == ["MANIFEST.jsonl", made["newest"]] or \
+        sorted(os.listdir(os.path.join(ck, ".quarantine"))) == sorted(["MANIFEST.jsonl", made["newest"]])
+    again = cli("recover", "--checkpoints", ck, "--log", log, "--strict", "--json").json()
+    assert again["outcome"] == "checkpoint+replay" and again["exit_code"] == 0 and again["next_steps"] == []
+    assert cli("verify", ck).code == 0
+
+
+def test_a_failed_recoverys_next_step_is_verify_of_the_log(cli, tmp_path):
+    entries, log, ck, made = _setup(tmp_path, rot=())
+    seg = os.path.join(log, sorted(os.listdir(log))[2])  # entries 51..60, after W = 40
+    with open(seg, "r+b") as f:
+        f.seek(10)
+        f.write(b"\xff")
+    doc = cli("recover", "--checkpoints", ck, "--log", log, "--json").json()
+    assert doc["outcome"] == "failed" and doc["next_steps"] == [["walctl", "verify", log]]
+    v = cli("verify", log, "--json")
+    assert v.code == 3 and v.json()["paths"][0]["findings"][0]["file"] == os.path.basename(seg)

@@ -5,7 +5,7 @@ from typing import Optional
 import typer
 
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
-from .render import emit, examined_document, json_document
+from .render import emit, examined_document, json_document, next_lines
 from .targets import existing_dir, existing_path
 
 HELP = """Recover state: the newest checkpoint that fully verifies, plus replay of the log after its wal_sequence.
@@ -42,7 +42,7 @@ def recover(
 
     if checkpoints is None and log is None:
         raise UsageError("give --checkpoints DIR and/or --log DIR")
-    from ..ops.recover import OUTCOME_FALLBACK, OUTCOME_HISTORY_LOST
+    from ..ops.recover import OUTCOME_HISTORY_LOST
 
     on_interrupt("interrupted; recover changes nothing it reads" + (f", and {out} was not written" if out else ""))
     with Bar("recover", path_bytes(log), progress) as bar:
@@ -61,23 +61,31 @@ def recover(
     if json_out:
         emit(json_document("walctl.recover/1", dict(rep.to_json(), state_written=out if written else None)))
     else:
-        used = rep.checkpoint
-        emit(f"outcome: {rep.outcome}; final sequence {rep.final_sequence}")
-        emit(f"  checkpoint: {used['file'] + ' (wal_sequence ' + str(used['wal_sequence']) + ')' if used else 'none'}")
-        for f in rep.fallbacks:
-            emit(f"  passed over: {f['file']}: step {f['step']}: {f['reason']}")
-        for f in rep.rejected:
-            emit(f"  rejected: {f['file']}: step {f['step']}: {f['reason']}")
-        if rep.outcome == OUTCOME_FALLBACK:
-            n = len(rep.fallbacks) + len(rep.rejected)
-            emit(f"  recovered with fallback: {n} checkpoint file{'s' if n != 1 else ''} passed over; the state is "
-                 f"complete{' (exit 3: --strict)' if strict else ' (--strict exits 3)'}")
-        emit(f"  replayed {rep.entries_replayed} entries, skipped {len(rep.skipped)}, duplicates {rep.duplicates}, "
-             f"torn bytes ignored {rep.torn_bytes_ignored}; {rep.seconds['total'] * 1000:.1f} ms")
-        for w in rep.warnings:
-            emit(f"  warning: {w}")
-        if written:
-            emit(f"  state written to {out}")
-        elif out:
-            emit(f"  state NOT written to {out}: history lost (--allow-gap writes the empty state)")
+        _render_text(rep, out, written, strict)
     raise typer.Exit(rep.exit_code)
+
+
+def _render_text(rep, out, written: bool, strict: bool) -> None:
+    from ..ops.recover import OUTCOME_FALLBACK
+
+    used = rep.checkpoint
+    emit(f"outcome: {rep.outcome}; final sequence {rep.final_sequence}")
+    emit(f"  checkpoint: {used['file'] + ' (wal_sequence ' + str(used['wal_sequence']) + ')' if used else 'none'}")
+    for f in rep.fallbacks:
+        emit(f"  passed over: {f['file']}: step {f['step']}: {f['reason']}")
+    for f in rep.rejected:
+        emit(f"  rejected: {f['file']}: step {f['step']}: {f['reason']}")
+    if rep.outcome == OUTCOME_FALLBACK:
+        n = len(rep.fallbacks) + len(rep.rejected)
+        emit(f"  recovered with fallback: {n} checkpoint file{'s' if n != 1 else ''} passed over; the state is "
+             f"complete{' (exit 3: --strict)' if strict else ' (--strict exits 3)'}")
+    emit(f"  replayed {rep.entries_replayed} entries, skipped {len(rep.skipped)}, duplicates {rep.duplicates}, "
+         f"torn bytes ignored {rep.torn_bytes_ignored}; {rep.seconds['total'] * 1000:.1f} ms")
+    for w in rep.warnings:
+        emit(f"  warning: {w}")
+    if written:
+        emit(f"  state written to {out}")
+    elif out:
+        emit(f"  state NOT written to {out}: history lost (--allow-gap writes the empty state)")
+    for line in next_lines(rep.next_steps(), "  "):
+        emit(line)

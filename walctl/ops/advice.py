@@ -14,6 +14,8 @@ import os
 import shlex
 from typing import NamedTuple
 
+from ..format.names import movable_kind
+
 
 class Step(NamedTuple):
     argv: tuple[str, ...]  # ("walctl", WORD, ...): what to run, as is
@@ -70,10 +72,12 @@ def next_steps(report) -> list[Step]:
     directory (or a recorded loss), for this path."""
     if report.exit_code == 0 or report.kind is None:
         return []
-    look = [step("inspect", report.path, "--damaged", note="the damaged bytes, annotated"),
+    return _unique([s for rule in VERIFY_RULES for s in rule(report)])
+
+
+def _look_steps(report) -> list[Step]:
+    return [step("inspect", report.path, "--damaged", note="the damaged bytes, annotated"),
             step("map", report.path, note="where the damage lies")]
-    rules = (_torn_steps, _missing_steps, _corrupt_steps, _rotten_checkpoint_steps)
-    return _unique(look + [s for rule in rules for s in rule(report)])
 
 
 def _mends(report) -> bool:
@@ -155,7 +159,6 @@ def _rotten_checkpoint_steps(report) -> list[Step]:
     listing; setting it aside (kept in .quarantine/) leaves a directory that verifies clean."""
     from ..errors import EXIT_CORRUPT
     from .kinds import kind_of
-    from ..format.names import movable_kind
 
     if not kind_of(report.kind).is_dir:
         return []
@@ -163,6 +166,28 @@ def _rotten_checkpoint_steps(report) -> list[Step]:
                  note="sets the rotten checkpoint aside (kept in .quarantine/)")
             for f in report.findings
             if f.exit_code == EXIT_CORRUPT and f.file and movable_kind(f.file) == "checkpoint"]
+
+
+# The rules of verify's advice, in the order their steps are printed: looking first, then what mends
+# (a torn tail cut, a chunk put back, a loss recorded, a copy salvaged, a rotten checkpoint set aside).
+VERIFY_RULES = (_look_steps, _torn_steps, _missing_steps, _corrupt_steps, _rotten_checkpoint_steps)
+
+
+# ---- after recover ---------------------------------------------------------------------------------
+
+def after_recover(rep) -> list[Step]:
+    """After a recovery that passed over checkpoint files: set each aside (recovery passes over it anyway;
+    kept in .quarantine/, it stops being a candidate and its directory verifies clean). After a failure:
+    verify of the log, whose own next steps start the way back."""
+    out = []
+    if rep.error is not None and rep.findings and rep.log:
+        out.append(step("verify", rep.log, note="what stopped the recovery, and what to do about it"))
+    for f in rep.passed_over():
+        if movable_kind(f["file"]) == "checkpoint" and rep.checkpoints:
+            out.append(step("quarantine", "move", rep.checkpoints, f["file"], "--reason",
+                            f"passed over by recover: {f['why']}"[:200], "--apply",
+                            note="sets the rotten checkpoint aside (kept in .quarantine/)"))
+    return out
 
 
 # ---- after repair ----------------------------------------------------------------------------------
@@ -190,8 +215,6 @@ def after_repair(rep) -> list[Step]:
         out.append(step("quarantine", "list", d, note="sequences cannot be mended in place: is a chunk there?"))
     if rep.before is not None and rep.before.kind is not None:
         out += _missing_steps(rep.before)
-    from ..format.names import movable_kind
-
     for f in rep.left_alone:  # an unsupported chunk in a log directory (never the directory itself)
         if f.cls == F.UNSUPPORTED and rep.before.kind is not None and f.file and movable_kind(f.file):
             out.append(step("quarantine", "move", d, f.file, "--reason", "unsupported chunk",

@@ -195,16 +195,24 @@ class RecoverReport(NamedTuple):
     checkpoints: str | None = None  # the checkpoint directory (where the passed-over files are)
     findings: tuple[Finding, ...] = ()  # the log's findings that stopped a failed recovery
     error: str | None = None  # why it failed (outcome "failed"); None when it recovered
+    log: str | None = None  # the log replayed (for the next steps)
 
     def to_json(self) -> dict:
         d = self._asdict()
         d.pop("state")
         d.pop("checkpoints")
+        d.pop("log")
         d["skipped_count"] = len(self.skipped)
         d["skipped"] = list(self.skipped[:100])
         d["passed_over"] = self.passed_over()
         d["findings"] = [f.to_json() for f in self.findings]
+        d["next_steps"] = [s.to_json() for s in self.next_steps()]
         return d
+
+    def next_steps(self) -> list:
+        from .advice import after_recover
+
+        return after_recover(self)
 
     def passed_over(self) -> list[dict]:
         """Every checkpoint file recovery did not use although it was there (ADR-003 Scenario 3), with why."""
@@ -239,7 +247,7 @@ def recover(checkpoints: str | None, log: str | None, *, reducer: str = AUTO, al
                                                                               ("log", log)) if p and not fs.exists(p)]
     state, w, used = _start(base, reducer)
     tried = RecoverReport(state, OUTCOME_FAILED, EXIT_OK, used, fallbacks, rejected, 0, (), 0, 0, w, (), {},
-                          checkpoints)
+                          checkpoints, log=log)
     try:
         rep = _recover(tried, base, log, no_log, fold, allow_gap, warnings, fs, progress, (t0, t1))
     except NotClean as e:

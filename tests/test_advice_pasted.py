@@ -333,3 +333,28 @@ def test_usage_errors_name_a_help_that_runs(cli, argv, page):
     quoted = re.findall(r"'(walctl [^']*)'", r.err)
     assert r.code == 2 and [shlex.split(q) for q in quoted] == [["walctl", *page]]
     assert cli(*page).code == 0
+
+
+def test_inspect_seq_of_a_record_cut_into_quarantine_names_the_piece_to_read(cli, tmp_path):
+    d = copy_example(tmp_path, "wal-torn-tail")
+    assert cli("repair", d, "--apply").code == 0
+    from walctl.ops.pieces import read_pieces
+
+    (piece,) = read_pieces(d).pieces
+    seq = piece.first_sequence
+    if seq is None:
+        pytest.skip("the cut tail holds no sequence header")
+    r = cli("inspect", d, "--seq", seq)
+    (look,) = printed_commands(r.out + r.err)
+    assert look[:3] == ["walctl", "inspect", os.path.join(d, piece.evidence)]
+    shown = run_printed(cli, look)
+    assert shown.code == 0 and f"sequence             {seq}" in shown.out  # the cut bytes, decoded
+
+
+def test_restore_of_an_unknown_name_points_at_the_listing(cli, tmp_path):
+    d = copy_example(tmp_path, "wal-healthy")
+    cli("quarantine", "move", d, "wal-000001.bin", "--reason", "x", "--apply")
+    r = cli("quarantine", "restore", d, "nope.bin", "--apply")
+    (lst,) = printed_commands(r.err)
+    listed = run_printed(cli, lst)
+    assert r.code == 2 and lst == ["walctl", "quarantine", "list", d] and "wal-000001.bin" in listed.out

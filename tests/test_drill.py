@@ -47,9 +47,21 @@ def v2_log(d: str, ledger: bool = True) -> None:
 
 
 def v2_records(d: str) -> dict:
-    from walctl.ops.records import Record, RecordWalk
+    """What `walctl replay` streams from the directory (it must stream all of it: exit 0)."""
+    import contextlib
+    import io
+    import json
+    import tempfile
 
-    return {r.sequence: (r.type_ordinal, r.memory_id, r.payload) for r in RecordWalk(d) if isinstance(r, Record)}
+    from walctl.cli import run
+
+    with tempfile.TemporaryDirectory(dir=os.path.dirname(d)) as t:
+        out, err = os.path.join(t, "replayed.jsonl"), io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            code = run(["replay", d, "--out", out])
+        assert code == 0, f"replay of {d} exited {code}: {err.getvalue()}"
+        with open(out, encoding="utf-8") as f:
+            return {r["sequence"]: (r["type_ordinal"], r["memory_id_hex"], r["payload_hex"]) for r in map(json.loads, f)}
 
 
 def checkpoint_log(d: str) -> None:

@@ -5,8 +5,9 @@ and `--json` prints the argv itself (`next_steps`), so a script follows exactly 
 the CLI prints them.
 
 Each source of advice is one function over a report (`next_steps` after verify, `after_repair`,
-`after_recover`...), built from small rules (`_mend_steps`, `_missing_steps`...) that each return a list:
-a new rule (a heal step when an archive is known) is one more function in the list of its source.
+`after_recover`), built from small rules (`_torn_steps`, `_missing_steps`...) that each return a list of
+steps: a new rule (a heal step when an archive is known) is one more function in its source's table
+(`VERIFY_RULES`) or one more line in its source.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import shlex
 from typing import NamedTuple
 
 from ..format.names import movable_kind
+from . import findings as F
 
 
 class Step(NamedTuple):
@@ -95,7 +97,7 @@ def _torn_steps(report) -> list[Step]:
             step("repair", report.path, "--apply", note="cuts the torn tail, keeping it in .quarantine/")]
 
 
-MISSING = ("sequence-gap", "sequence-missing", "sealed-chunk-missing")
+MISSING = (F.SEQUENCE_GAP, F.SEQUENCE_MISSING, F.SEALED_MISSING)  # sequences no file holds
 
 
 def _missing_steps(report) -> list[Step]:
@@ -141,7 +143,7 @@ def accept_loss_step(directory: str, first: int, last: int) -> Step:
                 note="only once these sequences are known to be lost for good")
 
 
-CORRUPT_DAMAGE = ("mid-log-damage", "tail-damage", "undecodable-payload", "short-chunk")
+CORRUPT_DAMAGE = (F.MID_LOG_DAMAGE, F.TAIL_DAMAGE, F.UNDECODABLE_PAYLOAD, F.SHORT_CHUNK)  # bytes a copy reads past
 
 
 def _corrupt_steps(report) -> list[Step]:
@@ -194,8 +196,6 @@ def after_recover(rep) -> list[Step]:
 
 def after_repair(rep) -> list[Step]:
     """After a repair (a plan or a cut): the apply step of a plan, then what repair leaves alone."""
-    from . import findings as F
-
     d = rep.path
     out = []
     if rep.cuts and not rep.applied:
@@ -211,12 +211,13 @@ def after_repair(rep) -> list[Step]:
         what = ", ".join(x for x in (rng, f"seq {lost[0]}..{lost[1]}" if lost else "") if x)
         out.append(step("quarantine", "move", d, f.file, "--reason", f.cls + (" " + rng if rng else ""),
                         note=f"the plan to set {f.file} aside ({f.cls}{': ' + what if what else ''}); --apply does it"))
-    if any(f.cls in (F.SEQUENCE_GAP, F.SEQUENCE_REPEAT, F.SEQUENCE_REGRESSION) for f in rep.left_alone):
+    missing = _missing_steps(rep.before) if rep.before.kind is not None else []
+    if not missing and any(f.cls in (F.SEQUENCE_GAP, F.SEQUENCE_REPEAT, F.SEQUENCE_REGRESSION) for f in rep.left_alone):
         out.append(step("quarantine", "list", d, note="sequences cannot be mended in place: is a chunk there?"))
-    if rep.before is not None and rep.before.kind is not None:
-        out += _missing_steps(rep.before)
+    out += missing
     for f in rep.left_alone:  # an unsupported chunk in a log directory (never the directory itself)
         if f.cls == F.UNSUPPORTED and rep.before.kind is not None and f.file and movable_kind(f.file):
             out.append(step("quarantine", "move", d, f.file, "--reason", "unsupported chunk",
-                            note=f"{f.file} is not a V2 chunk and is left alone: the plan to set it aside; --apply does it"))
+                            note=f"{f.file} is not a V2 chunk and is left alone: the plan to set it aside; "
+                                 "--apply does it"))
     return _unique(out)

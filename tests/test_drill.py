@@ -47,21 +47,7 @@ def v2_log(d: str, ledger: bool = True) -> None:
 
 
 def v2_records(d: str) -> dict:
-    """What `walctl replay` streams from the directory (it must stream all of it: exit 0)."""
-    import contextlib
-    import io
-    import json
-    import tempfile
-
-    from walctl.cli import run
-
-    with tempfile.TemporaryDirectory(dir=os.path.dirname(d)) as t:
-        out, err = os.path.join(t, "replayed.jsonl"), io.StringIO()
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-            code = run(["replay", d, "--out", out])
-        assert code == 0, f"replay of {d} exited {code}: {err.getvalue()}"
-        with open(out, encoding="utf-8") as f:
-            return {r["sequence"]: (r["type_ordinal"], r["memory_id_hex"], r["payload_hex"]) for r in map(json.loads, f)}
+    return {r["sequence"]: (r["type_ordinal"], r["memory_id_hex"], r["payload_hex"]) for r in _replayed(d)}
 
 
 def checkpoint_log(d: str) -> None:
@@ -85,14 +71,43 @@ def checkpoint_records(d: str) -> dict:
     return out
 
 
+def segment_log(d: str) -> None:
+    """60 ADR-003 entries in 3 segments of 20 (written as another writer would: no ledger)."""
+    from test_recover import random_entries, write_segments
+
+    write_segments(d, random_entries(60, seed=3), per_segment=20)
+
+
+def segment_records(d: str) -> dict:
+    return {e["sequence"]: e["checksum"] for e in _replayed(d)}
+
+
+def _replayed(d: str) -> list[dict]:
+    """What `walctl replay` streams from the directory (it must stream all of it: exit 0)."""
+    import contextlib
+    import io
+    import json
+    import tempfile
+
+    from walctl.cli import run
+
+    with tempfile.TemporaryDirectory(dir=os.path.dirname(d)) as t:
+        out, err = os.path.join(t, "replayed.jsonl"), io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            code = run(["replay", d, "--out", out])
+        assert code == 0, f"replay of {d} exited {code}: {err.getvalue()}"
+        with open(out, encoding="utf-8") as f:
+            return [json.loads(line) for line in f]
+
+
 LOGS = {"v2": (v2_log, v2_records), "v2-no-ledger": (lambda d: v2_log(d, ledger=False), v2_records),
-        "checkpoints": (checkpoint_log, checkpoint_records)}
+        "checkpoints": (checkpoint_log, checkpoint_records), "segments": (segment_log, segment_records)}
 
 
 # ---- damage: each breaks the directory and returns the sequences whose bytes it destroyed ------------
 
 def _chunks(d):
-    return sorted(n for n in os.listdir(d) if n.startswith("wal-") and n.endswith(".bin"))
+    return sorted(n for n in os.listdir(d) if n.startswith("wal") and n.endswith((".bin", ".log")))
 
 
 def _rw(path, fn):
@@ -191,6 +206,25 @@ def truncated_checkpoint(d):
     return set()  # the state is the log's: nothing is lost while the log holds every entry
 
 
+def segment_torn_tail(d):
+    """The last entry of the last segment cut short (the writer died writing it)."""
+    last = os.path.join(d, _chunks(d)[-1])
+    _rw(last, lambda b: b[:-30])
+    return {60}
+
+
+def segment_mid_log_rot(d):
+    """One byte of entry 2's body in the first segment: entry 2 is destroyed, the ones after it live."""
+    _rw(os.path.join(d, _chunks(d)[0]), lambda b: b[:200] + bytes([b[200] ^ 0xFF]) + b[201:])
+    return {2}
+
+
+def deleted_segment(d):
+    """The middle segment deleted for good."""
+    os.remove(os.path.join(d, _chunks(d)[1]))
+    return set(range(21, 41))
+
+
 class Row(NamedTuple):
     name: str
     log: str
@@ -219,6 +253,11 @@ ROWS = [
     Row("crashed writer: append in flight", "v2-no-ledger", crashed_append),
     Row("crashed writer: append in flight, ledger", "v2", crashed_append),
     Row("truncated checkpoint", "checkpoints", truncated_checkpoint),
+    Row("segments: torn tail", "segments", segment_torn_tail, loss="evidence"),
+    Row("segments: deleted middle segment", "segments", deleted_segment),
+    Row("segments: mid-log rot", "segments", segment_mid_log_rot, xfail=(
+        "dead end: salvage copies Spector V2 chunks only (exit 5 on ADR-003 segments) and no other command "
+        "copies the entries after mid-log damage in a segment; quarantine move would set aside intact entries")),
 ]
 
 
@@ -321,3 +360,40 @@ def _accounted(cli, mended, destroyed, how, ran):
     accepted = [f for f in doc["paths"][0]["findings"] if f["class"] == "accepted-loss"]
     covered = {s for f in accepted for s in range(f["sequence_range"][0], f["sequence_range"][1] + 1)}
     assert destroyed <= covered, f"lost without a record of it: {sorted(destroyed - covered)}; ran {ran}"
+
+
+def test_replay_of_segments_streams_across_a_gap_the_ledger_accepted_as_verify_does(cli, tmp_path):
+    """The drill found it: after `repair --accept-loss` verify called a segment directory clean while replay
+    still stopped at the gap (exit 4). Now both follow the ledger, as for V2 chunks."""
+    import json
+
+    d = str(tmp_path / "seg")
+    segment_log(d)
+    deleted_segment(d)
+    out = tmp_path / "a.jsonl"
+    r = cli("replay", d, "--out", out)
+    assert r.code == 4 and "sequence gap: 20 missing (21..40)" in r.err  # not accepted: it stops
+    assert cli("repair", d, "--accept-loss", "21..40", "--reason", "segment 2 lost", "--apply").code == 0
+    assert cli("verify", d).code == 0
+    out = tmp_path / "b.jsonl"
+    r = cli("replay", d, "--out", out, "--report", tmp_path / "report.json")
+    with open(out) as f:
+        seqs = [json.loads(line)["sequence"] for line in f]
+    assert r.code == 0 and seqs == list(range(1, 21)) + list(range(41, 61))
+    with open(tmp_path / "report.json") as f:
+        rep = json.load(f)
+    assert rep["exit_code"] == 0 and rep["stopped"] is None
+
+
+def test_the_follower_fails_on_a_dead_end(cli, tmp_path):
+    """The drill's follower is not vacuous: bytes changed in a sealed chunk while every record still reads
+    (its padding) are corruption that no walctl step mends without an archive (a heal, issue 22)."""
+    d = str(tmp_path / "wal")
+    v2_log(d)
+    path, offset, payload = _record(d, 30)
+    with open(path, "rb") as f:
+        data = f.read()
+    nxt = data.index(b"WA", payload)  # the next record's magic: the byte before it is padding
+    _rw(path, lambda b: flip_bit(b, nxt - 1))
+    with pytest.raises(DrillFailed, match="dead end"):
+        follow(cli, d, [d])

@@ -83,15 +83,25 @@ def _look_steps(report) -> list[Step]:
 
 
 def _mends(report) -> bool:
+    """Salvage and the chunk moves act on it (Spector V2 chunk directories)."""
     from .kinds import kind_of
 
-    return bool(kind_of(report.kind).mend)
+    k = kind_of(report.kind)
+    return k is not None and k.mend
+
+
+def _cuts(report) -> bool:
+    """repair cuts its torn tails: a log directory, of chunks or of segments (the kinds with a ledger)."""
+    from .kinds import kind_of
+
+    k = kind_of(report.kind)
+    return k is not None and k.ledger
 
 
 def _torn_steps(report) -> list[Step]:
     from ..errors import EXIT_TORN
 
-    if report.exit_code != EXIT_TORN or not _mends(report):
+    if report.exit_code != EXIT_TORN or not _cuts(report):
         return []
     return [step("repair", report.path, note="dry run: shows the cut"),
             step("repair", report.path, "--apply", note="cuts the torn tail, keeping it in .quarantine/")]
@@ -200,7 +210,7 @@ def after_repair(rep) -> list[Step]:
     out = []
     if rep.cuts and not rep.applied:
         out.append(step("repair", d, "--apply", note=f"cuts {rep.drop_bytes} bytes, keeping them in .quarantine/"))
-    damage = [f for f in rep.left_alone if f.cls in CORRUPT_DAMAGE]
+    damage = [f for f in rep.left_alone if f.cls in CORRUPT_DAMAGE] if _mends(rep.before) else []
     if damage:
         out.append(step("inspect", d, "--damaged", note="look at the damaged bytes"))
         out.append(step("salvage", d, "--out", salvage_out(d),

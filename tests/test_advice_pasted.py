@@ -358,3 +358,13 @@ def test_restore_of_an_unknown_name_points_at_the_listing(cli, tmp_path):
     (lst,) = printed_commands(r.err)
     listed = run_printed(cli, lst)
     assert r.code == 2 and lst == ["walctl", "quarantine", "list", d] and "wal-000001.bin" in listed.out
+
+
+def test_next_steps_name_absolute_paths_so_they_run_from_anywhere(cli, tmp_path, monkeypatch):
+    shutil.copytree(os.path.join(EXAMPLES, "wal-torn-tail"), tmp_path / "rel wal")
+    monkeypatch.chdir(tmp_path)
+    steps = cli("verify", "rel wal", "--json").json()["paths"][0]["next_steps"]
+    assert steps[-1] == ["walctl", "repair", str(tmp_path / "rel wal"), "--apply"]
+    assert printed_commands(cli("verify", "rel wal").out) == steps
+    monkeypatch.chdir(os.path.dirname(ROOT))  # a script that moved elsewhere
+    assert run_printed(cli, steps[-1]).code == 0 and cli("verify", tmp_path / "rel wal").code == 0

@@ -74,6 +74,7 @@ def next_steps(report) -> list[Step]:
     directory (or a recorded loss), for this path."""
     if report.exit_code == 0 or report.kind is None:
         return []
+    report = report._replace(path=os.path.abspath(report.path))  # a step runs from any directory
     return _unique([s for rule in VERIFY_RULES for s in rule(report)])
 
 
@@ -193,10 +194,10 @@ def after_recover(rep) -> list[Step]:
     verify of the log, whose own next steps start the way back."""
     out = []
     if rep.error is not None and rep.findings and rep.log:
-        out.append(step("verify", rep.log, note="what stopped the recovery, and what to do about it"))
+        out.append(step("verify", os.path.abspath(rep.log), note="what stopped the recovery, and what to do about it"))
     for f in rep.passed_over():
         if movable_kind(f["file"]) == "checkpoint" and rep.checkpoints:
-            out.append(step("quarantine", "move", rep.checkpoints, f["file"], "--reason",
+            out.append(step("quarantine", "move", os.path.abspath(rep.checkpoints), f["file"], "--reason",
                             f"passed over by recover: {f['why']}"[:200], "--apply",
                             note="sets the rotten checkpoint aside (kept in .quarantine/)"))
     return out
@@ -206,7 +207,7 @@ def after_recover(rep) -> list[Step]:
 
 def after_repair(rep) -> list[Step]:
     """After a repair (a plan or a cut): the apply step of a plan, then what repair leaves alone."""
-    d = rep.path
+    d = os.path.abspath(rep.path)
     out = []
     if rep.cuts and not rep.applied:
         out.append(step("repair", d, "--apply", note=f"cuts {rep.drop_bytes} bytes, keeping them in .quarantine/"))
@@ -221,7 +222,7 @@ def after_repair(rep) -> list[Step]:
         what = ", ".join(x for x in (rng, f"seq {lost[0]}..{lost[1]}" if lost else "") if x)
         out.append(step("quarantine", "move", d, f.file, "--reason", f.cls + (" " + rng if rng else ""),
                         note=f"the plan to set {f.file} aside ({f.cls}{': ' + what if what else ''}); --apply does it"))
-    missing = _missing_steps(rep.before) if rep.before.kind is not None else []
+    missing = _missing_steps(rep.before._replace(path=d)) if rep.before.kind is not None else []
     if not missing and any(f.cls in (F.SEQUENCE_GAP, F.SEQUENCE_REPEAT, F.SEQUENCE_REGRESSION) for f in rep.left_alone):
         out.append(step("quarantine", "list", d, note="sequences cannot be mended in place: is a chunk there?"))
     out += missing

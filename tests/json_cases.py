@@ -29,6 +29,9 @@ def workspace(ws: str) -> None:
     os.mkdir(os.path.join(ws, "wal-bad-ledger", ".walctl"))
     with open(os.path.join(ws, "wal-bad-ledger", ".walctl", "ledger.jsonl"), "wb") as f:
         f.write(b"x" * (65 << 10))
+    from conftest import make_chunk, write_dir
+
+    write_dir(os.path.join(ws, "wal-repeat"), {0: make_chunk(range(1, 6)), 1: make_chunk(range(5, 9))})
     with open(os.path.join(ws, "state.json"), "w", encoding="utf-8") as f:
         json.dump({"memories": {"m1": {"text": "hi"}}}, f)
     from datetime import datetime, timedelta, timezone
@@ -76,6 +79,7 @@ def cases(ws: str):
          "doc", "walctl.repair/1"),
         ("salvage", ["salvage", w("wal-midlog-corrupt"), "--out", w("salvaged"), "--json"], "doc", "walctl.salvage/1"),
         ("compact", ["compact", w("wal-healthy"), "--before", "60", "--json"], "doc", "walctl.compact/1"),
+        ("compact refused", ["compact", w("wal-repeat"), "--before", "3", "--json"], "doc", "walctl.compact/1"),
         ("quarantine list", ["quarantine", "list", w("wal-torn-tail"), "--json"], "doc", "walctl.quarantine/1"),
         ("quarantine show", ["quarantine", "show", w("wal-torn-tail"), "@first", "--json"], "doc",
          "walctl.quarantine-show/1"),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from ..errors import EXIT_OK, EXIT_REFUSED, NotClean, Refused, UsageError, WalctlError
+from ..errors import EXIT_OK, NotClean, Refused, UsageError
 from ..format import ledger as L
 from ..store import durable
 from ..store import ledger as SL
@@ -23,7 +23,7 @@ from . import findings as F
 from .ledger_check import LEDGER_FILE
 from .clock import utc_now
 from .kinds import kind_of
-from .report import PathReport
+from .report import PathReport, examined
 from .verify import detect_kind, require_recognised, verify_path
 
 
@@ -56,16 +56,6 @@ class SealReport(NamedTuple):
                 "sealed": [i.file for i in self.items if i.action == "seal"],
                 "items": [i.to_json() for i in self.items],
                 "verify": {"verdict": self.before.verdict, "exit_code": self.before.exit_code}}
-
-
-def examined(error: WalctlError, body: dict, report: PathReport) -> WalctlError:
-    """`error` carrying the document of what the command examined before it failed (docs/json.md: a
-    command that examined data prints its own document on failure too): nothing applied, the outcome,
-    the exit code, the error, and the directory's findings."""
-    error.examined = dict(body, applied=False, outcome="refused" if error.exit_code == EXIT_REFUSED else "failed",
-                          exit_code=error.exit_code, error=error.reason,
-                          findings=[f.to_json() for f in report.findings])
-    return error
 
 
 def _need_log_dir(path: str, fs) -> None:

@@ -14,8 +14,10 @@ directory (`--out X`) makes X the directory being mended (salvage). It fails on
 Each verify on the way is also rendered as text, and its `next:` lines, split as a shell would, must be
 exactly the JSON's argv arrays (one source for both).
 
-Adding a damage class is one row of ROWS: a name, the log it starts from (`v2`, `v2-no-ledger`,
-`checkpoints`) and a damage function that breaks the directory and returns the sequences it destroyed.
+Adding a damage class is one row of ROWS: a name, the log it starts from (a key of LOGS: `v2`,
+`v2-no-ledger`, `segments`, `checkpoints`; a new one is a writer and a reader of its records), a damage
+function that breaks the directory and returns the sequences it destroyed, how that loss must be on record,
+and (`env`) what the operator's environment holds, such as an archive to heal from.
 """
 from __future__ import annotations
 
@@ -234,6 +236,9 @@ class Row(NamedTuple):
     # "undetectable" (a whole chunk gone at either end of a log with no ledger: nothing can tell)
     loss: str = "accepted-loss"
     xfail: str | None = None
+    # environment the operator's shell has while following the advice (e.g. an archive a heal copies
+    # from: lambda d: {"WALCTL_ARCHIVE": "file://" + d + ".archive"}), from the directory's path
+    env: Callable[[str], dict] | None = None
 
 
 ROWS = [
@@ -329,12 +334,14 @@ def _verify(cli, target):
 
 @pytest.mark.parametrize("row", [pytest.param(r, id=r.name, marks=[pytest.mark.xfail(reason=r.xfail, strict=True)]
                                               if r.xfail else []) for r in ROWS])
-def test_drill(cli, tmp_path, row):
+def test_drill(cli, tmp_path, monkeypatch, row):
     make, records = LOGS[row.log]
     d = str(tmp_path / "wal")
     make(d)
     acknowledged = records(d)
     destroyed = row.damage(d)
+    for k, v in (row.env(d) if row.env else {}).items():
+        monkeypatch.setenv(k, v)
     assert destroyed <= set(acknowledged)
     mended, ran = follow(cli, d, [d])
     got = records(mended)
@@ -397,3 +404,27 @@ def test_the_follower_fails_on_a_dead_end(cli, tmp_path):
     _rw(path, lambda b: flip_bit(b, nxt - 1))
     with pytest.raises(DrillFailed, match="dead end"):
         follow(cli, d, [d])
+
+
+class _Scripted:
+    """A stand-in for walctl that advises one step forever and changes nothing when it is run."""
+
+    def __init__(self, d):
+        self.step = ["walctl", "quarantine", "move", d, "wal-000001.bin", "--apply"]
+
+    def __call__(self, *args):
+        import json
+
+        from conftest import CliResult
+
+        if args[0] == "verify":
+            doc = {"exit_code": 3, "verdict": "corrupt", "paths": [{"next_steps": [self.step]}]}
+            return CliResult(3, json.dumps(doc) if "--json" in args else f"  next: {shlex.join(self.step)}\n", "")
+        return CliResult(0, json.dumps({"next_steps": []}), "")
+
+
+def test_the_follower_fails_on_a_loop(tmp_path):
+    d = str(tmp_path / "wal")
+    os.mkdir(d)
+    with pytest.raises(DrillFailed, match="loop"):
+        follow(_Scripted(d), d, [d])

@@ -19,6 +19,19 @@ def workspace(ws: str) -> None:
         src = os.path.join(EXAMPLES, name)
         if os.path.isdir(src):
             shutil.copytree(src, os.path.join(ws, name), symlinks=True)
+    # failures after the command examined data (docs/json.md): a log damaged after the checkpoint, a
+    # directory whose ledger ends in damage
+    shutil.copytree(os.path.join(EXAMPLES, "segments"), os.path.join(ws, "segments-rot"))
+    with open(os.path.join(ws, "segments-rot", "wal_00000002.log"), "r+b") as f:
+        f.seek(10)
+        f.write(b"\xff")
+    shutil.copytree(os.path.join(EXAMPLES, "wal-healthy"), os.path.join(ws, "wal-bad-ledger"))
+    os.mkdir(os.path.join(ws, "wal-bad-ledger", ".walctl"))
+    with open(os.path.join(ws, "wal-bad-ledger", ".walctl", "ledger.jsonl"), "wb") as f:
+        f.write(b"x" * (65 << 10))
+    from conftest import make_chunk, write_dir
+
+    write_dir(os.path.join(ws, "wal-repeat"), {0: make_chunk(range(1, 6)), 1: make_chunk(range(5, 9))})
     with open(os.path.join(ws, "state.json"), "w", encoding="utf-8") as f:
         json.dump({"memories": {"m1": {"text": "hi"}}}, f)
     from datetime import datetime, timedelta, timezone
@@ -66,6 +79,9 @@ def cases(ws: str):
         ("repair plan", ["repair", w("wal-torn-tail"), "--json"], "doc", "walctl.repair/1"),
         ("repair apply", ["repair", w("wal-torn-tail"), "--apply", "--json"], "doc", "walctl.repair/1"),
         ("seal", ["seal", w("wal-healthy"), "--json"], "doc", "walctl.seal/1"),
+        ("seal failed", ["seal", w("wal-bad-ledger"), "--apply", "--json"], "doc", "walctl.seal/1"),
+        ("accept loss refused", ["repair", w("wal-sequence-gap"), "--accept-loss", "1..5", "--reason", "no", "--json"],
+         "doc", "walctl.repair/1"),
         ("accept loss", ["repair", w("wal-sequence-gap"), "--accept-loss", "41..80", "--reason", "gone", "--json"],
          "doc", "walctl.repair/1"),
         ("salvage", ["salvage", w("wal-midlog-corrupt"), "--out", w("salvaged"), "--json"], "doc", "walctl.salvage/1"),
@@ -75,6 +91,7 @@ def cases(ws: str):
         ("migrate damaged", ["migrate", w("wal-midlog-corrupt"), "--out", w("migrated-corrupt"), "--json"], "doc",
          "walctl.migrate/1"),
         ("compact", ["compact", w("wal-healthy"), "--before", "60", "--json"], "doc", "walctl.compact/1"),
+        ("compact refused", ["compact", w("wal-repeat"), "--before", "3", "--json"], "doc", "walctl.compact/1"),
         ("quarantine list", ["quarantine", "list", w("wal-torn-tail"), "--json"], "doc", "walctl.quarantine/1"),
         ("quarantine show", ["quarantine", "show", w("wal-torn-tail"), "@first", "--json"], "doc",
          "walctl.quarantine-show/1"),
@@ -93,6 +110,8 @@ def cases(ws: str):
         ("checkpoint prune", ["checkpoint", "prune", w("checkpoints"), "--max-age", "0", "--keep", "1", "--json"],
          "doc", "walctl.checkpoint-prune/1"),
         ("recover", ["recover", "--checkpoints", w("checkpoints"), "--log", w("segments"), "--json"], "doc",
+         "walctl.recover/1"),
+        ("recover failed", ["recover", "--checkpoints", w("checkpoints"), "--log", w("segments-rot"), "--json"], "doc",
          "walctl.recover/1"),
         ("replay v2", ["replay", w("wal-healthy"), "--after", "10", "--out", w("v2.jsonl")],
          ("jsonl-file", w("v2.jsonl")), "walctl.record/1"),

@@ -184,7 +184,8 @@ def test_a_locked_directory_is_exit_6_locked_with_one_document(cli, tmp_path):
         {k: v[:2] for k, v in before.items()}
 
 
-def test_recover_with_a_gap_prints_one_document(cli, tmp_path):
+def test_recover_with_a_gap_prints_its_own_document_of_what_it_tried(cli, tmp_path):
+    """It read the checkpoints and the log: recover's own document (not walctl.error/1), outcome failed."""
     from test_recover import independent_fold, random_entries, write_segments
     from walctl.ops import checkpoint as C
 
@@ -195,7 +196,13 @@ def test_recover_with_a_gap_prints_one_document(cli, tmp_path):
     r = cli("recover", "--checkpoints", ck, "--log", log, "--out", tmp_path / "state.json", "--json")
     assert r.code == 4
     doc = _one_document(r.out)
-    assert doc["exit_code"] == 4 and doc["error"]["reason"] == "sequence" and doc["command"] == "recover"
+    assert doc["schema"] == "walctl.recover/1" and doc["outcome"] == "failed" and doc["exit_code"] == 4
+    assert doc["error"].startswith("sequence gap after the checkpoint: 21..30 missing")
+    assert doc["checkpoint"]["wal_sequence"] == 20 and doc["fallbacks"] == doc["rejected"] == doc["passed_over"] == []
+    (gap,) = doc["findings"]
+    assert gap["class"] == "sequence-gap" and gap["sequence_range"] == [21, 30] and gap["exit_code"] == 4
+    assert doc["state_written"] is None and doc["entries_replayed"] == 0
+    assert r.err.startswith("walctl: error: ") and "21..30 missing" in r.err
     assert not (tmp_path / "state.json").exists()
 
 

@@ -243,7 +243,7 @@ def test_repair_advice_names_the_directory_chunk_and_range_and_copy_pastes(cli, 
     assert f"walctl inspect {q} --damaged" in r.out
     move = next(line for line in r.out.splitlines() if "quarantine move" in line)
     assert f"bytes {o[1]}..{o[2]}, seq 2..2" in move
-    words = shlex.split(move[move.index("walctl quarantine"):])
+    words = shlex.split(move[move.index("walctl quarantine"):], comments=True)  # the note is a shell comment
     assert words == ["walctl", "quarantine", "move", d, "wal-000000.bin", "--reason", f"mid-log-damage bytes {o[1]}..{o[2]}"]
     j = cli("repair", d, "--json").json()
     assert any(f"walctl salvage {q}" in a for a in j["advice"])

@@ -190,7 +190,9 @@ def test_quarantined_last_chunk_is_a_sequence_finding_and_write_never_reuses_its
     assert r.code == 4 and f[0]["sequence_range"] == [held.first_sequence, 300]
     assert f[0]["explained_by"]["why"] == "quarantine" and f[0]["explained_by"]["file"] == last
     w = cli("write", d, "--type", "REMEMBER", "--id", "m", "--payload", "p")
-    assert w.code == 4 and "--accept-loss" in w.err and f"{held.first_sequence}..300" in w.err
+    # the chunk is in .quarantine/: the advice is to put it back, not to accept its loss (issue 22)
+    assert w.code == 4 and f"`walctl quarantine restore {d} {last} --apply`" in w.err
+    assert f"{held.first_sequence}..300" in w.err and "--accept-loss" not in w.err
     r = cli("repair", d, "--accept-loss", f"{held.first_sequence}..300", "--reason", "tail rotted", "--apply")
     assert r.code == 0
     assert cli("verify", d).code == 0 and cli("verify", d, "--strict").code == 3
@@ -620,7 +622,15 @@ def test_accept_loss_refusals_change_nothing_and_still_print_one_json_document(t
                                    3: make_chunk(range(31, 41))})
     before = sorted(os.listdir(d))
     r = cli("repair", d, *args, "--json")
-    assert r.code == code and r.json()["exit_code"] == code and r.json()["applied"] is False
+    doc = r.json()
+    assert r.code == code and doc["exit_code"] == code
+    if code == 2:  # it could not start: walctl.error/1 (docs/json.md)
+        assert doc["schema"] == "walctl.error/1" and doc["error"]["reason"] == "usage"
+    else:  # it examined the directory: its own document, with what it found
+        assert doc["schema"] == "walctl.repair/1" and doc["applied"] is False and doc["outcome"] == "refused"
+        assert doc["missing"] == [[21, 30]] and doc["accept_loss"]["missing"] == [[21, 30]]
+        assert doc["error"].startswith(f"sequences {args[1]} are not all missing here")
+        assert [f["class"] for f in doc["findings"]] == ["sequence-gap"]
     assert r.err.startswith("walctl: error: ") and "Traceback" not in r.err
     assert sorted(os.listdir(d)) == before or sorted(os.listdir(d)) == sorted(before + [".walctl.lock"])
 

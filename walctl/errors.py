@@ -37,6 +37,9 @@ _REASON_BY_CODE = {EXIT_USAGE: "usage", EXIT_CORRUPT: "corrupt", EXIT_SEQUENCE: 
 class WalctlError(Exception):
     """A failure the user can act on: one line, a path, maybe an offset."""
     exit_code = EXIT_ENVIRONMENT
+    # What the command examined before it failed, as the body of its own --json document (docs/json.md, "A
+    # failure is the command's own document"); None: it could not start, and walctl.error/1 says why.
+    examined: dict | None = None
 
     @property
     def kind(self) -> str:

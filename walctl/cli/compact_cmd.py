@@ -4,7 +4,7 @@ from typing import Optional
 
 import typer
 
-from .render import emit, json_document, rerun, safe, seq_range
+from .render import emit, examined_document, json_document, rerun, safe, seq_range
 from .targets import existing_dir
 
 HELP = """Move closed chunks whose records a checkpoint covers into DIR/.quarantine/ (or --archive-to another
@@ -32,10 +32,15 @@ def compact(
     apply: bool = typer.Option(False, "--apply", help="Move the chunks (default: print the plan only)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.compact/1) on stdout."),
 ) -> int:
+    from ..errors import NotClean
     from ..ops.compact import compact as run_compact
 
-    rep = run_compact(directory, before=before, checkpoint_meta=checkpoint_meta, checkpoints=checkpoints,
-                      archive_to=archive_to, apply=apply)
+    try:
+        rep = run_compact(directory, before=before, checkpoint_meta=checkpoint_meta, checkpoints=checkpoints,
+                          archive_to=archive_to, apply=apply)
+    except NotClean as e:  # its own document when it examined the directory; else walctl.error/1
+        examined_document("walctl.compact/1", e, json_out)
+        raise
     if json_out:
         emit(json_document("walctl.compact/1", rep.to_json()))
         raise typer.Exit(rep.exit_code)

@@ -96,7 +96,7 @@ def _render_damaged(path: str, context: int, strict: bool = False) -> int:
         for i, view in enumerate(v.views):
             if i:
                 emit(f"  ... {v.hidden_bytes} more damaged bytes not shown "
-                     f"({cmd('inspect', v.path, '--around', str(view.window_start - v.hidden_bytes // 2))})")
+                     f"(`{cmd('inspect', v.path, '--around', str(view.window_start - v.hidden_bytes // 2))}`)")
             emit(f"-- bytes {view.window_start}..{view.window_end} of {view.size}")
             emit_view(view)
     raise typer.Exit(report.exit_code)

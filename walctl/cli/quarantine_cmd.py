@@ -89,7 +89,7 @@ def show(directory: str = typer.Argument(..., help="The WAL directory.", callbac
     for p in s.problems:
         emit(f"warning: {shown(p)}")
     if e.get("source"):
-        emit(f"  put back: {shown(cmd('quarantine', 'restore', directory, name))} (dry run; add --apply)")
+        emit(f"  put back: {shown(cmd('quarantine', 'restore', directory, name, '--apply'))}")
     raise typer.Exit(EXIT_OK)
 
 

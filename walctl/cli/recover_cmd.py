@@ -5,13 +5,14 @@ from typing import Optional
 import typer
 
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
-from .render import emit, json_document
+from .render import emit, examined_document, json_document, next_lines
 from .targets import existing_dir, existing_path
 
 HELP = """Recover state: the newest checkpoint that fully verifies, plus replay of the log after its wal_sequence.
 
-Checkpoints that fail are passed over (listed with their reason). The first replayed entry must follow the
-checkpoint (a gap is exit 4 unless --allow-gap stops at the checkpoint); damage among the replayed entries
+Checkpoints that fail are passed over (listed with their reason): the state is still complete and the exit
+is 0, but the outcome is recovered-with-fallback (exit 3 with --strict, to alert). The first replayed entry
+must follow the checkpoint (a gap is exit 4 unless --allow-gap stops at the checkpoint); damage among the replayed entries
 is an error and no state is written; a torn tail is ignored and counted. The log is ADR-003 segments or a
 Spector V2 chunk directory. Writes the state with --out (JSON or msgpack; never overwriting).
 
@@ -31,9 +32,11 @@ def recover(
     out: Optional[str] = typer.Option(None, "--out", help="Write the recovered state to this new file."),
     fmt: str = typer.Option("json", "--format", metavar="[json|msgpack]", help="--out as json or msgpack."),
     json_out: bool = typer.Option(False, "--json", help="The report as one JSON document (schema walctl.recover/1)."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 3 when a checkpoint file was passed over "
+                                "(recovered-with-fallback), as verify --strict does for any anomaly."),
     progress: Optional[bool] = PROGRESS,
 ) -> int:
-    from ..errors import UsageError
+    from ..errors import NotClean, UsageError
     from ..ops.recover import recover as run_recover
     from ..ops.state_io import write_state
 
@@ -43,7 +46,14 @@ def recover(
 
     on_interrupt("interrupted; recover changes nothing it reads" + (f", and {out} was not written" if out else ""))
     with Bar("recover", path_bytes(log), progress) as bar:
-        rep = run_recover(checkpoints, log, reducer=reducer, allow_gap=allow_gap, progress=bar.callback)
+        try:
+            rep = run_recover(checkpoints, log, reducer=reducer, allow_gap=allow_gap, progress=bar.callback,
+                              strict=strict)
+        except NotClean as e:  # the log or the checkpoints were examined: recover's own document says what
+            if e.examined is not None:
+                e.examined = dict(e.examined, state_written=None)
+            examined_document("walctl.recover/1", e, json_out)
+            raise
     # history-lost: the empty state stands for a log that has entries; it is written only when asked.
     written = out is not None and (rep.outcome != OUTCOME_HISTORY_LOST or allow_gap)
     if written:
@@ -51,19 +61,31 @@ def recover(
     if json_out:
         emit(json_document("walctl.recover/1", dict(rep.to_json(), state_written=out if written else None)))
     else:
-        used = rep.checkpoint
-        emit(f"outcome: {rep.outcome}; final sequence {rep.final_sequence}")
-        emit(f"  checkpoint: {used['file'] + ' (wal_sequence ' + str(used['wal_sequence']) + ')' if used else 'none'}")
-        for f in rep.fallbacks:
-            emit(f"  passed over: {f['file']}: step {f['step']}: {f['reason']}")
-        for f in rep.rejected:
-            emit(f"  rejected: {f['file']}: step {f['step']}: {f['reason']}")
-        emit(f"  replayed {rep.entries_replayed} entries, skipped {len(rep.skipped)}, duplicates {rep.duplicates}, "
-             f"torn bytes ignored {rep.torn_bytes_ignored}; {rep.seconds['total'] * 1000:.1f} ms")
-        for w in rep.warnings:
-            emit(f"  warning: {w}")
-        if written:
-            emit(f"  state written to {out}")
-        elif out:
-            emit(f"  state NOT written to {out}: history lost (--allow-gap writes the empty state)")
+        _render_text(rep, out, written, strict)
     raise typer.Exit(rep.exit_code)
+
+
+def _render_text(rep, out, written: bool, strict: bool) -> None:
+    from ..ops.recover import OUTCOME_FALLBACK
+
+    used = rep.checkpoint
+    emit(f"outcome: {rep.outcome}; final sequence {rep.final_sequence}")
+    emit(f"  checkpoint: {used['file'] + ' (wal_sequence ' + str(used['wal_sequence']) + ')' if used else 'none'}")
+    for f in rep.fallbacks:
+        emit(f"  passed over: {f['file']}: step {f['step']}: {f['reason']}")
+    for f in rep.rejected:
+        emit(f"  rejected: {f['file']}: step {f['step']}: {f['reason']}")
+    if rep.outcome == OUTCOME_FALLBACK:
+        n = len(rep.fallbacks) + len(rep.rejected)
+        emit(f"  recovered with fallback: {n} checkpoint file{'s' if n != 1 else ''} passed over; the state is "
+             f"complete{' (exit 3: --strict)' if strict else ' (--strict exits 3)'}")
+    emit(f"  replayed {rep.entries_replayed} entries, skipped {len(rep.skipped)}, duplicates {rep.duplicates}, "
+         f"torn bytes ignored {rep.torn_bytes_ignored}; {rep.seconds['total'] * 1000:.1f} ms")
+    for w in rep.warnings:
+        emit(f"  warning: {w}")
+    if written:
+        emit(f"  state written to {out}")
+    elif out:
+        emit(f"  state NOT written to {out}: history lost (--allow-gap writes the empty state)")
+    for line in next_lines(rep.next_steps(), "  "):
+        emit(line)

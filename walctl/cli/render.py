@@ -114,6 +114,18 @@ def rerun(*add: str) -> str:
     return cmd(*words, *add)
 
 
+def next_lines(steps, indent: str = "") -> list[str]:
+    """`next:` lines for the steps of ops/advice.py: each pastes as printed (its note is a shell comment)."""
+    return [f"{indent}{'next:' if i == 0 else '     '} {safe(s.text())}" for i, s in enumerate(steps)]
+
+
+def examined_document(schema: str, error, json_out: bool) -> None:
+    """--json and a failure after the command examined data (the error carries what it examined): the
+    command's own document. Otherwise nothing here: the edge prints walctl.error/1 (docs/json.md)."""
+    if json_out and getattr(error, "examined", None) is not None:
+        emit(json_document(schema, error.examined))
+
+
 ERROR_SCHEMA = "walctl.error/1"
 
 

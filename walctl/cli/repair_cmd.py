@@ -4,7 +4,7 @@ from typing import Optional
 
 import typer
 
-from .render import emit, json_document, rerun, safe
+from .render import emit, examined_document, json_document, next_lines, rerun, safe
 from .targets import existing_dir
 
 HELP = """Cut torn tails, keeping every cut byte in .quarantine/ first. Dry run unless --apply.
@@ -19,7 +19,7 @@ operator's decision that sequences A..B are gone for good (after a salvage, a lo
 really are missing are accepted (else exit 7); afterwards verify reports them as warnings (exit 0,
 --strict 3) and writers append after them.
 
-Example: walctl repair /var/lib/agent/wal && walctl repair /var/lib/agent/wal --apply
+Example: walctl repair /var/lib/agent/wal; walctl repair /var/lib/agent/wal --apply
 Example: walctl repair /srv/wal.salvaged --accept-loss 41..57 --reason "chunk 3 rotted, INC-1234" --apply"""
 
 
@@ -33,9 +33,7 @@ def repair(
                                               help="Record that sequences A..B are lost for good (no cut)."),
     reason: Optional[str] = typer.Option(None, "--reason", help="Why the loss is accepted (kept in the ledger)."),
 ) -> int:
-    from ..ops.advice import cmd
     from ..ops.repair import repair as run_repair
-    from .shown import shown
 
     if accept_loss is not None or reason is not None:
         return _accept(path, accept_loss, reason, apply, json_out)
@@ -51,14 +49,14 @@ def repair(
         emit(f"  kept as {ev['evidence']} (sha256 {ev['sha256'][:16]}...)")
     for f in rep.left_alone:
         emit(f"left alone: {f.cls}: {f.one_line()}")
-    for line in rep.advice():
-        emit(f"  {shown(line)}")
     if not rep.cuts:
         emit(f"{path}: no torn tail to cut ({rep.before.verdict})")
     elif not rep.applied:
-        emit(f"dry run: nothing was changed; to cut {rep.drop_bytes} bytes: {shown(cmd('repair', path, '--apply'))}")
+        emit(f"dry run: nothing was changed ({rep.drop_bytes} bytes to cut)")
     else:
         emit(f"{path}: now {rep.after.verdict} (exit {rep.exit_code})")
+    for line in next_lines(rep.next_steps()):
+        emit(line)
     raise typer.Exit(rep.exit_code)
 
 
@@ -71,10 +69,10 @@ def _accept(path, rng, reason, apply, json_out) -> int:
             raise UsageError("--accept-loss A..B and --reason TEXT go together")
         first, last = parse_range(rng)
         rep = accept_loss(path, first, last, reason, apply=apply)
-    except WalctlError as e:
-        if json_out:
-            emit(json_document("walctl.repair/1", {"path": path, "accept_loss": rng, "applied": False,
-                                                   "exit_code": e.exit_code, "error": str(e)}))
+    except WalctlError as e:  # its own document when it examined the directory; else walctl.error/1
+        if e.examined is not None:
+            e.examined = {"accept_loss": e.examined, **e.examined}
+        examined_document("walctl.repair/1", e, json_out)
         raise
     if json_out:
         emit(json_document("walctl.repair/1", {"accept_loss": rep.to_json(), **rep.to_json()}))

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import typer
 
-from .render import emit, json_document, rerun, safe
+from .render import emit, examined_document, json_document, rerun, safe
 from .targets import existing_dir
 
 HELP = """Seal the closed chunks of a directory written by other software (the Java writer): record each
@@ -26,10 +26,8 @@ def seal(
 
     try:
         rep = run_seal(directory, apply=apply)
-    except WalctlError as e:
-        if json_out:
-            emit(json_document("walctl.seal/1", {"path": directory, "applied": False, "exit_code": e.exit_code,
-                                                 "error": str(e)}))
+    except WalctlError as e:  # its own document when it examined the directory; else walctl.error/1
+        examined_document("walctl.seal/1", e, json_out)
         raise
     if json_out:
         emit(json_document("walctl.seal/1", rep.to_json()))

@@ -10,7 +10,7 @@ from ..ops.report import VerifyReport
 
 from ..ops.verify import verify_paths
 from .progress import PROGRESS, Bar, path_bytes
-from .render import emit, json_document, paint, plain_table, seq_range
+from .render import emit, json_document, next_lines, paint, plain_table, seq_range
 
 HELP = """Check WAL chunk files or directories and say exactly what is damaged. Read-only.
 
@@ -68,8 +68,10 @@ def _maps(report: VerifyReport):
 
 
 def to_json(report: VerifyReport) -> dict:
+    from ..ops.advice import next_steps, steps_json
+
     return {"exit_code": report.exit_code, "verdict": report.verdict, "strict": report.strict,
-            "paths": [p.to_json() for p in report.paths]}
+            "paths": [dict(p.to_json(), next_steps=steps_json(next_steps(p))) for p in report.paths]}
 
 
 def render_human(report: VerifyReport, verbose: bool) -> None:
@@ -106,10 +108,9 @@ def render_human(report: VerifyReport, verbose: bool) -> None:
                 a, b = f.lost_sequence_range
                 emit(f"      sequences lost: {seq_range(a, b)}")
         from ..ops.advice import next_steps
-        from .shown import shown
 
-        for i, line in enumerate(next_steps(p)):
-            emit(f"  {'next:' if i == 0 else '     '} {shown(line)}")
+        for line in next_lines(next_steps(p), "  "):
+            emit(line)
 
 
 def _units(kind: str | None) -> tuple[str, str]:

@@ -94,17 +94,11 @@ def delete(root: str = typer.Argument(..., help="The store's root directory.", c
            checkpoint_id: str = typer.Argument(..., help="The checkpoint id."),
            apply: bool = typer.Option(False, "--apply", help="Do it (default: say what would happen)."),
            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-delete/1).")):
-    from ..errors import WalctlError
     from ..ops.workflow import delete as run_delete
 
-    try:
-        p = run_delete(root, checkpoint_id, apply=apply)
-    except WalctlError as e:
-        if json_out:  # one document on refusal too; the error line still goes to stderr at the edge
-            emit(json_document("walctl.workflow-delete/1", {"root": root, "checkpoint_id": checkpoint_id,
-                                                            "applied": False, "outcome": "refused",
-                                                            "message": str(e), "exit_code": e.exit_code}))
-        raise
+    # Its refusals (an id that is not a name, a link, the lock) come before it reads a document: they are
+    # walctl.error/1 (docs/json.md, the failure rule).
+    p = run_delete(root, checkpoint_id, apply=apply)
     if json_out:
         emit(json_document("walctl.workflow-delete/1", {"root": root, "checkpoint_id": checkpoint_id,
                                                         "applied": p.applied, "existed": p.existed,
@@ -129,17 +123,12 @@ def cleanup(root: str = typer.Argument(..., help="The store's root directory.", 
             max_age: str = typer.Option("24h", "--max-age", help="Older than this (s, m, h, d) expires."),
             apply: bool = typer.Option(False, "--apply", help="Do it (default: list what would go)."),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-cleanup/1).")):
-    from ..errors import WalctlError
     from ..ops.workflow import cleanup as run_cleanup
     from .ages import seconds
 
-    try:
-        p = run_cleanup(root, seconds(max_age) / 3600, apply=apply)
-    except WalctlError as e:
-        if json_out:
-            emit(json_document("walctl.workflow-cleanup/1", {"root": root, "applied": False, "outcome": "refused",
-                                                             "message": str(e), "exit_code": e.exit_code}))
-        raise
+    # Unreadable documents are its own document's `problems` (exit 3); what stops it before a move (a link,
+    # the lock, not a store) is walctl.error/1 (docs/json.md, the failure rule).
+    p = run_cleanup(root, seconds(max_age) / 3600, apply=apply)
     if json_out:
         emit(json_document("walctl.workflow-cleanup/1", {"root": root, "applied": apply, "expired": list(p.expired),
                                                          "manifest": list(p.entries),

@@ -75,3 +75,15 @@ def name_problem(name) -> str | None:
 
 def is_plain_name(name) -> bool:
     return name_problem(name) is None
+
+
+def movable_kind(name: str) -> str | None:
+    """What `quarantine move` may set aside, by name: a V2 chunk, an ADR-003 segment or a checkpoint
+    (a rotten one: recovery passes over it anyway, but it stays a candidate in every listing)."""
+    if parse_chunk_name(name) is not None:
+        return "chunk"
+    if parse_segment_name(name) is not None:
+        return "segment"
+    if name.endswith(CHECKPOINT_SUFFIX) and len(name) > len(CHECKPOINT_SUFFIX) and not name.startswith("."):
+        return "checkpoint"
+    return None

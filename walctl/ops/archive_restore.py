@@ -56,7 +56,8 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
     scratch = Scratch(parent, prefix=".walctl-restore-")  # beside OUT: adopting its files is a rename
     made = Made(DEFAULT_FS.beneath(out_dir, scratch.dir), out_dir, scratch)
     try:
-        return _restore(store, dest, namespace, out_dir, to_seq, to_time_ms, jobs, progress, scratch, made)
+        return _restore(store, dest, namespace, out_dir, to_seq, to_time_ms, jobs, progress, scratch, made,
+                        endpoint_url)
     except BaseException as e:  # an error, or Ctrl-C (KeyboardInterrupt): take back what this run made
         undo = made.undo()
         if isinstance(e, WalctlError) and (e.path or "").startswith(scratch.dir + os.sep):
@@ -71,7 +72,8 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
         scratch.close()
 
 
-def _restore(store, dest, namespace, out_dir, to_seq, to_time_ms, jobs, progress, scratch, made) -> RestoreReport:
+def _restore(store, dest, namespace, out_dir, to_seq, to_time_ms, jobs, progress, scratch, made,
+             endpoint_url=None) -> RestoreReport:
     from .verify import verify_path
 
     man = read_manifest(store, namespace, jobs)
@@ -91,7 +93,9 @@ def _restore(store, dest, namespace, out_dir, to_seq, to_time_ms, jobs, progress
     last_path = os.path.join(staging, keep[-1].name)
     end = _end_of_event(last_path, keep[-1].kind, target)
     if end is None:
-        raise NotClean(f"{keep[-1].name} does not hold event {target}: run `{_cmd('archive', 'verify', dest, '--namespace', namespace)}`", store.url,
+        again = _cmd('archive', 'verify', dest, '--namespace', namespace,
+                     *(("--endpoint-url", endpoint_url) if endpoint_url else ()))  # pastes as printed
+        raise NotClean(f"{keep[-1].name} does not hold event {target}: run `{again}`", store.url,
                        code=EXIT_CORRUPT)
     # The archived bytes themselves, cut right after event `target`: a restore is byte for byte what
     # was pushed (Java reads it as it read the original), and copying is what makes it fast.

@@ -21,6 +21,8 @@ from ..format.names import parse_chunk_name
 from ..format.record import Invalid, check_header
 from ..format.v2 import FILE_HEADER, FILE_MAGIC, FORMAT_VERSION, RECORD_HEADER
 from ..store import durable, ledger, quarantine
+from .advice import cmd
+from .report import examined
 from ..store.chunkdir import list_chunks
 from ..store.fs import DEFAULT_FS
 from ..store.contain import refuse_links
@@ -128,8 +130,10 @@ def plan(directory: str, hwm: int, fs=DEFAULT_FS, lock_held_by_us: bool = False)
     seq = [f for f in report.findings if f.exit_code == EXIT_SEQUENCE and f.cls in (
         F.SEQUENCE_REPEAT, F.SEQUENCE_REGRESSION, F.SEQUENCE_BELOW_ONE)]  # a gap stops the plan below
     if seq:
-        raise NotClean(f"refusing to compact: {seq[0].one_line()} (see `walctl verify {directory}`); compaction "
+        err = NotClean(f"refusing to compact: {seq[0].one_line()} (see `{cmd('verify', directory)}`); compaction "
                        "cannot tell which records a chunk holds across it", directory, code=EXIT_SEQUENCE)
+        err.findings = report.findings
+        raise err
     actual_last = {c.file: c.last_sequence for c in report.chunks}
     bounds = chunk_bounds(directory, fs)
     removals: list[Removal] = []
@@ -209,7 +213,11 @@ def compact(directory: str, *, before: int | None = None, checkpoint_meta: str |
     if archive_to and os.path.abspath(archive_to) == os.path.abspath(directory):
         raise UsageError("--archive-to must be another directory", archive_to)
     planner = plan_segments if _is_segment_dir(directory, fs) else plan
-    removals, stop = planner(directory, hwm, fs, False)
+    try:
+        removals, stop = planner(directory, hwm, fs, False)
+    except NotClean as e:  # it read the directory: compact's own document says what stopped it
+        nothing = CompactReport(directory, hwm, source, False, archive_to, (), None, ())
+        raise examined(e, nothing.to_json(), getattr(e, "findings", ()))
     refuse_links(directory, [r.file for r in removals], fs, what="move")
     if not apply:
         return CompactReport(directory, hwm, source, False, archive_to, tuple(removals), stop, ())

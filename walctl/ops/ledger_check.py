@@ -22,7 +22,6 @@ from .findings import Finding
 
 CHECKPOINT_META = "checkpoint.meta"
 LEDGER_FILE = f"{L.LEDGER_DIR}/{L.LEDGER_NAME}"
-ACCEPT_HINT = "walctl repair {dir} --accept-loss {a}..{b} --reason TEXT --apply"
 HORIZON_ACTIONS = ("compact", "compact-archive")  # manifest actions that move records below a horizon
 
 
@@ -34,6 +33,7 @@ class Moved(NamedTuple):
     horizon: bool  # compaction: below a horizon, not a loss
     time: str
     reason: str
+    to: str | None = None  # where it is now: .quarantine/<name>
 
 
 class View(NamedTuple):
@@ -112,7 +112,7 @@ def _manifest_moves(directory: str, fs, exp: L.Expectations) -> list[Moved]:
         if o.scan is None or o.scan.first_seq is None:
             continue
         out.append(Moved(src, o.scan.first_seq, o.scan.last_seq, e.get("action") in HORIZON_ACTIONS,
-                         str(e.get("time")), str(e.get("reason"))))
+                         str(e.get("time")), str(e.get("reason")), f"{Q.QUARANTINE_DIR}/{name}"))
     return out
 
 
@@ -136,7 +136,8 @@ def _explain(view: View, a: int, b: int) -> dict:
                                  "file": line.get("file"), "why": line.get("why"), "to": line.get("to")}}
     for m in view.manifest_moves:
         if m.first_seq is not None and m.first_seq <= b and m.last_seq >= a:
-            return {"explained_by": {"manifest": Q.MANIFEST, "file": m.file, "time": m.time, "reason": m.reason}}
+            return {"explained_by": {"manifest": Q.MANIFEST, "file": m.file, "time": m.time, "reason": m.reason,
+                                     "to": m.to}}
     return {}
 
 
@@ -159,9 +160,12 @@ def _sequence(view: View, a: int, b: int, reason: str, strict: bool, file=None, 
         return Finding(F.ACCEPTED_LOSS, EXIT_CORRUPT if strict else EXIT_OK,
                        f"{reason}; loss accepted at {accepted.ts}: {accepted.get('reason')}", file,
                        sequence_range=(a, b), extra=extra, missing=(a, b))
-    hint = ACCEPT_HINT.format(dir=view.directory, a=a, b=b)
-    return Finding(F.SEQUENCE_MISSING, EXIT_SEQUENCE,
-                   f"{reason}{_explain_text(extra)}; if this loss is final: `{hint}`", file,
+    from .advice import missing_step
+
+    step = missing_step(view.directory, a, b, extra)
+    hint = (f"to put them back: `{step.command}`" if "restore" in step.argv
+            else f"if this loss is final: `{step.command}`")
+    return Finding(F.SEQUENCE_MISSING, EXIT_SEQUENCE, f"{reason}{_explain_text(extra)}; {hint}", file,
                    sequence_range=(a, b), extra=extra, missing=(a, b))
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from ..errors import EXIT_OK, Refused, UsageError
+from ..errors import EXIT_OK, NotClean, Refused, UsageError
 from ..format import ledger as L
 from ..store import durable
 from ..store import ledger as SL
@@ -23,7 +23,7 @@ from . import findings as F
 from .ledger_check import LEDGER_FILE
 from .clock import utc_now
 from .kinds import kind_of
-from .report import PathReport
+from .report import PathReport, examined
 from .verify import detect_kind, require_recognised, verify_path
 
 
@@ -81,7 +81,10 @@ def seal(directory: str, *, apply: bool = False, fs=DEFAULT_FS) -> SealReport:
             durable.sync_file(path, fs)  # the seal vouches for these bytes: they must be on disk first
             lines.append(SL.seal_line(path, i.first_seq, i.last_seq, i.records, now, fs))
             written[i.file] = L.decode_line(lines[-1].rstrip(b"\n"))  # what the line says (hash, size)
-        SL.append_lines(directory, lines, fs)
+        try:
+            SL.append_lines(directory, lines, fs)
+        except NotClean as e:  # the ledger itself is damaged: seal's own document says what it found
+            raise examined(e, dict(rep.to_json(), sealed=[]), rep.before)
         # each item reports the hash and size its ledger line records, not the plan's unknown hash
         items = tuple(i._replace(sha256=written[i.file].get("sha256"), size=written[i.file].get("size"))
                       if i.file in written else i for i in rep.items)
@@ -177,7 +180,10 @@ def accept_loss(directory: str, first: int, last: int, reason: str, *, apply: bo
         rep = _plan_accept(directory, first, last, reason, fs, True)
         if rep.already_accepted:
             return rep
-        SL.record(directory, L.ACCEPT_LOSS, utc_now(), fs, first_seq=first, last_seq=last, reason=reason)
+        try:
+            SL.record(directory, L.ACCEPT_LOSS, utc_now(), fs, first_seq=first, last_seq=last, reason=reason)
+        except NotClean as e:  # the ledger itself is damaged
+            raise examined(e, rep.to_json(), rep.before)
         after = verify_path(directory, fs=fs, lock_held_by_us=True)
         return rep._replace(applied=True, after=after)
 
@@ -192,8 +198,10 @@ def _plan_accept(directory, first, last, reason, fs, locked) -> AcceptReport:
             need = b + 1
     if need <= last:
         shown = ", ".join(f"{a}..{b}" for a, b in missing) or "none"
-        raise Refused(f"sequences {first}..{last} are not all missing here (sequence {need} is not; missing: "
+        err = Refused(f"sequences {first}..{last} are not all missing here (sequence {need} is not; missing: "
                       f"{shown}); nothing was changed", directory)
+        tried = AcceptReport(directory, first, last, reason, False, False, tuple(missing), report, None)
+        raise examined(err, tried.to_json(), report)
     read = SL.read_ledger(directory, fs)
     exp = L.fold(read.lines if read is not None else ())
     already = exp.accepted_cover(first, last) is not None

@@ -8,7 +8,7 @@ from typing import NamedTuple
 from .. import __version__
 from ..errors import EXIT_CORRUPT, NotClean, Refused, UsageError
 from ..format.ledger import fold
-from ..format.names import CHECKPOINT_SUFFIX, parse_chunk_name, parse_segment_name
+from ..format.names import movable_kind  # what `quarantine move` may set aside (advice asks it too)
 from ..store import durable, ledger, quarantine as q
 from ..store.fs import DEFAULT_FS
 from ..store.contain import refuse_links
@@ -131,18 +131,6 @@ class Action(NamedTuple):
 
     def to_json(self) -> dict:
         return dict(self._asdict())
-
-
-def movable_kind(name: str) -> str | None:
-    """What `quarantine move` may set aside, by name: a V2 chunk, an ADR-003 segment or a checkpoint
-    (a rotten one: recovery passes over it anyway, but it stays a candidate in every listing)."""
-    if parse_chunk_name(name) is not None:
-        return "chunk"
-    if parse_segment_name(name) is not None:
-        return "segment"
-    if name.endswith(CHECKPOINT_SUFFIX) and len(name) > len(CHECKPOINT_SUFFIX) and not name.startswith("."):
-        return "checkpoint"
-    return None
 
 
 def move(directory: str, chunk: str, *, reason: str, apply: bool = False, fs=DEFAULT_FS) -> Action:

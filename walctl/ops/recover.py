@@ -28,6 +28,10 @@ OUTCOME_FROM_EMPTY = "replayed-from-empty"
 OUTCOME_FRESH = "fresh-start"
 OUTCOME_HISTORY_LOST = "history-lost"  # no valid checkpoint, and the log is not contiguous from 1
 OUTCOME_STOPPED_AT_CHECKPOINT = "checkpoint-only:gap-after-it-allowed"
+# A complete state reached after passing over a checkpoint file that did not verify (ADR-003 Scenario 3):
+# exit 0, but distinct from the outcomes above, so that automation sees it (3 under --strict).
+OUTCOME_FALLBACK = "recovered-with-fallback"
+OUTCOME_FAILED = "failed"  # nothing was recovered (the report of a NotClean: what was tried)
 
 
 # ---- reducers ------------------------------------------------------------------------------------
@@ -197,17 +201,45 @@ class RecoverReport(NamedTuple):
     final_sequence: int
     warnings: tuple[str, ...]
     seconds: dict
+    checkpoints: str | None = None  # the checkpoint directory (where the passed-over files are)
+    findings: tuple[Finding, ...] = ()  # the log's findings that stopped a failed recovery
+    error: str | None = None  # why it failed (outcome "failed"); None when it recovered
+    log: str | None = None  # the log replayed (for the next steps)
 
     def to_json(self) -> dict:
         d = self._asdict()
         d.pop("state")
+        d.pop("checkpoints")
+        d.pop("log")
         d["skipped_count"] = len(self.skipped)
         d["skipped"] = list(self.skipped[:100])
+        d["passed_over"] = self.passed_over()
+        d["findings"] = [f.to_json() for f in self.findings]
+        d["next_steps"] = [s.to_json() for s in self.next_steps()]
         return d
+
+    def next_steps(self) -> list:
+        from .advice import after_recover
+
+        return after_recover(self)
+
+    def passed_over(self) -> list[dict]:
+        """Every checkpoint file recovery did not use although it was there (ADR-003 Scenario 3), with why."""
+        import os
+
+        where = self.checkpoints or ""
+        return [{"path": os.path.join(where, f["file"]), "file": f["file"], "as": what,
+                 "why": f"step {f['step']}: {f['reason']}"}
+                for what, group in (("fallback", self.fallbacks), ("rejected", self.rejected)) for f in group]
 
 
 def recover(checkpoints: str | None, log: str | None, *, reducer: str = AUTO, allow_gap: bool = False,
-            max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, fs=DEFAULT_FS, progress=None) -> RecoverReport:
+            max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, fs=DEFAULT_FS, progress=None,
+            strict: bool = False) -> RecoverReport:
+    """The state, and how it was reached. A recovery that passed over a checkpoint file wrote a complete
+    state all the same: its outcome is `recovered-with-fallback` (exit 0; 3 when `strict`, as verify
+    --strict alerts on any anomaly). A failure raises NotClean carrying the report of what was tried
+    (`examined`: outcome `failed`, the checkpoint used, fallbacks, rejected files, the log's findings)."""
     t0 = time.perf_counter()
     no_log = log is None or not fs.exists(log) or is_empty_log_dir(log, fs)
     reducer = pick_reducer(reducer, None if no_log else log, fs)
@@ -223,13 +255,32 @@ def recover(checkpoints: str | None, log: str | None, *, reducer: str = AUTO, al
     warnings += [f"{what} {p} does not exist: treated as empty" for what, p in (("checkpoint directory", checkpoints),
                                                                               ("log", log)) if p and not fs.exists(p)]
     state, w, used = _start(base, reducer)
+    tried = RecoverReport(state, OUTCOME_FAILED, EXIT_OK, used, fallbacks, rejected, 0, (), 0, 0, w, (), {},
+                          checkpoints, log=log)
+    try:
+        rep = _recover(tried, base, log, no_log, fold, allow_gap, warnings, fs, progress, (t0, t1))
+    except NotClean as e:
+        e.examined = tried._replace(exit_code=e.exit_code, warnings=tuple(warnings), error=e.reason,
+                                    findings=getattr(e, "findings", ()), seconds=_secs(t0, t1, time.perf_counter())
+                                    ).to_json()
+        raise
+    if rep.outcome in (OUTCOME_CHECKPOINT, OUTCOME_FROM_EMPTY, OUTCOME_FRESH) and (fallbacks or rejected):
+        rep = rep._replace(outcome=OUTCOME_FALLBACK, exit_code=EXIT_CORRUPT if strict else rep.exit_code)
+    return rep
+
+
+def _recover(tried: RecoverReport, base, log, no_log, fold, allow_gap, warnings, fs, progress, times):
+    t0, t1 = times
+    state, w, used, fallbacks, rejected = tried.state, tried.final_sequence, tried.checkpoint, tried.fallbacks, \
+        tried.rejected
     if no_log:
         if base is None and (fallbacks or rejected):
-            raise NotClean("no checkpoint verifies and there is no log to replay", checkpoints, code=EXIT_CORRUPT)
+            raise NotClean("no checkpoint verifies and there is no log to replay", tried.checkpoints,
+                           code=EXIT_CORRUPT)
         if log is not None and fs.exists(log):
             warnings.append(f"log {log} holds no log files: treated as no log")
-        return RecoverReport(state, OUTCOME_CHECKPOINT if base else OUTCOME_FRESH, EXIT_OK, used, fallbacks,
-                             rejected, 0, (), 0, 0, w, tuple(warnings), _secs(t0, t1, time.perf_counter()))
+        return tried._replace(outcome=OUTCOME_CHECKPOINT if base else OUTCOME_FRESH, warnings=tuple(warnings),
+                              seconds=_secs(t0, t1, time.perf_counter()))
     entries, report, dups, _ = read_log(log, w, fs, progress)
     t_read = time.perf_counter()
     torn, history_gap = _judge_log(report, log, w, base is not None, warnings)
@@ -244,16 +295,20 @@ def recover(checkpoints: str | None, log: str | None, *, reducer: str = AUTO, al
                    else f"the log is not contiguous from 1: {history_gap.cls}: {history_gap.one_line()}")
             warnings.append(f"history lost: no valid checkpoint, and {why}: nothing can be replayed onto the empty "
                             "state")
-            return RecoverReport(state, OUTCOME_HISTORY_LOST, code, None, fallbacks, rejected, 0, (), dups,
-                                 torn, 0, tuple(warnings), _secs(t0, t1, time.perf_counter(), t_read))
+            return tried._replace(outcome=OUTCOME_HISTORY_LOST, exit_code=code, duplicates=dups,
+                                  torn_bytes_ignored=torn, final_sequence=0, warnings=tuple(warnings),
+                                  findings=(history_gap,) if history_gap else (),
+                                  seconds=_secs(t0, t1, time.perf_counter(), t_read))
         outcome = OUTCOME_FROM_EMPTY if entries else OUTCOME_FRESH
     else:
         outcome = OUTCOME_CHECKPOINT
         if entries and entries[0]["sequence"] != w + 1:
             gap = (w + 1, entries[0]["sequence"] - 1)
             if not allow_gap:
-                raise NotClean(f"sequence gap after the checkpoint: {gap[0]}..{gap[1]} missing (use --allow-gap to "
+                err = NotClean(f"sequence gap after the checkpoint: {gap[0]}..{gap[1]} missing (use --allow-gap to "
                                f"stop at the checkpoint's sequence {w})", log, code=EXIT_SEQUENCE)
+                err.findings = tuple(f for f in report.findings if f.exit_code == EXIT_SEQUENCE)
+                raise err
             warnings.append(f"sequences {gap[0]}..{gap[1]} are missing after the checkpoint: stopped at {w}")
             entries = []
             outcome = OUTCOME_STOPPED_AT_CHECKPOINT
@@ -264,8 +319,9 @@ def recover(checkpoints: str | None, log: str | None, *, reducer: str = AUTO, al
         warnings.append(f"{len(skipped)} entries were not applied by the reducer (see skipped)")
     t2 = time.perf_counter()
     # Spec step 5: entries replayed include those the reducer skipped (unknown operations), not duplicates.
-    return RecoverReport(state, outcome, EXIT_OK, used, fallbacks, rejected, len(entries),
-                         tuple(skipped), dups, torn, final, tuple(warnings), _secs(t0, t1, t2, t_read))
+    return tried._replace(state=state, outcome=outcome, entries_replayed=len(entries), skipped=tuple(skipped),
+                          duplicates=dups, torn_bytes_ignored=torn, final_sequence=final, warnings=tuple(warnings),
+                          seconds=_secs(t0, t1, t2, t_read))
 
 
 def _start(base, reducer: str) -> tuple[dict, int, dict | None]:
@@ -306,8 +362,10 @@ def _judge_log(report: PathReport, log: str, w: int, has_checkpoint: bool, warni
         if not has_checkpoint and f.exit_code == EXIT_SEQUENCE:
             history_gap = history_gap or f  # step 2: not contiguous from 1 (a separate outcome)
             continue
-        raise NotClean(f"the log is damaged after sequence {w}, nothing was recovered: {f.cls}: {f.one_line()}",
+        err = NotClean(f"the log is damaged after sequence {w}, nothing was recovered: {f.cls}: {f.one_line()}",
                        log, code=f.exit_code)
+        err.findings = (f,)
+        raise err
     return torn, history_gap
 
 

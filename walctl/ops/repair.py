@@ -66,37 +66,14 @@ class RepairReport(NamedTuple):
     def exit_code(self) -> int:
         return (self.after or self.before).exit_code
 
-    def advice(self) -> list[str]:
-        """What to do next, naming this directory, its damaged chunks and their ranges, shell-quoted."""
-        from .advice import cmd, salvage_out
+    def next_steps(self) -> list:
+        """What to do next (ops/advice.py: after_repair): the plan's apply step, then what repair leaves alone."""
+        from .advice import after_repair
 
-        out = []
-        d = self.path
-        damage = [f for f in self.left_alone
-                  if f.cls in (F.MID_LOG_DAMAGE, F.TAIL_DAMAGE, F.UNDECODABLE_PAYLOAD, F.SHORT_CHUNK)]
-        if damage:
-            out.append(f"look at the damaged bytes: {cmd('inspect', d, '--damaged')}")
-            out.append(f"corruption is left alone: {cmd('salvage', d, '--out', salvage_out(d))} copies every valid "
-                       f"record into a clean directory")
-            for f in damage:
-                rng = f"bytes {f.offset}..{f.end_offset}" if f.offset is not None and f.end_offset is not None else ""
-                lost = f.lost_sequence_range or f.sequence_range
-                what = ", ".join(x for x in (rng, f"seq {lost[0]}..{lost[1]}" if lost else "") if x)
-                out.append(f"to set {f.file} aside ({f.cls}{': ' + what if what else ''}): "
-                           f"{cmd('quarantine', 'move', d, f.file, '--reason', f.cls + (' ' + rng if rng else ''))}")
-        gaps = [f for f in self.left_alone if f.cls in (F.SEQUENCE_GAP, F.SEQUENCE_REPEAT, F.SEQUENCE_REGRESSION)]
-        for f in gaps:
-            rng = f.missing or f.repeated or f.sequence_range
-            what = f"seq {rng[0]}..{rng[1]}" if rng else "sequences"
-            verb = "missing" if f.cls == F.SEQUENCE_GAP else "seen twice"
-            out.append(f"{what} {verb} before {f.file} cannot be repaired in place: find the missing chunk "
-                       f"(is it in quarantine? {cmd('quarantine', 'list', d)}), or "
-                       f"{cmd('salvage', d, '--out', salvage_out(d))}")
-        for f in self.left_alone:
-            if f.cls == F.UNSUPPORTED and f.file:
-                out.append(f"{f.file} is not a V2 chunk and is left alone: "
-                           f"{cmd('quarantine', 'move', d, f.file, '--reason', 'unsupported chunk')}")
-        return out
+        return after_repair(self)
+
+    def advice(self) -> list[str]:
+        return [s.text() for s in self.next_steps()]
 
     def to_json(self) -> dict:
         return {
@@ -107,6 +84,7 @@ class RepairReport(NamedTuple):
             "after": None if self.after is None else {"verdict": self.after.verdict,
                                                       "exit_code": self.after.exit_code},
             "advice": self.advice(),
+            "next_steps": [s.to_json() for s in self.next_steps()],
         }
 
 

@@ -31,6 +31,7 @@ from ..store.chunkread import ChunkOutcome, scan_chunk_file
 from ..store.fs import DEFAULT_FS
 from . import judge as J
 from .fdwrite import write_pieces_to_fd  # noqa: F401 (callers pass its result as `out` with out_fd)
+from .findings import SEQUENCE_GAP
 from .ledger_check import accepted_gaps_only
 from .kinds import KINDS
 from .report import PathReport
@@ -357,9 +358,11 @@ def replay_segments(path: str, kind: str, out, opts: ReplayOptions, fs, out_fd: 
     ended_by = "end"
     seen_findings = 0
     to = opts.to if opts.to is not None else ev.I64_MAX
+    accepted = _accepted_losses(path)  # a gap the ledger accepted as lost is streamed across, as for V2
     it = iter(walk)
     for name, e in it:
-        blocking = [f for f in walk.findings[seen_findings:] if f.exit_code >= 3]
+        blocking = [f for f in walk.findings[seen_findings:] if f.exit_code >= 3
+                    and not (f.cls == SEQUENCE_GAP and f.sequence_range and accepted(*f.sequence_range))]
         seen_findings = len(walk.findings)
         if blocking:
             bl = [Blocked(f.file, f.offset, f.end_offset, f.cls, f.reason,
@@ -387,4 +390,4 @@ def replay_segments(path: str, kind: str, out, opts: ReplayOptions, fs, out_fd: 
         for _ in it:  # the verdict needs the whole walk
             pass
     return ReplayReport(path, kind, sink_events, first, last, stopped, tuple(skipped), ended_by,
-                        len(walk.report.chunks), 0, walk.report)
+                        len(walk.report.chunks), 0, accepted_gaps_only(walk.report, fs))

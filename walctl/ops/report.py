@@ -108,3 +108,17 @@ class VerifyReport(NamedTuple):
     @property
     def verdict(self) -> str:
         return VERDICTS[self.exit_code]
+
+
+def examined(error, body: dict, findings) -> Exception:
+    """`error` (a WalctlError) carrying the document of what the command examined before it failed
+    (docs/json.md: a command that examined data prints its own document on failure too): nothing applied,
+    the outcome (refused for exit 7, else failed), the exit code, the error, and the findings (a report's,
+    or a list of them)."""
+    from ..errors import EXIT_REFUSED
+
+    findings = findings.findings if hasattr(findings, "findings") else findings
+    error.examined = dict(body, applied=False, outcome="refused" if error.exit_code == EXIT_REFUSED else "failed",
+                          exit_code=error.exit_code, error=error.reason, findings=[f.to_json() for f in findings])
+    return error
+

@@ -326,7 +326,7 @@ def _unsupported_chunk(c: ChunkFile, s: ChunkScan) -> Finding:
         wal = os.path.normpath(os.path.dirname(c.path) or ".")
         wal = os.path.abspath(wal) if wal in (".", "..") else wal  # (`wal.v2` beside it needs a name)
         reason = ("legacy V1 chunk (file version 1, records without CRCs): unsupported for verify; "
-                  f"`walctl inspect` can read it; `{cmd('migrate', wal, '--out', wal + '.v2')}` "
+                  f"`{cmd('inspect', c.path)}` can read it; `{cmd('migrate', wal, '--out', wal + '.v2')}` "
                   "rewrites it as V2 in a new directory")
     else:
         reason = f"unsupported chunk version {s.version} (walctl reads version 2)"

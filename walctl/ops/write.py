@@ -19,7 +19,7 @@ from ..store.appender import SYNC_BATCH, ChunkAppender
 from ..store.chunkdir import list_chunks
 from ..store.fs import DEFAULT_FS
 from ..store.lock import DirectoryLock, holder_text
-from .advice import cmd
+from .advice import MISSING, accept_loss_step, cmd, missing_step
 from ..store.ledger import Sealer
 from . import findings as F
 from .clock import utc_now
@@ -161,10 +161,14 @@ class WalWriter:
             if report.exit_code != EXIT_OK:
                 worst = next(f for f in report.findings if f.exit_code == report.exit_code)
                 hint = ""
-                if report.exit_code == EXIT_SEQUENCE and worst.cls != F.SEQUENCE_MISSING and worst.sequence_range:
-                    a, b = worst.sequence_range
-                    hint = (f"; if those sequences are lost for good, `walctl repair {d} --accept-loss {a}..{b} "
-                            f"--reason TEXT --apply` records that and lets writers go on")
+                bad = [f for f in report.findings if f.exit_code != EXIT_OK]
+                gone = next((f for f in bad if f.cls != F.SEQUENCE_MISSING and (f.missing or f.sequence_range)), None)
+                if gone is not None and all(f.cls in MISSING for f in bad):  # sequences no file holds, only
+                    a, b = gone.missing or gone.sequence_range
+                    step = missing_step(d, a, b, gone.extra)
+                    hint = (f"; they are in .quarantine/: `{step.command}` puts them back" if "restore" in step.argv
+                            else f"; if those sequences are lost for good, `{step.command}` records that and "
+                                 f"lets writers go on")
                 raise NotClean(f"refusing to append to a {report.verdict} directory: {worst.one_line()} "
                                f"(see `{cmd('inspect', d, '--damaged')}`){hint}", d, code=report.exit_code)
             last_seq = report.last_sequence or 0
@@ -192,8 +196,8 @@ class WalWriter:
             if view.issued > top and view.exp.accepted_cover(top + 1, view.issued) is None:
                 a, b = top + 1, view.issued
                 raise NotClean(f"sequences {a}..{b} were issued here but no chunk holds them; refusing to append "
-                               f"(if they are lost for good: `walctl repair {d} --accept-loss {a}..{b} --reason "
-                               f"TEXT --apply`)", d, code=EXIT_SEQUENCE)
+                               f"(if they are lost for good: `{accept_loss_step(d, a, b).command}`)", d,
+                               code=EXIT_SEQUENCE)
         self._issued = max(view.issued, last_seq)
         next_seq = max(last_seq, self._checkpoint_hwm(), view.issued) + 1
         if next_seq == 1 and start_sequence is not None:

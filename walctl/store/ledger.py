@@ -53,7 +53,7 @@ def append_lines(directory: str, lines: list[bytes], fs=DEFAULT_FS) -> None:
                 from ..errors import EXIT_CORRUPT, NotClean
 
                 raise NotClean(f"the ledger's last {size - keep} bytes have no newline and are longer than any "
-                               f"line: damaged, not torn (see `walctl verify`); move {L.LEDGER_DIR}/ aside to go on "
+                               f"line: damaged, not torn (verify reports it); move {L.LEDGER_DIR}/ aside to go on "
                                f"without its expectations (nothing is read from it but them)", path, code=EXIT_CORRUPT)
             durable.truncate(path, keep, fs)  # the torn line was never acknowledged
     durable.append(path, b"".join(lines), fs)

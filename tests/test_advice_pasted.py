@@ -59,7 +59,8 @@ def test_the_extractor_reads_what_walctl_prints():
 def test_verify_next_lines_on_a_torn_tail_each_do_what_they_say(cli, tmp_path):
     d = copy_example(tmp_path, "wal-torn-tail")
     r = cli("verify", d)
-    steps = printed_commands(r.out)
+    seal, *steps = printed_commands(r.out)  # the no-ledger note's seal comes first (test_ledger runs it)
+    assert seal == ["walctl", "seal", d, "--apply"] and "not detectable here" in r.out
     assert r.code == 1 and [s[1] for s in steps] == ["inspect", "map", "repair", "repair"]
     assert steps == cli("verify", d, "--json").json()["paths"][0]["next_steps"]
     before = tree_digest(d)
@@ -200,9 +201,12 @@ def test_salvage_lines_run(cli, tmp_path):
     shutil.copytree(case_dir("payload-bitflip-midlog"), d)
     out = odd_dir(tmp_path, "salvaged 'copy'")
     r = cli("salvage", d, "--out", out)
-    look, check = printed_commands(r.out)
+    accept, check, look = printed_commands(r.out)
+    assert accept[:5] == ["walctl", "repair", out, "--accept-loss", "25..25"] and accept[-1] == "--apply"
     assert look == ["walctl", "inspect", d, "--damaged"] and check == ["walctl", "verify", out]
-    assert run_printed(cli, look).code == 3 and run_printed(cli, check).code == r.code
+    assert r.code == 4 and run_printed(cli, check).code == r.code  # seq 25 is missing from the copy
+    assert run_printed(cli, look).code == 3
+    assert run_printed(cli, accept).code == 0 and run_printed(cli, check).code == 0  # loss on record: clean
 
 
 def test_inspect_damaged_more_bytes_line_runs(cli, tmp_path):
@@ -369,6 +373,7 @@ def test_next_steps_name_absolute_paths_so_they_run_from_anywhere(cli, tmp_path,
     monkeypatch.chdir(tmp_path)
     steps = cli("verify", "rel wal", "--json").json()["paths"][0]["next_steps"]
     assert steps[-1] == ["walctl", "repair", str(tmp_path / "rel wal"), "--apply"]
-    assert printed_commands(cli("verify", "rel wal").out) == steps
+    seal, *printed = printed_commands(cli("verify", "rel wal").out)
+    assert printed == steps and seal == ["walctl", "seal", str(tmp_path / "rel wal"), "--apply"]
     monkeypatch.chdir(os.path.dirname(ROOT))  # a script that moved elsewhere
     assert run_printed(cli, steps[-1]).code == 0 and cli("verify", tmp_path / "rel wal").code == 0

@@ -311,8 +311,8 @@ def test_checkpoint_meta_above_the_chunks_is_a_missing_range_and_writers_continu
     with pytest.raises(NotClean):
         WalWriter(d)
     hint = f.reason.split("`")[1]
-    assert hint == f"walctl repair {d} --accept-loss 41..60 --reason TEXT --apply"
-    assert cli(*shlex.split(hint)[1:]).code == 0  # as printed (TEXT is the operator's reason)
+    assert hint == f"walctl repair {d} --accept-loss 41..60 --reason 'seq 41..60 held by no file' --apply"
+    assert cli(*shlex.split(hint)[1:]).code == 0  # as printed
     assert verify_path(d).exit_code == 0
     with WalWriter(d) as w:
         assert w.append(1, "m", b"") == 61

@@ -66,7 +66,8 @@ def salvage_out(directory: str) -> str:
 def no_ledger_note(directory: str) -> str:
     """verify's one note on a V2 directory without a ledger (written by the Java writer, say)."""
     return (f"absence of a whole chunk is not detectable here (no ledger: a chunk deleted where its neighbours' "
-            f"sequences still meet leaves no trace); `{cmd('seal', directory, '--apply')}` makes it so")
+            f"sequences still meet leaves no trace); `{cmd('seal', os.path.abspath(directory), '--apply')}` makes "
+            "it so")  # absolute, as next_steps are: it runs from anywhere
 
 
 def no_ledger(directory: str) -> dict:

@@ -37,6 +37,7 @@ COMMANDS = {
     "repair": ("repair_cmd", "repair", "command"),
     "seal": ("seal_cmd", "seal", "command"),
     "salvage": ("salvage_cmd", "salvage", "command"),
+    "heal": ("heal_cmd", "heal", "command"),
     "compact": ("compact_cmd", "compact", "command"),
     "quarantine": ("quarantine_cmd", "app", "group"),
     "checkpoint": ("checkpoint_cmd", "app", "group"),

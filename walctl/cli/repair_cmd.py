@@ -32,6 +32,9 @@ def repair(
     accept_loss: Optional[str] = typer.Option(None, "--accept-loss", metavar="A..B",
                                               help="Record that sequences A..B are lost for good (no cut)."),
     reason: Optional[str] = typer.Option(None, "--reason", help="Why the loss is accepted (kept in the ledger)."),
+    archive: Optional[str] = typer.Option(None, "--from", metavar="DEST", help="An archive (file:///path, "
+                                          "s3://bucket/prefix; default: $WALCTL_ARCHIVE): when it can heal a "
+                                          "finding, next: names the walctl heal command."),
 ) -> int:
     from ..ops.advice import cmd
     from ..ops.repair import repair as run_repair
@@ -51,7 +54,9 @@ def repair(
         emit(f"  kept as {ev['evidence']} (sha256 {ev['sha256'][:16]}...)")
     for f in rep.left_alone:
         emit(f"left alone: {f.cls}: {f.one_line()}")
-    for line in rep.advice():
+    from ..ops.heal_advice import heal_steps
+
+    for line in heal_steps(rep.after or rep.before, archive) + rep.advice():
         emit(f"  {shown(line)}")
     if not rep.cuts:
         emit(f"{path}: no torn tail to cut ({rep.before.verdict})")

@@ -37,6 +37,9 @@ def verify(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing; only the exit code speaks."),
     show_map: bool = typer.Option(False, "--map", help="Also draw the damage map of each PATH (as `walctl map`; "
                                                        "with --json: a \"map\" object per path)."),
+    archive: Optional[str] = typer.Option(None, "--from", metavar="DEST", help="An archive (file:///path, "
+                                          "s3://bucket/prefix; default: $WALCTL_ARCHIVE): when it can heal a "
+                                          "finding, next: names the walctl heal command."),
     progress: Optional[bool] = PROGRESS,
 ) -> int:
     if jobs == 0:
@@ -51,7 +54,7 @@ def verify(
                 p["map"] = m.to_json()
         emit(json_document("walctl.verify/1", doc))
     elif not quiet:
-        render_human(report, verbose)
+        render_human(report, verbose, archive)
         if maps is not None:
             from .map_cmd import render_text
 
@@ -72,7 +75,7 @@ def to_json(report: VerifyReport) -> dict:
             "paths": [p.to_json() for p in report.paths]}
 
 
-def render_human(report: VerifyReport, verbose: bool) -> None:
+def render_human(report: VerifyReport, verbose: bool, archive: str | None = None) -> None:
     for p in report.paths:
         head = f"{p.path}: {paint(p.verdict.upper(), _VERDICT_COLOR.get(p.verdict, 'red'))} (exit {p.exit_code})"
         if p.chunks:
@@ -104,9 +107,10 @@ def render_human(report: VerifyReport, verbose: bool) -> None:
                 a, b = f.lost_sequence_range
                 emit(f"      sequences lost: {seq_range(a, b)}")
         from ..ops.advice import next_steps
+        from ..ops.heal_advice import heal_steps
         from .shown import shown
 
-        for i, line in enumerate(next_steps(p)):
+        for i, line in enumerate(heal_steps(p, archive) + next_steps(p)):
             emit(f"  {'next:' if i == 0 else '     '} {shown(line)}")
 
 

@@ -280,3 +280,45 @@ def test_a_crash_at_every_operation_of_a_heal_is_finished_by_one_rerun(tmp_path)
         for e in entries:  # every quarantined file is the damaged original, recorded once
             assert e["source"] == "wal-000002.bin" and e["action"] == "heal"
         assert len({e["evidence"] for e in entries}) <= 1
+
+
+def test_readme_incident_runs_as_written(tmp_path):
+    """Every line of README's "An incident, start to finish", in order, with /srv paths moved into tmp."""
+    import re
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    text = open(os.path.join(root, "README.md"), encoding="utf-8").read()
+    block = re.search(r"## An incident, start to finish\n.*?```sh\n(.*?)```", text, re.S).group(1)
+    wal, archive = str(tmp_path / "srv" / "wal"), str(tmp_path / "srv" / "archive")
+    os.makedirs(archive)
+    make_wal(wal)
+    original = files(wal)
+    shim = tmp_path / "bin" / "walctl"
+    shim.parent.mkdir()
+    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m walctl \"$@\"\n")
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{shim.parent}:{os.environ['PATH']}", "PYTHONPATH": root}
+    ran = 0
+    for line in block.replace("/srv/", str(tmp_path / "srv") + "/").splitlines():
+        command, _, comment = line.partition("#")
+        command = command.strip()
+        if line.startswith("export "):
+            name, value = command[len("export "):].split("=", 1)
+            env[name] = value
+        elif line.startswith("# the incident"):
+            flip(os.path.join(wal, "wal-000002.bin"))
+            os.unlink(os.path.join(wal, "wal-000004.bin"))
+        elif command:
+            out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, env=env)
+            code = re.match(r"\s*exit (\d)", comment)
+            assert out.returncode == (int(code.group(1)) if code else 0), (command, out.stdout, out.stderr)
+            said = re.search(r"next: (walctl .*)$", comment)
+            if said:
+                assert said.group(1).strip() in [x.strip().removeprefix("next:").strip() for x in out.stdout.splitlines()]
+            for planned in re.findall(r"would \w+ wal-\d+\.bin", comment):
+                assert planned in out.stdout
+            ran += 1
+    assert ran == 5 and files(wal) == original
+    assert sorted(os.listdir(os.path.join(wal, ".quarantine"))) == ["MANIFEST.jsonl", "wal-000002.bin"]

@@ -247,7 +247,7 @@ def _heal_on(fs, url):
     from walctl.errors import WalctlError
 
     try:
-        return heal("/r/wal", url, apply=True, fs=fs)
+        return heal("/r/wal", url, apply=True, fs=fs, transfers=1)
     except WalctlError as e:  # a crash's leftovers may make a step refuse; the rerun must still finish
         return e
 
@@ -262,14 +262,14 @@ def test_a_crash_at_every_operation_of_a_heal_is_finished_by_one_rerun(tmp_path)
     os.unlink(os.path.join(wal, "wal-000005.bin"))
     probe = load_tree(str(tmp_path / "src"))
     start = probe.ops
-    heal("/r/wal", url, apply=True, fs=probe)
+    heal("/r/wal", url, apply=True, fs=probe, transfers=1)
     total = probe.ops - start
     assert total > 10
     for n in range(1, total + 1):
         fs = load_tree(str(tmp_path / "src"), seed=n)
         fs.crash_at = fs.ops + n
         with pytest.raises(SimCrash):
-            heal("/r/wal", url, apply=True, fs=fs)
+            heal("/r/wal", url, apply=True, fs=fs, transfers=1)
         fs.crash()
         fs.crash_at = None
         rep = _heal_on(fs, url)

@@ -189,10 +189,13 @@ def _pick(name: str, seal, got: dict):
     return e, objs, BY_MANIFEST if e.sha256 else BY_PIECES
 
 
-def _step(name, action, finding, pick, keep_prefix=0) -> Step:
+def _step(name, action, finding, pick, keep_prefix=0, seal=None) -> Step:
+    """A step from a pick; matched by a seal, its sequences are the seal's (the bytes it vouches for)."""
     e, objs, how = pick
     rng = (e.first_sequence, e.last_sequence) if e.first_sequence is not None else (
         (e.wal_sequence, e.wal_sequence) if e.wal_sequence is not None else None)
+    if seal is not None and seal.get("first_seq") is not None:
+        rng = (seal.get("first_seq"), seal.get("last_seq"))
     return Step(name, action, finding, objs, e.sha256 or None, e.size, rng, how, keep_prefix)
 
 
@@ -209,14 +212,14 @@ def _replace_step(name, findings, row, seal, got):
         return Left(name, cls, "a torn tail that no archived copy holds more of: `walctl repair` cuts it")
     offsets = [f.offset for f in findings if f.offset is not None and f.cls != F.SEAL_MISMATCH]
     keep = 0 if seal is not None or not offsets or row.first_sequence is None else min(offsets)
-    return _step(name, REPLACE, cls, pick, keep)
+    return _step(name, REPLACE, cls, pick, keep, seal)
 
 
 def _restore_step(name, cls, seal, got, rng):
     pick = _pick(name, seal, got)
     if pick is None:
         return Left(name, cls, "no archived object holds it" + (" with its sealed SHA-256" if seal else ""), rng)
-    return _step(name, RESTORE, cls, pick)
+    return _step(name, RESTORE, cls, pick, seal=seal)
 
 
 def _absent_ranges(report) -> list:
@@ -240,7 +243,7 @@ def _range_steps(report, missing, got, sealed, present, taken) -> list:
         if row is None:
             pick = _pick(name, sealed.get(name), got)
             if pick is not None:
-                out.append(_step(name, RESTORE, _absent_class(report, rng), pick))
+                out.append(_step(name, RESTORE, _absent_class(report, rng), pick, seal=sealed.get(name)))
         elif row.last_sequence is not None and e.last_sequence > row.last_sequence \
                 and e.first_sequence == row.first_sequence and sealed.get(name) is None:
             out.append(_step(name, REPLACE, _absent_class(report, rng), _pick(name, None, got), row.size))

@@ -91,9 +91,11 @@ def test_story_mid_log_rot_and_a_deleted_chunk_come_back_byte_identical(tmp_path
     assert applied.code == 0, applied.out
     assert files(wal) == original and events(wal) == evs
     entries, problems = q.read_manifest(wal)
-    assert problems == [] and [(e["action"], e["source"], e["sha256"], e["evidence"]) for e in entries] == [
-        ("heal", "wal-000002.bin", hashlib.sha256(damaged).hexdigest(), ".quarantine/wal-000002.bin")]
-    assert open(os.path.join(wal, ".quarantine", "wal-000002.bin"), "rb").read() == damaged
+    sha = hashlib.sha256(damaged).hexdigest()
+    evidence = f".quarantine/wal-000002.bin.0-{len(damaged)}.{sha[:12]}"
+    assert problems == [] and [(e["action"], e["source"], e["offset"], e["length"], e["sha256"], e["evidence"])
+                               for e in entries] == [("heal", "wal-000002.bin", 0, len(damaged), sha, evidence)]
+    assert open(os.path.join(wal, evidence), "rb").read() == damaged
     after = cli("verify", wal, "--from", dest["url"])
     assert after.code == 0 and "heal" not in after.out
     again = cli("heal", wal, "--from", dest["url"], "--apply")
@@ -252,21 +254,16 @@ def _heal_on(fs, url):
         return e
 
 
-def test_a_crash_at_every_operation_of_a_heal_is_finished_by_one_rerun(tmp_path):
-    url = "file://" + str(tmp_path / "archive")
-    os.makedirs(tmp_path / "src")
-    wal = make_wal(tmp_path / "src" / "wal")
-    push(wal, url, namespace="wal")
-    original = files(wal)
-    flip(os.path.join(wal, "wal-000002.bin"))
-    os.unlink(os.path.join(wal, "wal-000005.bin"))
-    probe = load_tree(str(tmp_path / "src"))
+def crash_every_operation(src: str, url: str, original: dict, sources: set) -> int:
+    """Heals a SimFS copy of `src` (its `wal` directory) with a crash at every operation in turn; after
+    each crash one rerun must finish: every file byte-identical to `original`, and the quarantine holding
+    only damaged originals of `sources`, each recorded once. Returns the number of operations."""
+    probe = load_tree(src)
     start = probe.ops
     heal("/r/wal", url, apply=True, fs=probe, transfers=1)
     total = probe.ops - start
-    assert total > 10
     for n in range(1, total + 1):
-        fs = load_tree(str(tmp_path / "src"), seed=n)
+        fs = load_tree(src, seed=n)
         fs.crash_at = fs.ops + n
         with pytest.raises(SimCrash):
             heal("/r/wal", url, apply=True, fs=fs, transfers=1)
@@ -277,9 +274,43 @@ def test_a_crash_at_every_operation_of_a_heal_is_finished_by_one_rerun(tmp_path)
         got = {e.name: fs.read_range(e.path, 0, e.size) for e in fs.listdir("/r/wal") if e.name.startswith("wal")}
         assert got == original, n
         entries, _ = q.read_manifest("/r/wal", fs)
-        for e in entries:  # every quarantined file is the damaged original, recorded once
-            assert e["source"] == "wal-000002.bin" and e["action"] == "heal"
-        assert len({e["evidence"] for e in entries}) <= 1
+        assert {e["source"] for e in entries} <= sources and {e["action"] for e in entries} <= {"heal"}, n
+        assert len({e["evidence"] for e in entries}) == len(entries), n
+    return total
+
+
+@pytest.mark.parametrize("ledger", [True, False])
+def test_a_crash_at_every_operation_of_a_heal_is_finished_by_one_rerun(tmp_path, ledger):
+    url = "file://" + str(tmp_path / "archive")
+    os.makedirs(tmp_path / "src")
+    wal = make_wal(tmp_path / "src" / "wal")
+    push(wal, url, namespace="wal")
+    original = files(wal)
+    if not ledger:  # then a chunk set aside before the crash is found through the quarantine manifest
+        shutil.rmtree(os.path.join(wal, ".walctl"))
+    flip(os.path.join(wal, "wal-000002.bin"))
+    os.unlink(os.path.join(wal, "wal-000005.bin"))
+    assert crash_every_operation(str(tmp_path / "src"), url, original, {"wal-000002.bin"}) > 10
+
+
+def test_a_crash_at_every_operation_of_a_torn_tail_heal_from_live_pieces(tmp_path):
+    from walctl.ops.archive_follow import Shipper
+    from walctl.ops.write import WalWriter
+
+    url = "file://" + str(tmp_path / "a")
+    wal = str(tmp_path / "src" / "wal")
+    os.makedirs(wal)
+    sh = Shipper(wal, url, namespace="wal")
+    with WalWriter(wal, sync="always") as w:
+        for i in range(40):
+            w.append(i % 5, f"mem-{i % 7}", b"event %d " % i * (1 + i % 9), 1795300000000 + 10 * i)
+        w.flush()
+        sh.poll()
+    sh.close()
+    original = files(wal)
+    (last,) = original
+    os.truncate(os.path.join(wal, last), len(original[last]) - 200)
+    assert crash_every_operation(str(tmp_path / "src"), url, original, {last}) > 5
 
 
 def test_readme_incident_runs_as_written(tmp_path):
@@ -321,4 +352,52 @@ def test_readme_incident_runs_as_written(tmp_path):
                 assert planned in out.stdout
             ran += 1
     assert ran == 5 and files(wal) == original
-    assert sorted(os.listdir(os.path.join(wal, ".quarantine"))) == ["MANIFEST.jsonl", "wal-000002.bin"]
+    kept = sorted(os.listdir(os.path.join(wal, ".quarantine")))
+    assert len(kept) == 2 and kept[0] == "MANIFEST.jsonl" and kept[1].startswith("wal-000002.bin.0-")
+
+
+def test_a_chunk_set_aside_by_quarantine_move_comes_back_from_the_archive(tmp_path, cli):
+    """The ledger's `moved` line explains the gap; heal puts the sealed bytes back and writes `restored`,
+    so the seal holds again (verify checks it by hash) and the evidence stays in .quarantine/."""
+    url = "file://" + str(tmp_path / "archive")
+    wal = make_wal(tmp_path / "wal")
+    push(wal, url, namespace=NS)
+    original = files(wal)
+    assert cli("quarantine", "move", wal, "wal-000003.bin", "--reason", "suspect disk", "--apply").code == 0
+    v = cli("verify", wal, "--from", url, "--json")
+    assert v.code == 4
+    r = cli("heal", wal, "--from", url, "--apply", "--json")
+    doc = r.json()
+    assert r.code == 0 and [(s["file"], s["action"], s["matched_by"], s["outcome"]) for s in doc["steps"]] == [
+        ("wal-000003.bin", "restore", "ledger-seal", "healed")]
+    assert files(wal) == original
+    from walctl.format import ledger as L
+    from walctl.store.ledger import read_ledger
+
+    lines = read_ledger(wal).lines
+    assert [ln.event for ln in lines][-2:] == ["moved", "restored"] and "wal-000003.bin" in L.fold(lines).sealed
+    after = cli("verify", wal, "--json").json()["paths"][0]
+    assert after["exit_code"] == 0 and "wal-000003.bin" in after["ledger"]["verified_by_hash"]
+    assert os.listdir(os.path.join(wal, ".quarantine")) != []
+
+
+def test_a_missing_segment_comes_back_and_unsupported_kinds_are_exit_5(tmp_path, cli):
+    from walctl.ops.write import WalWriter
+
+    url = "file://" + str(tmp_path / "a")
+    seg = str(tmp_path / "seg")
+    with WalWriter(seg, format="segments", sync="none") as w:
+        for i in range(25_000):
+            w.append_entry("memory_add", {"i": i}, timestamp=1795300000 + i)
+    push(seg, url, namespace=NS)
+    original = files(seg)
+    second = sorted(original)[1]
+    os.unlink(os.path.join(seg, second))
+    r = cli("heal", seg, "--from", url, "--apply", "--json")
+    assert r.code == 0 and [(s["file"], s["action"]) for s in r.json()["steps"]] == [(second, "restore")]
+    assert files(seg) == original
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "t.wal").write_text("{}\n")
+    bad = cli("heal", str(tasks), "--from", url)
+    assert bad.code == 5 and "heal mends" in bad.err

@@ -13,8 +13,8 @@ Dry run unless --apply: the plan names each file, what replaces it, from which o
 
 Each copy is downloaded beside its target (NAME.tmp) and checked before anything moves: SHA-256 (the
 ledger seal's when there is one, else the archive manifest's), a full scan, and its sequences against its
-neighbours'. Then the damaged original goes to .quarantine/ (manifest line first) and the copy takes its
-place. A healthy file is never a target. Refuses while a live writer holds the lock (exit 6). Exits with
+neighbours'. Then the damaged original's bytes are kept in .quarantine/ (with their manifest line) and the
+copy is renamed over it. A healthy file is never a target. Refuses while a live writer holds the lock (exit 6). Exits with
 the verdict of verify: on the directory now (dry run), or after the heal (--apply). A crash at any step:
 run the same heal again. DEST: file:///path or s3://bucket/prefix, as for walctl archive.
 

@@ -5,12 +5,13 @@ Order of one step, each durable, so that a crash anywhere is finished by one rer
   1. download into NAME.tmp beside the target (store/durable.Staged), hashing as the bytes arrive;
   2. check the copy: SHA-256 (each live piece's too), size, a full scan, the sequences the manifest
      gives, continuity with its neighbours, and that it begins with the records the local file holds;
-  3. move the damaged original into .quarantine/ with its manifest line first (store/quarantine);
-  4. fsync NAME.tmp, rename it to NAME, fsync the directory; a `restored` ledger line when the ledger
+  3. keep the damaged original's bytes in .quarantine/ (durable create, then its manifest line:
+     store/quarantine.keep_bytes, which a rerun reuses instead of copying twice);
+  4. fsync NAME.tmp, rename it over NAME, fsync the directory; a `restored` ledger line when the ledger
      had the file moved away.
-A crash before 3 leaves the original in place (the rerun downloads again); after 3 the file is absent,
-which verify reports (sealed-chunk-missing, or a gap that the quarantined original's line explains) and
-the rerun fills. No ledger line is written for a sealed file: its copy has exactly its sealed bytes.
+The file is never absent: a crash before 4 leaves the original in place (the rerun downloads again and
+finds its evidence already kept), after it the copy. No ledger line is written for a sealed file: its
+copy has exactly its sealed bytes.
 """
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ from ..store.objstore import open_store
 from ..store.oserror import require_dir
 from .archive import CHECKPOINTS, CHUNKS, SEGMENTS, HashingSink, read_manifest
 from .clock import utc_now
-from .heal import BY_SEAL, HEALED, PLANNED, REFUSED, REPLACE, Plan, choose_namespace, continuity_problem, make_plan, \
-    object_kind, seals
+from .heal import BY_SEAL, HEALED, PLANNED, REFUSED, REPLACE, RESTORE, Plan, choose_namespace, \
+    continuity_problem, make_plan, object_kind, seals
 from .report import PathReport
 from .verify import verify_path
 
@@ -166,16 +167,18 @@ def place(path, step, st, why, store, fs, before, steps, okind):
         rng, why = CHECKS[okind](st.tmp, fs)
         why = why or _range_problem(step, rng) or _prefix_problem(fs, target, st.tmp, step.keep_prefix) \
             or continuity_problem(step, rng, steps, before)
+    if why is None and step.action == RESTORE and fs.exists(target):
+        why = f"{step.file} is there now: a file is never overwritten"
     if why is not None:
         return step._replace(outcome=REFUSED, reason=why)
     now, evidence = utc_now(), None
-    if fs.exists(target):
-        line = quarantine.move_in_recorded(path, step.file, action=HEAL_ACTION, now=now, version=__version__,
-                                           fs=fs, reason=f"{step.finding}: replaced from {store.url}/"
-                                                         f"{step.objects[0][0]}")
+    if fs.exists(target):  # its bytes go to .quarantine/ first (line and all); the rename then replaces it
+        data = fs.read_range(target, 0, fs.stat(target).size)
+        line = quarantine.keep_bytes(path, step.file, 0, data, action=HEAL_ACTION, now=now, version=__version__,
+                                     fs=fs, reason=f"{step.finding}: replaced from {store.url}/{step.objects[0][0]}")
         evidence = line["evidence"]
-    if fs.exists(target):
-        raise Refused(f"{step.file} is still there after it was set aside; nothing was overwritten", target)
+        if fs.read_range(target, 0, len(data) + 1) != data:
+            raise Refused(f"{step.file} changed while healing; nothing was replaced", target)
     st.commit(target)
     SL.record_restored(path, step.file, now, fs)
     return step._replace(outcome=HEALED, evidence=evidence)

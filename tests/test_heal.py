@@ -182,6 +182,10 @@ def test_an_archive_missing_the_object_says_what_stays_lost(tmp_path, dest, cli)
     assert lost == [f"stays: wal-000006.bin (sealed-chunk-missing): no archived object holds it with its sealed "
                     f"SHA-256", f"stays lost: seq {a}..{b}: no archived object holds it"]
     assert files(wal) == {n: b for n, b in original.items() if n != "wal-000006.bin"}
+    advice = [line.strip() for line in r.out.splitlines() if line.strip().startswith("walctl ")]
+    assert advice == [f"walctl verify {wal}"]
+    v = paste(cli, advice[0])  # what it says: the sequences still missing, and what comes next
+    assert v.code == 3 and f"{a}..{b}" in v.out and "walctl salvage" in v.out
 
 
 def test_a_torn_tail_shipped_as_live_pieces_comes_back(tmp_path):

@@ -23,7 +23,8 @@ Example: walctl heal /var/lib/agent/wal --from s3://backups/agents --apply"""
 
 
 def heal(
-    path: str = typer.Argument(..., help="A V2 chunk, ADR-003 segment or checkpoint directory.", callback=existing_dir),
+    path: str = typer.Argument(..., help="A V2 chunk, ADR-003 segment or checkpoint directory.", callback=existing_dir,
+                               is_eager=True),  # checked before --from: a missing DIR is named first
     dest: str = typer.Option(..., "--from", metavar="DEST", help="The archive: file:///path or s3://bucket/prefix.",
                              callback=existing_archive),
     namespace: Optional[str] = typer.Option(None, "--namespace", help="Default: the directory's name when the "

@@ -405,3 +405,6 @@ def test_a_missing_segment_comes_back_and_unsupported_kinds_are_exit_5(tmp_path,
     (tasks / "t.wal").write_text("{}\n")
     bad = cli("heal", str(tasks), "--from", url)
     assert bad.code == 5 and "heal mends" in bad.err
+    nowhere = str(tmp_path / "no-archive")
+    gone = cli("heal", seg, "--from", "file://" + nowhere)
+    assert gone.code == 6 and f"{nowhere}: no such file or directory" in gone.err

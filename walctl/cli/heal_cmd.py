@@ -5,7 +5,7 @@ from typing import Optional
 import typer
 
 from .render import emit, json_document
-from .targets import existing_archive, existing_dir
+from .targets import existing_dir
 
 HELP = """Put back, from the archive, what the directory lost: chunks, segments or checkpoints that are damaged,
 missing or changed since their ledger seal, and acknowledged tails whose bytes were shipped as live pieces.
@@ -23,10 +23,8 @@ Example: walctl heal /var/lib/agent/wal --from s3://backups/agents --apply"""
 
 
 def heal(
-    path: str = typer.Argument(..., help="A V2 chunk, ADR-003 segment or checkpoint directory.", callback=existing_dir,
-                               is_eager=True),  # checked before --from: a missing DIR is named first
-    dest: str = typer.Option(..., "--from", metavar="DEST", help="The archive: file:///path or s3://bucket/prefix.",
-                             callback=existing_archive),
+    path: str = typer.Argument(..., help="A V2 chunk, ADR-003 segment or checkpoint directory.", callback=existing_dir),
+    dest: str = typer.Option(..., "--from", metavar="DEST", help="The archive: file:///path or s3://bucket/prefix."),
     namespace: Optional[str] = typer.Option(None, "--namespace", help="Default: the directory's name when the "
                                             "archive holds it, else the archive's only namespace."),
     apply: bool = typer.Option(False, "--apply", help="Put the copies in place (default: print the plan only)."),

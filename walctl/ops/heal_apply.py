@@ -115,8 +115,12 @@ def heal(path: str, dest: str, *, namespace: str | None = None, apply: bool = Fa
 
 
 def open_archive(dest: str, path: str, namespace: str | None, endpoint_url: str | None):
-    """(the store, the namespace, its manifest)."""
+    """(the store, the namespace, its manifest). Asked after DIR is known to be something heal mends, so
+    that an empty DIR is exit 5 whatever DEST is; a file:// DEST that is not a directory is exit 6."""
     store = open_store(dest, endpoint_url)
+    root = getattr(store, "root", None)
+    if root is not None:
+        require_dir(root)
     ns = choose_namespace(store, path, namespace)
     return store, ns, read_manifest(store, ns)
 

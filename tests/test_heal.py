@@ -408,3 +408,22 @@ def test_a_missing_segment_comes_back_and_unsupported_kinds_are_exit_5(tmp_path,
     nowhere = str(tmp_path / "no-archive")
     gone = cli("heal", seg, "--from", "file://" + nowhere)
     assert gone.code == 6 and f"{nowhere}: no such file or directory" in gone.err
+
+
+def test_a_torn_tail_the_archive_holds_no_more_of_is_left_to_repair(tmp_path, cli):
+    url = "file://" + str(tmp_path / "archive")
+    wal = make_wal(tmp_path / "wal")
+    push(wal, url, namespace=NS)  # the last chunk stays local: no copy of it anywhere
+    last = sorted(files(wal))[-1]
+    with open(os.path.join(wal, last), "ab") as f:
+        f.write(b"WA\x02\x00")  # a torn append
+    before = files(wal)
+    r = cli("heal", wal, "--from", url, "--json")
+    assert r.code == 1
+    doc = r.json()
+    assert doc["steps"] == [] and doc["lost"] == [] and [x["file"] for x in doc["left"]] == [last]
+    printed = doc["left"][0]["reason"].split(": ", 1)[1].split(" shows")[0]
+    assert printed == f"walctl repair {wal}"
+    shown = paste(cli, printed)
+    assert shown.code == 1 and f"would cut {last}" in shown.out
+    assert cli("heal", wal, "--from", url, "--apply").code == 1 and files(wal) == before

@@ -155,7 +155,7 @@ def make_plan(report, man, okind: str, sealed: dict) -> Plan:
             by_file.setdefault(f.file, []).append(f)
     steps, left = [], []
     for name, fs_ in by_file.items():
-        s = _replace_step(name, fs_, present[name], sealed.get(name), got)
+        s = _replace_step(name, fs_, present[name], sealed.get(name), got, report.path)
         (steps if isinstance(s, Step) else left).append(s)
     missing = _absent_ranges(report)
     taken = {s.file for s in steps} | {x.file for x in left}
@@ -200,17 +200,20 @@ def _step(name, action, finding, pick, keep_prefix=0, seal=None) -> Step:
     return Step(name, action, finding, objs, e.sha256 or None, e.size, rng, how, keep_prefix)
 
 
-def _replace_step(name, findings, row, seal, got):
+def _replace_step(name, findings, row, seal, got, directory):
     cls = findings[0].cls
     pick = _pick(name, seal, got)
+    torn_only = all(f.exit_code == EXIT_TORN for f in findings)
+    if torn_only and seal is None and (pick is None or pick[0].last_sequence is None or (
+            row.last_sequence is not None and pick[0].last_sequence <= row.last_sequence)):
+        from .advice import cmd
+
+        return Left(name, cls, f"a torn tail that no archived copy holds more of: {cmd('repair', directory)} "
+                               "shows the cut (then add --apply)")
     if pick is None:
         why = (f"no archived object has the SHA-256 of its ledger seal ({seal.get('sha256')[:16]}...)" if seal
                else "the archive holds no copy of it")
         return Left(name, cls, why, findings[0].lost_sequence_range or findings[0].sequence_range)
-    torn_only = all(f.exit_code == EXIT_TORN for f in findings)
-    if torn_only and seal is None and (pick[0].last_sequence is None or row.last_sequence is not None
-                                       and pick[0].last_sequence <= row.last_sequence):
-        return Left(name, cls, "a torn tail that no archived copy holds more of: `walctl repair` cuts it")
     offsets = [f.offset for f in findings if f.offset is not None and f.cls != F.SEAL_MISMATCH]
     keep = 0 if seal is not None or not offsets or row.first_sequence is None else min(offsets)
     return _step(name, REPLACE, cls, pick, keep, seal)

@@ -5,9 +5,12 @@ chunk, bytes changed in place under a valid CRC... here: a flipped bit in a seal
 server moves only those chunks' bytes (bytes downloaded vs bytes damaged) and takes <= 1.5x the time of a
 raw boto3 download of the same three objects. The server is moto's (`moto_server`) in its own process on
 127.0.0.1; both configurations run as whole processes, in interleaved rounds, each round on a fresh
-damaged copy (copying is not timed). heal's time includes what the baseline does not do: verifying the
-whole directory before (to find the damage: every sealed chunk hashed) and after (--quick: only the
-replaced files are read), and the checks on each copy.
+damaged copy (not timed) made of hard links to the sealed directory, so that its files keep the inode
+and mtime their seals recorded, as the writer's own directory does (the three damaged chunks are real
+copies). heal's time includes what the baseline does not do: verifying the whole directory before (to
+find the damage: every sealed chunk hashed) and after (sealed files whose size, inode and mtime are
+unchanged are trusted, as `verify --quick` does: the replaced files are read), keeping the damaged
+originals in .quarantine/, and fsyncing every file it writes.
 
 Usage: python benchmarks/heal_throughput.py [--mb 256] [--repeat 3]
 Everything is written under one temporary directory, deleted at the end.
@@ -46,15 +49,28 @@ def pick(d: str) -> list[str]:
     return [names[len(names) * k // 4] for k in (1, 2, 3)]
 
 
+def link_chunks(a: str, b: str) -> None:
+    """Chunks as hard links (their seals' inode and mtime); the ledger and the lock file as copies."""
+    if a.endswith(".bin"):
+        os.link(a, b)
+    else:
+        shutil.copy2(a, b)
+
+
 def damage(d: str, chosen: list[str]) -> int:
-    """Flips a bit mid-chunk in two chunks, deletes a third; returns their bytes."""
+    """Flips a bit mid-chunk in two chunks, deletes a third; returns their bytes. A hard-linked chunk is
+    copied first (its own inode), so that the source directory is never touched."""
     total = 0
     for i, name in enumerate(chosen):
         p = os.path.join(d, name)
         total += os.path.getsize(p)
+        with open(p, "rb") as f:
+            data = f.read()
+        os.unlink(p)
         if i == 1:
-            os.unlink(p)
             continue
+        with open(p, "wb") as f:
+            f.write(data)
         with open(p, "r+b") as f:
             f.seek(os.path.getsize(p) // 2)
             b = f.read(1)
@@ -92,7 +108,7 @@ def main() -> None:
             times["raw download"].append(time.perf_counter() - t)
             shutil.rmtree(os.path.join(work, f"raw{r}"))
             copy = os.path.join(work, f"damaged{r}")
-            shutil.copytree(src, copy)
+            shutil.copytree(src, copy, copy_function=link_chunks)
             damaged_bytes = damage(copy, chosen)
             t = time.perf_counter()
             out = subprocess.run(w + ["heal", copy, "--from", url, "--namespace", "wal", "--apply", "--json"],

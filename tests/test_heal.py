@@ -180,7 +180,7 @@ def test_an_archive_missing_the_object_says_what_stays_lost(tmp_path, dest, cli)
     assert [f.cls for f in rng] == ["sequence-gap", "sealed-chunk-missing"]
     a, b = rng[0].missing
     assert lost == [f"stays: wal-000006.bin (sealed-chunk-missing): no archived object holds it with its sealed "
-                    f"SHA-256", f"stays lost: seq {a}..{b}: no archived object holds it"]
+                    f"SHA-256", f"stays lost: seq {a}..{b}: no archived copy that can be used holds it"]
     assert files(wal) == {n: b for n, b in original.items() if n != "wal-000006.bin"}
     advice = [line.strip() for line in r.out.splitlines() if line.strip().startswith("walctl ")]
     assert advice == [f"walctl verify {wal}"]

@@ -64,12 +64,11 @@ def render(rep) -> list[str]:
     for x in rep.plan.left:
         out.append(f"stays: {x.file or '-'} ({x.finding}): {x.reason}")
     for a, b in rep.plan.lost:
-        out.append(f"stays lost: seq {a}..{b}: no archived object holds it")
-    if not rep.plan.steps:
+        out.append(f"stays lost: seq {a}..{b}: no archived copy that can be used holds it")
+    if not rep.heals:
         out.append(f"{rep.path}: nothing the archive can heal ({rep.before.verdict})")
     elif not rep.applied:
-        out.append(f"dry run: nothing was changed; to heal {sum(s.outcome == 'planned' for s in rep.plan.steps)} "
-                   f"file(s) ({rep.damaged_bytes} bytes):")
+        out.append(f"dry run: nothing was changed; to heal {rep.heals} file(s) ({rep.damaged_bytes} bytes):")
     else:
         out.append(f"{rep.path}: now {rep.after.verdict} (exit {rep.exit_code}); downloaded {rep.downloaded_bytes} "
                    "bytes")

@@ -58,9 +58,10 @@ class HealReport(NamedTuple):
 
     @property
     def damaged_bytes(self) -> int:
-        """The bytes the plan puts back: the damaged files' sizes, and the absent files' sizes."""
+        """The bytes the plan puts back (or put back): the damaged files' sizes, and the absent files'."""
         sizes = {c.file: c.size for c in self.before.chunks}
-        return sum(sizes.get(s.file, s.size) if s.action == REPLACE else s.size for s in self.plan.steps)
+        return sum(sizes.get(s.file, s.size) if s.action == REPLACE else s.size for s in self.plan.steps
+                   if s.outcome in (PLANNED, HEALED))
 
     def advice(self) -> list[str]:
         from .advice import cmd

@@ -188,14 +188,17 @@ def test_an_archive_missing_the_object_says_what_stays_lost(tmp_path, dest, cli)
     assert v.code == 3 and f"{a}..{b}" in v.out and "walctl salvage" in v.out
 
 
-def test_a_torn_tail_shipped_as_live_pieces_comes_back(tmp_path):
+@pytest.mark.parametrize("repaired_first", [False, True])
+def test_a_torn_tail_shipped_as_live_pieces_comes_back(tmp_path, dest, cli, repaired_first):
+    """The writer died; its last chunk's tail had been shipped as live pieces. Torn (its `hwm` ledger line
+    says more was issued: exit 4), or already cut by `repair --apply` (the same sequences missing): heal
+    brings the records back from the pieces, byte for byte."""
     from walctl.ops.archive_follow import Shipper
     from walctl.ops.write import WalWriter
 
-    url = "file://" + str(tmp_path / "a")
     wal = str(tmp_path / "wal")
     os.makedirs(wal)
-    sh = Shipper(wal, url, namespace=NS)
+    sh = Shipper(wal, dest["url"], namespace=NS, endpoint_url=dest["endpoint"])
     with WalWriter(wal, sync="always") as w:
         for i in range(60):
             w.append(i % 5, f"mem-{i % 7}", b"event %d " % i * (1 + i % 9), 1795300000000 + 10 * i)
@@ -208,12 +211,17 @@ def test_a_torn_tail_shipped_as_live_pieces_comes_back(tmp_path):
     path = os.path.join(wal, last)
     os.truncate(path, len(whole[last]) - 300)  # the crash tore the tail: records the shipper had shipped
     torn = verify_path(wal)
-    assert torn.exit_code in (1, 4) and torn.last_sequence < 60
-    rep = heal(wal, url, apply=True)
+    assert torn.exit_code == 4 and torn.last_sequence < 60
+    assert {f.cls for f in torn.findings} == {"tail-damage", "sequence-missing"}
+    if repaired_first:
+        assert cli("repair", wal, "--apply").code == 4  # cut: the sequences after it are now missing
+    local = open(path, "rb").read()
+    rep = heal(wal, dest["url"], apply=True, endpoint_url=dest["endpoint"])
     (step,) = rep.plan.steps
     assert (step.file, step.action, step.matched_by, step.outcome) == (last, "replace", "live-pieces", "healed")
+    assert step.finding == ("sequence-missing" if repaired_first else "tail-damage")
     assert rep.exit_code == 0 and files(wal) == whole and events(wal) == evs
-    assert open(os.path.join(wal, step.evidence), "rb").read() == whole[last][:-300]
+    assert open(os.path.join(wal, step.evidence), "rb").read() == local
 
 
 def test_segments_heal(tmp_path):

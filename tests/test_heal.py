@@ -80,6 +80,7 @@ def test_story_mid_log_rot_and_a_deleted_chunk_come_back_byte_identical(tmp_path
     plan = paste(cli, heal_cmd)
     assert plan.code == 3 and files(wal) == {n: b for n, b in original.items() if n != "wal-000004.bin"} | {
         "wal-000002.bin": damaged}  # the dry run changed nothing
+    assert not os.path.exists(os.path.join(wal, ".quarantine")) and not any(n.endswith(".tmp") for n in os.listdir(wal))
     planned = [line.split()[:3] for line in plan.out.splitlines() if line.startswith("would ")]
     assert planned == [["would", "replace", "wal-000002.bin"], ["would", "restore", "wal-000004.bin"]]
     doc = cli("heal", wal, "--from", dest["url"], "--json").json()

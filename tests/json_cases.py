@@ -51,6 +51,22 @@ def workspace(ws: str) -> None:
     for cid, at in (("stale", old), ("fresh", datetime.now(timezone.utc))):
         store.save(CheckpointState(cid, "deploy", {"env": "prod"}, [[{"id": "a"}], [{"id": "b"}]], 1,
                                    {"blocks": {"a": {"outputs": {"ok": True}}}}, at, PauseMetadata("ask", "Go?", None)))
+    _heal_workspace(ws)
+
+
+def _heal_workspace(ws: str) -> None:
+    """heal-wal: a copy of wal-healthy pushed to heal-archive, then its first chunk rotted mid-log."""
+    from walctl.ops.archive_push import push
+
+    wal = os.path.join(ws, "heal-wal")
+    shutil.copytree(os.path.join(EXAMPLES, "wal-healthy"), wal)
+    push(wal, "file://" + os.path.join(ws, "heal-archive"))
+    path = os.path.join(wal, "wal-000000.bin")
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0x10]))
 
 
 def cases(ws: str):
@@ -131,6 +147,11 @@ def cases(ws: str):
                               "--json"], "doc", "walctl.archive-list/1"),
         ("archive manifest", None, w("archive", "wal-sequence-gap", "MANIFEST.json"), "walctl.archive-manifest/1"),
         ("archive list", ["archive", "list", arch, "--json"], "doc", "walctl.archive-list/1"),
+        ("heal plan", ["heal", w("heal-wal"), "--from", "file://" + w("heal-archive"), "--json"], "doc",
+         "walctl.heal/1"),
+        ("heal apply", ["heal", w("heal-wal"), "--from", "file://" + w("heal-archive"), "--apply", "--json"], "doc",
+         "walctl.heal/1"),
+        ("heal nothing", ["heal", w("wal-sequence-gap"), "--from", arch, "--json"], "doc", "walctl.heal/1"),
         ("archive verify", ["archive", "verify", arch, "--json"], "doc", "walctl.archive-verify/1"),
         ("archive restore", ["archive", "restore", arch, w("restored"), "--json"], "doc", "walctl.archive-restore/1"),
         ("archive prune", ["archive", "prune", arch, "--namespace", "wal-sequence-gap", "--keep", "1", "--max-age",

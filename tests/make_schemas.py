@@ -37,6 +37,8 @@ TITLES = {
                        "segment; for other kinds, the verify summary."),
     "walctl.write/1": ("walctl write --json", "What was appended and the durable high-water mark."),
     "walctl.repair/1": ("walctl repair --json", "The plan (dry run) or what was cut, with the evidence kept."),
+    "walctl.heal/1": ("walctl heal --json", "The plan (dry run) or what was put back from the archive, per file, "
+                      "with what was refused, what the archive cannot heal and what stays lost."),
     "walctl.seal/1": ("walctl seal --json", "Closed chunks sealed in the directory ledger (or the plan)."),
     "walctl.tasklog-resume/1": ("walctl tasklog resume --json", "Where the task resumes, and the torn line cut."),
     "walctl.workflow-delete/1": ("walctl workflow delete --json", "One workflow checkpoint set aside (or the plan)."),
@@ -216,7 +218,29 @@ def build(name: str, docs: list, what: str) -> dict:
         lag = props["namespaces"]["items"]["properties"]["lag"]["properties"]
         lag["seconds"]["type"] = ["number", "null"]
         lag["archived_time_ms"]["type"] = ["integer", "null"]
+    if name == "walctl.heal/1":
+        _heal(props)
     return schema
+
+
+def _heal(props: dict) -> None:
+    """What the samples cannot show: the words of a step, fields that are null for some steps, and a
+    `left` entry (the archive cannot heal it)."""
+    step = props["steps"]["items"]["properties"]
+    step["action"]["enum"] = ["replace", "restore"]
+    step["outcome"]["enum"] = ["planned", "healed", "refused"]
+    step["matched_by"]["enum"] = ["ledger-seal", "manifest", "live-pieces"]
+    step["reason"] = {"description": "Why the copy was refused (null otherwise).", "type": ["string", "null"]}
+    step["sha256"]["type"] = ["string", "null"]
+    step["sha256"]["description"] = "The copy's expected SHA-256 (null: live pieces, each checked on its own)."
+    step["sequence_range"]["type"] = ["array", "null"]
+    step["objects"]["description"] = "The object keys under the destination the copy is made of, in order."
+    seq = {"type": ["array", "null"], "items": {"type": "integer"}, "description": "[first, last] sequences."}
+    props["left"]["items"] = {"type": "object", "required": ["file", "finding", "reason"], "properties": {
+        "file": {"type": ["string", "null"], "description": "A file name inside the path."},
+        "finding": {"type": "string", "description": "The class of the finding the archive cannot heal."},
+        "reason": {"type": "string", "description": "Why not, in words."}, "sequence_range": seq}}
+    props["lost"]["description"] = "[first, last] ranges no archived object holds: they stay lost."
 
 
 def samples() -> dict:

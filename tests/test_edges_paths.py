@@ -28,6 +28,8 @@ COMMANDS = [
     (["seal", "PATH", "--json"], "dir"),
     (["repair", "PATH", "--json"], "dir"),
     (["repair", "PATH", "--apply", "--json"], "dir"),
+    (["heal", "PATH", "--from", "file://OUT", "--json"], "dir"),
+    (["heal", "PATH", "--from", "file://OUT", "--apply", "--json"], "dir"),
     (["salvage", "PATH", "--out", "OUT", "--json"], "path"),
     (["migrate", "PATH", "--out", "OUT", "--json"], "path"),
     (["compact", "PATH", "--before", "5", "--json"], "dir"),

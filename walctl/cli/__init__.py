@@ -38,6 +38,7 @@ COMMANDS = {
     "seal": ("seal_cmd", "seal", "command"),
     "salvage": ("salvage_cmd", "salvage", "command"),
     "migrate": ("migrate_cmd", "migrate", "command"),
+    "heal": ("heal_cmd", "heal", "command"),
     "compact": ("compact_cmd", "compact", "command"),
     "quarantine": ("quarantine_cmd", "app", "group"),
     "checkpoint": ("checkpoint_cmd", "app", "group"),

@@ -69,7 +69,8 @@ def verify(paths: List[str] = typer.Argument(..., help="Checkpoint files or dire
            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.verify/1).")):
     from . import verify_cmd
 
-    verify_cmd.verify(paths=paths, json_out=json_out, strict=strict, jobs=1, verbose=True, quiet=False)
+    verify_cmd.verify(paths=paths, json_out=json_out, strict=strict, jobs=1, quick=False, verbose=True, quiet=False,
+                      show_map=False, archive=None, progress=None)
 
 
 @app.command("inspect", help="""Header fields, sizes, compression ratio and the state's top-level keys, of a

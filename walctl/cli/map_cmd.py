@@ -25,6 +25,9 @@ def map_(
     width: Optional[int] = typer.Option(None, "--width", min=40, max=1000,
                                         help="Columns to fit (default: the terminal's, else 80)."),
     strict: bool = typer.Option(False, "--strict", help="Treat every anomaly as corruption (exit 3), as verify does."),
+    archive: Optional[str] = typer.Option(None, "--from", metavar="DEST", help="An archive (file:///path, "
+                                          "s3://bucket/prefix; default: $WALCTL_ARCHIVE): when it can heal a "
+                                          "finding, next: names the walctl heal command."),
 ) -> int:
     from ..ops.damagemap import damage_map
 
@@ -45,6 +48,7 @@ def map_(
         emit(json_document("walctl.map/1", body))
     else:
         render_text(m, width)
+        _heal_next(m, archive)
         if svg_written:
             import sys
 
@@ -52,6 +56,14 @@ def map_(
 
             sys.stderr.write(f"walctl: wrote {shown(svg_written)}\n")
     raise typer.Exit(m.exit_code)
+
+
+def _heal_next(m, archive) -> None:
+    from ..ops.heal_advice import heal_steps
+    from .render import next_lines
+
+    for line in next_lines(heal_steps(m.report, archive)):
+        emit(line)
 
 
 def terminal_width(width: int | None = None) -> int:

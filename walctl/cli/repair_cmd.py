@@ -32,15 +32,22 @@ def repair(
     accept_loss: Optional[str] = typer.Option(None, "--accept-loss", metavar="A..B",
                                               help="Record that sequences A..B are lost for good (no cut)."),
     reason: Optional[str] = typer.Option(None, "--reason", help="Why the loss is accepted (kept in the ledger)."),
+    archive: Optional[str] = typer.Option(None, "--from", metavar="DEST", help="An archive (file:///path, "
+                                          "s3://bucket/prefix; default: $WALCTL_ARCHIVE): when it can heal a "
+                                          "finding, next: names the walctl heal command."),
 ) -> int:
     from ..ops.repair import repair as run_repair
 
     if accept_loss is not None or reason is not None:
         return _accept(path, accept_loss, reason, apply, json_out)
 
+    from ..ops.advice import steps_json
+    from ..ops.heal_advice import heal_steps
+
     rep = run_repair(path, apply=apply, max_drop_bytes=max_drop_bytes)
+    steps = heal_steps(rep.after or rep.before, archive) + rep.next_steps()  # heal first, when an archive can
     if json_out:
-        emit(json_document("walctl.repair/1", rep.to_json()))
+        emit(json_document("walctl.repair/1", dict(rep.to_json(), next_steps=steps_json(steps))))
         raise typer.Exit(rep.exit_code)
     verb = "cut" if rep.applied else "would cut"
     for cut in rep.cuts:
@@ -55,7 +62,7 @@ def repair(
         emit(f"dry run: nothing was changed ({rep.drop_bytes} bytes to cut)")
     else:
         emit(f"{path}: now {rep.after.verdict} (exit {rep.exit_code})")
-    for line in next_lines(rep.next_steps()):
+    for line in next_lines(steps):
         emit(line)
     raise typer.Exit(rep.exit_code)
 

@@ -37,6 +37,9 @@ def verify(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing; only the exit code speaks."),
     show_map: bool = typer.Option(False, "--map", help="Also draw the damage map of each PATH (as `walctl map`; "
                                                        "with --json: a \"map\" object per path)."),
+    archive: Optional[str] = typer.Option(None, "--from", metavar="DEST", help="An archive (file:///path, "
+                                          "s3://bucket/prefix; default: $WALCTL_ARCHIVE): when it can heal a "
+                                          "finding, next: names the walctl heal command."),
     progress: Optional[bool] = PROGRESS,
 ) -> int:
     if jobs == 0:
@@ -45,13 +48,13 @@ def verify(
         report = verify_paths(paths, strict=strict, jobs=jobs, progress=bar.callback, quick=quick)
     maps = _maps(report) if show_map else None
     if json_out:
-        doc = to_json(report)
+        doc = to_json(report, archive)
         if maps is not None:
             for p, m in zip(doc["paths"], maps):
                 p["map"] = m.to_json()
         emit(json_document("walctl.verify/1", doc))
     elif not quiet:
-        render_human(report, verbose)
+        render_human(report, verbose, archive)
         if maps is not None:
             from .map_cmd import render_text
 
@@ -67,14 +70,16 @@ def _maps(report: VerifyReport):
     return [map_from_report(p) for p in report.paths]
 
 
-def to_json(report: VerifyReport) -> dict:
+def to_json(report: VerifyReport, archive: str | None = None) -> dict:
     from ..ops.advice import next_steps, steps_json
+    from ..ops.heal_advice import heal_steps
 
     return {"exit_code": report.exit_code, "verdict": report.verdict, "strict": report.strict,
-            "paths": [dict(p.to_json(), next_steps=steps_json(next_steps(p))) for p in report.paths]}
+            "paths": [dict(p.to_json(), next_steps=steps_json(heal_steps(p, archive) + next_steps(p)))
+                      for p in report.paths]}
 
 
-def render_human(report: VerifyReport, verbose: bool) -> None:
+def render_human(report: VerifyReport, verbose: bool, archive: str | None = None) -> None:
     for p in report.paths:
         head = f"{p.path}: {paint(p.verdict.upper(), _VERDICT_COLOR.get(p.verdict, 'red'))} (exit {p.exit_code})"
         if p.chunks:
@@ -108,8 +113,9 @@ def render_human(report: VerifyReport, verbose: bool) -> None:
                 a, b = f.lost_sequence_range
                 emit(f"      sequences lost: {seq_range(a, b)}")
         from ..ops.advice import next_steps
+        from ..ops.heal_advice import heal_steps
 
-        for line in next_lines(next_steps(p), "  "):
+        for line in next_lines(heal_steps(p, archive) + next_steps(p), "  "):
             emit(line)
 
 

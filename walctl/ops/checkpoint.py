@@ -24,6 +24,11 @@ SUFFIX = ".ckpt"
 CLASS_EXIT = {ck.CORRUPT: EXIT_CORRUPT, ck.UNSUPPORTED: EXIT_UNSUPPORTED}
 
 
+def checkpoint_class(failure_class: str) -> str:
+    """The finding class of a checkpoint that fails a step (`checkpoint-corrupt`, `checkpoint-unsupported`)."""
+    return "checkpoint-" + failure_class
+
+
 class CheckpointReport(NamedTuple):
     path: str
     file: str
@@ -40,7 +45,7 @@ class CheckpointReport(NamedTuple):
         out = []
         f = self.checked.failure
         if f is not None:
-            out.append(Finding("checkpoint-" + f.cls, CLASS_EXIT[f.cls], f"step {f.step}: {f.reason}", self.file,
+            out.append(Finding(checkpoint_class(f.cls), CLASS_EXIT[f.cls], f"step {f.step}: {f.reason}", self.file,
                                stored=f.stored, computed=f.computed, extra={"step": f.step}))
         for a in self.checked.anomalies:
             out.append(Finding("anomaly", EXIT_CORRUPT if self.strict else EXIT_OK, a, self.file,

@@ -387,3 +387,27 @@ def test_push_takes_hashes_and_ranges_from_matching_seal_lines(tmp_path, dest, m
         assert (man[name].sha256, man[name].first_sequence, man[name].last_sequence, man[name].size) == (
             line.get("sha256"), line.get("first_seq"), line.get("last_seq"), line.get("size"))
     assert verify_archive(dest["url"], namespace="n", endpoint_url=dest["endpoint"])[2] == 0
+
+
+@pytest.mark.parametrize("after_close", ["as-sealed", "grew", "unsealed"])
+def test_push_ships_the_last_chunk_when_the_ledger_seals_it_as_it_is(tmp_path, after_close):
+    """A writer that sealed on close starts a new chunk when it reopens, so its last chunk is closed:
+    push ships it (a lost disk then loses nothing the archive could hold). Grown after its seal, or never
+    sealed, it stays the writer's: push leaves it for --follow."""
+    wal = str(tmp_path / "wal")
+    with WalWriter(wal, max_chunk_bytes=4000, sync="none", seal_on_close=after_close != "unsealed") as w:
+        for i in range(120):
+            w.append(i % 5, f"m{i}", b"x" * 60)
+    names = sorted(n for n in os.listdir(wal) if n.endswith(".bin"))
+    last = os.path.join(wal, names[-1])
+    if after_close == "grew":
+        with open(last, "ab") as f:
+            f.write(b"\0" * 16)
+    rep = push(wal, "file://" + str(tmp_path / "a"))
+    shipped = names if after_close == "as-sealed" else names[:-1]
+    assert sorted(rep.uploaded) == shipped and len(names) >= 3
+    with open(tmp_path / "a" / "wal" / "MANIFEST.json") as f:
+        objects = {o["name"]: o for o in json.load(f)["objects"]}
+    assert sorted(objects) == shipped
+    if after_close == "as-sealed":
+        assert objects[names[-1]]["last_sequence"] == 120

@@ -37,11 +37,12 @@ CHUNK_BYTES = 1200  # 3 chunks of 60 records: seq 1..22, 23..44, 45..60
 
 # ---- the logs a drill starts from -------------------------------------------------------------------
 
-def v2_log(d: str, ledger: bool = True) -> None:
-    """60 records in 3 chunks, written by walctl's writer (which seals closed chunks in its ledger)."""
+def v2_log(d: str, ledger: bool = True, seal_on_close: bool = False) -> None:
+    """60 records in 3 chunks, written by walctl's writer (which seals closed chunks in its ledger; with
+    `seal_on_close`, the last one too, as a writer shut down with --seal-on-close: an archive push ships it)."""
     from walctl.ops.write import WalWriter
 
-    with WalWriter(d, max_chunk_bytes=CHUNK_BYTES, sync="always") as w:
+    with WalWriter(d, max_chunk_bytes=CHUNK_BYTES, sync="always", seal_on_close=seal_on_close) as w:
         for i in range(1, 61):
             w.append(i % 5, f"mem-{i}", b"payload %d " % i + bytes([i]) * (i % 7))
     if not ledger:  # as a directory written by another writer (the Java one) looks
@@ -103,6 +104,7 @@ def _replayed(d: str) -> list[dict]:
 
 
 LOGS = {"v2": (v2_log, v2_records), "v2-no-ledger": (lambda d: v2_log(d, ledger=False), v2_records),
+        "v2-sealed": (lambda d: v2_log(d, seal_on_close=True), v2_records),
         "checkpoints": (checkpoint_log, checkpoint_records), "segments": (segment_log, segment_records)}
 
 
@@ -227,6 +229,36 @@ def deleted_segment(d):
     return set(range(21, 41))
 
 
+def archived(damage: Callable[[str], set]) -> Callable[[str], set]:
+    """The directory was pushed to an archive (`walctl archive push`) before the damage: every record the
+    damage destroys still exists there (its log's chunks are all sealed: `v2-sealed`, or segments), so
+    nothing may stay lost."""
+    def with_archive(d):
+        from walctl.ops.archive_push import push
+
+        push(d, ARCHIVE_URL(d))
+        damage(d)
+        return set()
+
+    with_archive.__doc__ = f"archived, then: {damage.__doc__}"
+    return with_archive
+
+
+def lost_disk(d):
+    """The disk lost every chunk (the directory and its ledger survive, as on a separate metadata disk)."""
+    for name in _chunks(d):
+        os.remove(os.path.join(d, name))
+    return set()
+
+
+def ARCHIVE_URL(d: str) -> str:
+    return "file://" + d + ".archive"
+
+
+def ARCHIVE_ENV(d: str) -> dict:
+    return {"WALCTL_ARCHIVE": ARCHIVE_URL(d)}
+
+
 class Row(NamedTuple):
     name: str
     log: str
@@ -260,6 +292,12 @@ ROWS = [
     Row("truncated checkpoint", "checkpoints", truncated_checkpoint),
     Row("segments: torn tail", "segments", segment_torn_tail, loss="evidence"),
     Row("segments: deleted middle segment", "segments", deleted_segment),
+    Row("mid-log rot, archive", "v2-sealed", archived(mid_log_rot), env=ARCHIVE_ENV),
+    Row("checksum tail, archive", "v2-sealed", archived(checksum_tail), env=ARCHIVE_ENV),
+    Row("deleted middle chunk, archive", "v2-sealed", archived(deleted_chunk(1)), env=ARCHIVE_ENV),
+    Row("deleted middle chunk, no ledger, archive", "v2-no-ledger", archived(deleted_chunk(1)), env=ARCHIVE_ENV),
+    Row("lost disk, archive", "v2-sealed", archived(lost_disk), env=ARCHIVE_ENV),
+    Row("segments: deleted middle segment, archive", "segments", archived(deleted_segment), env=ARCHIVE_ENV),
     Row("segments: mid-log rot", "segments", segment_mid_log_rot, xfail=(
         "dead end: salvage copies Spector V2 chunks only (exit 5 on ADR-003 segments) and no other command "
         "copies the entries after mid-log damage in a segment; quarantine move would set aside intact entries")),

@@ -71,12 +71,11 @@ def _maps(report: VerifyReport):
 
 
 def to_json(report: VerifyReport, archive: str | None = None) -> dict:
-    from ..ops.advice import next_steps, steps_json
-    from ..ops.heal_advice import heal_steps
+    from ..ops.advice import steps_json
+    from ..ops.heal_advice import advise
 
     return {"exit_code": report.exit_code, "verdict": report.verdict, "strict": report.strict,
-            "paths": [dict(p.to_json(), next_steps=steps_json(heal_steps(p, archive) + next_steps(p)))
-                      for p in report.paths]}
+            "paths": [dict(p.to_json(), next_steps=steps_json(advise(p, archive))) for p in report.paths]}
 
 
 def render_human(report: VerifyReport, verbose: bool, archive: str | None = None) -> None:
@@ -112,10 +111,9 @@ def render_human(report: VerifyReport, verbose: bool, archive: str | None = None
             if f.lost_sequence_range and f.cls not in ("sequence-gap",):
                 a, b = f.lost_sequence_range
                 emit(f"      sequences lost: {seq_range(a, b)}")
-        from ..ops.advice import next_steps
-        from ..ops.heal_advice import heal_steps
+        from ..ops.heal_advice import advise
 
-        for line in next_lines(heal_steps(p, archive) + next_steps(p), "  "):
+        for line in next_lines(advise(p, archive), "  "):
             emit(line)
 
 

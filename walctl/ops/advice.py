@@ -90,7 +90,7 @@ def next_steps(report) -> list[Step]:
     return _unique([s for rule in VERIFY_RULES for s in rule(report)])
 
 
-def _look_steps(report) -> list[Step]:
+def look_steps(report) -> list[Step]:
     return [step("inspect", report.path, "--damaged", note="the damaged bytes, annotated"),
             step("map", report.path, note="where the damage lies")]
 
@@ -195,7 +195,7 @@ def _rotten_checkpoint_steps(report) -> list[Step]:
 
 # The rules of verify's advice, in the order their steps are printed: looking first, then what mends
 # (a torn tail cut, a chunk put back, a loss recorded, a copy salvaged, a rotten checkpoint set aside).
-VERIFY_RULES = (_look_steps, _torn_steps, _missing_steps, _corrupt_steps, _rotten_checkpoint_steps)
+VERIFY_RULES = (look_steps, _torn_steps, _missing_steps, _corrupt_steps, _rotten_checkpoint_steps)
 
 
 # ---- after recover ---------------------------------------------------------------------------------

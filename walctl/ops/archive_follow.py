@@ -121,7 +121,7 @@ class Shipper:
         from .archive_push import push
 
         rep = push(self.wal_dir, self.dest, namespace=self.ns, checkpoints=self.checkpoints,
-                   endpoint_url=self.endpoint_url)
+                   endpoint_url=self.endpoint_url, sealed_last=False)
         self.warnings += list(rep.warnings) + [f"{f.file}: {f.reason}" for f in rep.held_back]
         if rep.conflicts or rep.failed:
             raise NotClean(f"archive push: {len(rep.conflicts)} conflicts, {len(rep.failed)} failed uploads; not "

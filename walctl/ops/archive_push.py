@@ -32,9 +32,12 @@ def segment_names(wal_dir: str) -> list[str]:
     return [s.name for s in list_segments(wal_dir)[0]]
 
 
-def sealed_candidates(wal_dir: str, checkpoints: str | None) -> tuple[list[tuple[str, str]], str]:
+def sealed_candidates(wal_dir: str, checkpoints: str | None,
+                      sealed_last: bool = True) -> tuple[list[tuple[str, str]], str]:
     """(path, kind) of what push considers: every chunk or segment but the last (the writer may still
-    append to it), and the checkpoint files; each is then described (verified) by the push itself."""
+    append to it) -- the last too when the ledger seals it at its present size (a writer that sealed on
+    close starts a new file when it reopens) -- and the checkpoint files; each is then described
+    (verified) by the push itself."""
     from .kinds import KINDS
     from .verify import detect_kind
 
@@ -43,13 +46,29 @@ def sealed_candidates(wal_dir: str, checkpoints: str | None) -> tuple[list[tuple
     if entry.archive is None:
         raise UsageError(f"archive push takes a V2 chunk or ADR-003 segment directory; this is {kind}", wal_dir)
     names, wal_kind = entry.load("files")(wal_dir), entry.archive
-    out = [(os.path.join(wal_dir, n), wal_kind) for n in names[:-1]]
+    closed = names if names and sealed_last and _sealed_as_is(wal_dir, names[-1]) else names[:-1]
+    out = [(os.path.join(wal_dir, n), wal_kind) for n in closed]
     if checkpoints:
         from .checkpoint import SUFFIX
 
         out += [(os.path.join(checkpoints, n), CHECKPOINTS) for n in sorted(os.listdir(checkpoints))
                 if n.endswith(SUFFIX)]
     return out, wal_kind
+
+
+def _sealed_as_is(wal_dir: str, name: str) -> bool:
+    """The ledger seals `name` as it is now: its size, inode and mtime (the git-index rule of _from_seals)."""
+    from ..format.ledger import fold
+    from ..store.ledger import file_identity, read_ledger
+
+    read = read_ledger(wal_dir)
+    line = fold(read.lines).sealed.get(name) if read is not None else None
+    path = os.path.join(wal_dir, name)
+    try:
+        return (line is not None and os.path.getsize(path) == line.get("size")
+                and bool(line.get("stat", {}).get("ino")) and file_identity(path) == line.get("stat"))
+    except (OSError, WalctlError):
+        return False
 
 
 class LocalFile(NamedTuple):
@@ -167,16 +186,18 @@ class _Tally:
 def push(wal_dir: str, dest: str, *, namespace: str | None = None, checkpoints: str | None = None, jobs: int = 4,
          delete_local: bool = False, hwm_before: int | None = None, checkpoint_meta: str | None = None,
          apply: bool = False, endpoint_url: str | None = None,
-         progress: Callable[[int], None] | None = None, multipart_threshold: int | None = None) -> PushReport:
+         progress: Callable[[int], None] | None = None, multipart_threshold: int | None = None,
+         sealed_last: bool = True) -> PushReport:
     """multipart_threshold: files larger than this go to S3 in parts, each checked by the service
-    (default store.objstore.MULTIPART_THRESHOLD_BYTES, 5 GiB)."""
+    (default store.objstore.MULTIPART_THRESHOLD_BYTES, 5 GiB). sealed_last: the last file goes too when
+    the ledger seals it as it is (the follower, which ships it as pieces, closes it on its seal itself)."""
     t0 = time.perf_counter()
     store = open_store(dest, endpoint_url)
     if multipart_threshold is not None and hasattr(store, "multipart_threshold"):
         store.multipart_threshold = multipart_threshold
     ns = namespace or os.path.basename(os.path.abspath(wal_dir))
     check_namespace(ns)
-    candidates, _ = sealed_candidates(wal_dir, checkpoints)
+    candidates, _ = sealed_candidates(wal_dir, checkpoints, sealed_last)
     pusher = _Pusher(store, ns, read_manifest(store, ns, jobs), _from_seals(wal_dir, candidates))
     tally = _run(pusher, candidates, jobs, progress)
     man, entries = pusher.man, pusher.entries

@@ -26,3 +26,13 @@ def heal_steps(report, archive: str | None = None) -> list:
     if not rep.heals:
         return []
     return [step("heal", os.path.abspath(report.path), "--from", rep.destination, "--namespace", rep.namespace)]
+
+
+def advise(report, archive: str | None = None) -> list:
+    """verify's next steps with an archive in view: where it can heal, the heal and then looking, and
+    nothing that gives bytes up (an accepted loss, a salvage, a cut) until the heal has run (verify after
+    it advises what is left); elsewhere, ops/advice.py's steps as they are."""
+    from .advice import look_steps, next_steps
+
+    heal = heal_steps(report, archive)
+    return heal + look_steps(report) if heal else next_steps(report)

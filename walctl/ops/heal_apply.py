@@ -46,6 +46,7 @@ class HealReport(NamedTuple):
     before: PathReport
     after: PathReport | None
     downloaded_bytes: int
+    endpoint_url: str | None = None  # given on the command line: the steps it advises carry it
 
     @property
     def exit_code(self) -> int:
@@ -63,15 +64,21 @@ class HealReport(NamedTuple):
         return sum(sizes.get(s.file, s.size) if s.action == REPLACE else s.size for s in self.plan.steps
                    if s.outcome in (PLANNED, HEALED))
 
-    def advice(self) -> list[str]:
-        from .advice import cmd
+    def next_steps(self) -> list:
+        """The plan's apply step; after it, verify while something is left (ops/advice.py Steps)."""
+        from .advice import step
 
-        out = []
+        where = ("--endpoint-url", self.endpoint_url) if self.endpoint_url else ()
+        path = os.path.abspath(self.path)  # as every next step: it runs from anywhere
         if not self.applied and any(s.outcome == PLANNED for s in self.plan.steps):
-            out.append(cmd("heal", self.path, "--from", self.destination, "--namespace", self.namespace, "--apply"))
-        elif self.applied and self.exit_code:
-            out.append(cmd("verify", self.path))
-        return out
+            return [step("heal", path, "--from", self.destination, "--namespace", self.namespace, *where,
+                         "--apply")]
+        if self.applied and self.exit_code:
+            return [step("verify", path)]  # what is left after the heal
+        return []
+
+    def advice(self) -> list[str]:
+        return [s.text() for s in self.next_steps()]
 
     def to_json(self) -> dict:
         return {"path": self.path, "kind": self.kind, "destination": self.destination, "namespace": self.namespace,
@@ -82,7 +89,7 @@ class HealReport(NamedTuple):
                 "before": {"verdict": self.before.verdict, "exit_code": self.before.exit_code},
                 "after": None if self.after is None else {"verdict": self.after.verdict,
                                                           "exit_code": self.after.exit_code},
-                "advice": self.advice()}
+                "advice": self.advice(), "next_steps": [s.to_json() for s in self.next_steps()]}
 
 
 def heal(path: str, dest: str, *, namespace: str | None = None, apply: bool = False,
@@ -104,7 +111,7 @@ def heal(path: str, dest: str, *, namespace: str | None = None, apply: bool = Fa
         archive = pool.submit(open_archive, dest, path, namespace, endpoint_url)
         if not apply:
             before = verify_path(path, fs=fs, lock_held_by_us=True, jobs=jobs)
-            return _planned(before, *archive.result(), okind, fs)
+            return _planned(before, *archive.result(), okind, fs)._replace(endpoint_url=endpoint_url)
         with DirectoryLock(path, holder_text("heal"), fs):
             before = verify_path(path, fs=fs, lock_held_by_us=True, jobs=jobs)
             report = _planned(before, *archive.result(), okind, fs)
@@ -112,7 +119,7 @@ def heal(path: str, dest: str, *, namespace: str | None = None, apply: bool = Fa
             _finish_restored(path, fs)
             after = verify_path(path, fs=fs, lock_held_by_us=True, jobs=jobs, quick=True)
     return report._replace(applied=True, plan=report.plan._replace(steps=tuple(done)), after=after,
-                           downloaded_bytes=downloaded)
+                           downloaded_bytes=downloaded, endpoint_url=endpoint_url)
 
 
 def open_archive(dest: str, path: str, namespace: str | None, endpoint_url: str | None):

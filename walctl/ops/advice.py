@@ -70,6 +70,14 @@ def no_ledger_note(directory: str) -> str:
             "it so")  # absolute, as next_steps are: it runs from anywhere
 
 
+def legacy_v1(chunk: str) -> str:
+    """What reads a legacy V1 chunk, and what rewrites its directory as V2 (beside it, named after it)."""
+    wal = os.path.normpath(os.path.dirname(chunk) or ".")
+    wal = os.path.abspath(wal) if wal in (".", "..") else wal  # (`wal.v2` beside it needs a name)
+    return (f"`{cmd('inspect', chunk)}` can read it; `{cmd('migrate', wal, '--out', wal + '.v2')}` rewrites it "
+            "as V2 in a new directory")
+
+
 def no_ledger(directory: str) -> dict:
     """What the ledger part of verify's report says of a V2 directory that has none, with its note."""
     return {"lines": 0, "sealed": 0, "verified_by_hash": [], "trusted_by_stat": [], "note": no_ledger_note(directory)}

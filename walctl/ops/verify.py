@@ -321,13 +321,9 @@ def _unsupported_chunk(c: ChunkFile, s: ChunkScan) -> Finding:
         return Finding(F.UNSUPPORTED, EXIT_UNSUPPORTED, reason, file=c.name, offset=0,
                        stored=int.from_bytes(s.magic, "big"), computed=int.from_bytes(FILE_MAGIC, "big"))
     if s.header == fscan.HEADER_LEGACY:
-        from .advice import cmd
+        from .advice import legacy_v1
 
-        wal = os.path.normpath(os.path.dirname(c.path) or ".")
-        wal = os.path.abspath(wal) if wal in (".", "..") else wal  # (`wal.v2` beside it needs a name)
-        reason = ("legacy V1 chunk (file version 1, records without CRCs): unsupported for verify; "
-                  f"`{cmd('inspect', c.path)}` can read it; `{cmd('migrate', wal, '--out', wal + '.v2')}` "
-                  "rewrites it as V2 in a new directory")
+        reason = f"legacy V1 chunk (file version 1, records without CRCs): unsupported for verify; {legacy_v1(c.path)}"
     else:
         reason = f"unsupported chunk version {s.version} (walctl reads version 2)"
     return Finding(F.UNSUPPORTED, EXIT_UNSUPPORTED, reason, file=c.name, offset=4, stored=s.version,

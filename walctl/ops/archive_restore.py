@@ -179,7 +179,7 @@ def _last_before(staging: str, to_time_ms: int) -> int | None:
     if KINDS[detect_kind(staging)].is_v2:
         from .records import Record, RecordWalk
 
-        for item in RecordWalk(staging):
+        for item in RecordWalk(staging, payloads=False):  # times only: nothing inflated
             if isinstance(item, Record):
                 if item.timestamp_ms > to_time_ms:
                     break

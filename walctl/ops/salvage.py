@@ -68,7 +68,7 @@ def salvage(source: str, out: str, *, fs=DEFAULT_FS, max_chunk_bytes: int = 8 <<
     _clear_own_leftover(tmp, fs)
     durable.make_dir(tmp, fs)
     durable.create_file(os.path.join(tmp, OWNER_MARK), b"walctl salvage in progress\n", fs)
-    walk = RecordWalk(source, fs=fs, keep_raw=True, progress=progress)
+    walk = RecordWalk(source, fs=fs, keep_raw=True, payloads=False, progress=progress)  # copied raw: nothing inflated
     copied, first, last, skipped = 0, None, None, []
     appender = None
     try:

@@ -46,7 +46,8 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
 
     store = open_store(dest, endpoint_url)
     namespace = _only_namespace(store) if namespace is None else namespace
-    if os.path.exists(out_dir) and os.listdir(out_dir):
+    out_fs = DEFAULT_FS.beneath(out_dir)  # OUT opened (or, missing, its parent) once: store/root.py
+    if out_fs.exists(out_dir) and out_fs.listdir(out_dir):
         raise Refused(f"{out_dir} is not empty; restore writes a new directory", out_dir)
     man = read_manifest(store, namespace, jobs)
     present = [e for e in man.entries.values() if e.name not in man.missing_objects]
@@ -58,7 +59,7 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
     parent = os.path.dirname(os.path.abspath(out_dir)) or "."
     scratch = Scratch(parent, prefix=".walctl-restore-")  # beside OUT: adopting its files is a rename
     staging = scratch.dir
-    fs = DEFAULT_FS.beneath(out_dir, staging)
+    fs = out_fs.beneath_too(staging)
     try:
         _fetch_all(store, namespace, needed, pieces, scratch, jobs, progress)
         if to_time_ms is not None:
@@ -81,7 +82,7 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
             durable.adopt(scratch.path(e.name), os.path.join(wal_out, e.name), fs)
         ck_name, ck_seq, fallbacks = _restore_checkpoint(store, namespace, man, target,
                                                          os.path.join(out_dir, "checkpoints"), scratch, fs)
-        check = verify_path(wal_out, jobs=max(1, min(jobs, os.cpu_count() or 1)))
+        check = verify_path(wal_out, jobs=max(1, min(jobs, os.cpu_count() or 1)), fs=fs)  # what was written
         if check.exit_code != EXIT_OK or check.last_sequence != target:
             raise NotClean(f"the restored log does not verify ({check.verdict}, last sequence {check.last_sequence})",
                            wal_out, code=check.exit_code or EXIT_CORRUPT)

@@ -45,23 +45,26 @@ def inflating_dir(path, mib: int) -> str:
 
 
 def run_measured(args, cwd) -> tuple[int, float, bytes]:
-    """(exit code, VmHWM in MiB, first 4 KiB of stdout) of `walctl ARGS` in a child process. VmHWM is
-    read by the child itself once the command returned: the peak since its exec (ru_maxrss would count
-    the pages of the pytest process it was forked from). Stdout goes to /dev/null, as a pipe to jq would
-    drain it, except its first bytes (to check what was emitted)."""
-    code = ("import sys; from walctl.cli import run; "
-            "out = open(sys.argv[1], 'w'); sys.stdout = out; c = run(sys.argv[2:]); out.flush(); "
+    """(exit code, VmHWM in MiB, first 4 KiB of stdout) of `walctl ARGS` in a child process. VmHWM is read
+    by the child itself once the command returned: the peak since its exec (ru_maxrss would count the
+    pages of the pytest process it was forked from). Stdout is drained as a pipe to jq would drain it,
+    keeping its first bytes (to check what was emitted)."""
+    code = ("import sys; from walctl.cli import run; c = run(sys.argv[1:]); sys.stdout.flush(); "
             "hwm = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')]; "
             "print('HWM', hwm[0], c, file=sys.stderr)")
-    sink = os.path.join(cwd, "stdout")
     env = dict(os.environ, PYTHONPATH=ROOT)
-    p = subprocess.run([sys.executable, "-c", code, sink, *args], capture_output=True, text=True, cwd=cwd,
-                       timeout=300, env=env)
-    last = p.stderr.strip().splitlines()[-1].split()
-    assert last[0] == "HWM", p.stderr
-    with open(sink, "rb") as f:
-        head = f.read(4096)
-    os.unlink(sink)
+    with open(os.path.join(cwd, "stderr"), "w+") as err:
+        p = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=err, cwd=cwd,
+                             env=env)
+        head = b""
+        while chunk := p.stdout.read(1 << 20):
+            head = head if len(head) >= 4096 else (head + chunk)[:4096]
+        p.wait(300)
+        err.seek(0)
+        text = err.read()
+    os.unlink(os.path.join(cwd, "stderr"))
+    last = text.strip().splitlines()[-1].split()
+    assert last[0] == "HWM", text
     return int(last[2]), int(last[1]) / 1024, head
 
 

@@ -134,6 +134,19 @@ class Case:
         assert read(os.path.join(real, "wal-000002.bin")) == make_chunk(range(7, 10))
 
 
+    def setup_archive_push(self):  # the target: a file:// archive's root
+        self.wal = healthy(self.tmp / "wal")
+        self.target = str(self.tmp / "arch")
+        os.mkdir(self.target)
+        self.argv, self.want = ["archive", "push", self.wal, f"file://{self.target}"], (0,)
+
+    def check_archive_push(self, real):
+        for i in range(2):  # the closed chunks, shipped and listed (the last one is the writer's)
+            assert read(os.path.join(real, "wal", "chunks", f"wal-00000{i}.bin")) == make_chunk(range(3 * i + 1, 3 * i + 4))
+        manifest = json.loads(read(os.path.join(real, "wal", "MANIFEST.json")))
+        assert sorted(o["name"] for o in manifest["objects"]) == ["wal-000000.bin", "wal-000001.bin"], manifest
+
+
 class Swapper:
     """Swaps `target` for a link to the sentinel (the real directory renamed aside), and back. A target
     that does not exist yet gets a link planted in its place."""
@@ -161,13 +174,20 @@ class Swapper:
         self.moved = self.planted = False
 
 
-COMMANDS = ("repair", "quarantine move", "compact", "salvage", "archive restore", "archive push --delete-local")
+COMMANDS = ("repair", "quarantine move", "compact", "salvage", "archive restore", "archive push --delete-local",
+            "archive push")
 
 
 def run_case(case, hook, monkeypatch, capsys):
+    """Runs the case with `hook(op, path)` called at each step resolved from the target (opened by then:
+    a link there before it was opened is the operator's path, followed once by design)."""
     from walctl.cli import run
 
-    monkeypatch.setattr(OsFileSystem, "hook", staticmethod(hook))
+    def on_target(op, path):
+        if os.path.abspath(path) == case.target or os.path.abspath(path).startswith(case.target + os.sep):
+            hook(op, path)
+
+    monkeypatch.setattr(OsFileSystem, "hook", staticmethod(on_target))
     try:
         code = run([str(a) for a in case.argv])
     finally:

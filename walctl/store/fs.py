@@ -68,18 +68,20 @@ class OsFileSystem:
                 os.close(fd)
         return out
 
-    def _open_read(self, path: str) -> int:
-        """A descriptor for reading a regular file. Never blocks on a FIFO or a device."""
+    def open_read(self, path: str, follow: bool = True) -> int:
+        """A descriptor for reading (check that it is a regular file). Never blocks on a FIFO or a device.
+        follow=False: a link is no file (ELOOP)."""
         with self._in(path) as (dfd, name):
             try:
-                return os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+                return os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW),
+                               dir_fd=dfd)
             except OSError as e:
                 raise os_problem(e, path) from None
 
     @contextmanager
     def map_read(self, path: str) -> Iterator:
         """A read-only buffer over a regular file. Never opens FIFOs or devices (they could block)."""
-        fd = self._open_read(path)
+        fd = self.open_read(path)
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
@@ -106,7 +108,7 @@ class OsFileSystem:
         now shorter than `base`, else None). Never opens a FIFO or a device for long (a FIFO named like a
         chunk would block a follower forever, /dev/zero would feed it without end)."""
         try:
-            fd = self._open_read(path)
+            fd = self.open_read(path)
         except EnvironmentProblem as e:
             if e.kind == "not-found":
                 return b"", None
@@ -129,7 +131,7 @@ class OsFileSystem:
         with self.map_read(path) as buf:
             return bytes(buf[offset:offset + length])
 
-    def _lstat(self, path: str):
+    def lstat(self, path: str):
         """The entry itself (a link is not followed), or None when there is none."""
         try:
             with self._in(path) as (dfd, name):
@@ -138,7 +140,7 @@ class OsFileSystem:
             return None
 
     def exists(self, path: str) -> bool:
-        return self._lstat(path) is not None
+        return self.lstat(path) is not None
 
     def identity(self, path: str) -> tuple[int, int]:
         """(inode, mtime_ns): with the size, what says a file was not rewritten (git's index rule)."""
@@ -151,13 +153,13 @@ class OsFileSystem:
 
     def is_symlink(self, path: str) -> bool:
         """True for a symbolic link (dangling or not): mutations refuse them (containment)."""
-        st = self._lstat(path)
+        st = self.lstat(path)
         return st is not None and stat.S_ISLNK(st.st_mode)
 
     def link_count(self, path: str) -> int:
         """How many names the file has (1 for a file of its own; 0 when it does not exist). A directory
         counts as 1: its other links are its subdirectories' `..` entries, not other names."""
-        st = self._lstat(path)
+        st = self.lstat(path)
         if st is None:
             return 0
         return 1 if stat.S_ISDIR(st.st_mode) else st.st_nlink
@@ -372,7 +374,7 @@ class OsFileSystem:
         from .lock import LOCK_NAME, probe_fd
 
         try:
-            fd = self._open_read(os.path.join(directory, name or LOCK_NAME))
+            fd = self.open_read(os.path.join(directory, name or LOCK_NAME))
         except WalctlError:
             return None  # no lock file (or unreadable): no walctl writer to detect
         return probe_fd(fd)

@@ -76,6 +76,8 @@ CASES = {
     "inspect --payload none": (["inspect", "--payload", "none", "{d}"], 1, False),
     "inspect --hexdump": (["inspect", "--hexdump", "--from-seq", "3", "{d}"], 1, False),
     "replay --to 1": (["replay", "{d}", "--to", "1"], 0, False),
+    "inspect --seq 3": (["inspect", "--seq", "3", "{d}"], 0, False),
+    "inspect --around": (["inspect", "--around", "wal-000001.bin:100", "{d}"], 0, False),
     "salvage": (["salvage", "{d}", "--out", "{t}/salvaged"], 0, False),
     "repair --apply": (["repair", "{t}/wal", "--apply"], 0, False),
     "compact --apply": (["compact", "{t}/wal", "--before", "3", "--apply"], 0, False),
@@ -100,6 +102,10 @@ def check_command(name: str, d: str, tmp, mib: int) -> None:
     c1, c2 = read(os.path.join(d, "wal-000001.bin")), read(os.path.join(d, "wal-000002.bin"))
     if name == "inspect --jsonl --payload none":  # nothing inflated, nothing shown: no payload_hex key
         assert head.startswith(b'{"sequence": 1,') and b"payload_hex" not in head
+    elif name == "inspect --seq 3":  # the record after the large one, found without inflating it
+        assert head.startswith(b"== sequence 3: ") and b"memoryId m3" in head.splitlines()[0]
+    elif name == "inspect --around":  # the bytes around the first record, annotated
+        assert b"record magic" in head
     elif name == "replay --to 1":  # seq 1 only; the large seq 2 is never emitted, nor inflated
         assert head.count(b"\n") == 1 and head.startswith(b'{"sequence":1,')
     elif name == "salvage":  # records 1..4 copied verbatim, the large one included

@@ -386,6 +386,20 @@ class Pin:
         if self.id is not None and self.resolved != self.path:
             _note_followed(self.path, self.resolved)
 
+    def sub(self, rel: str) -> "Pin":
+        """The pin of a directory `rel` below this one, found from where this one is now."""
+        if not rel:
+            return self
+        child = Pin.__new__(Pin)
+        child.base, child.path = self.base, os.path.join(self.path, rel)
+        here = os.path.join(self.location(), rel)
+        if here in self.base.links:
+            raise Refused(f"{child.path} is a symbolic link; walctl never opens through a link", child.path)
+        child.resolved = os.path.join(self.resolved, rel)
+        child.id = self.base.dir_ids.get(here) if here in self.base.dirs else None
+        child.parent = self.base.dir_ids.get(os.path.dirname(here))
+        return child
+
     def _where(self, ident) -> str | None:
         return next((d for d, i in self.base.dir_ids.items() if i == ident and d in self.base.dirs), None)
 
@@ -432,7 +446,12 @@ class Confined:
         self.roots = tuple(p.path for p in pins)
 
     def beneath(self, *roots: str) -> "Confined":
-        return self.base.beneath(*roots)
+        """A root already pinned (or below one) is derived from its pin, never pinned again by its path."""
+        pins = []
+        for r in roots:
+            held = next(((p, p.below(r)) for p in self.pins if p.below(r) is not None), None)
+            pins.append(Pin(self.base, r) if held is None else held[0].sub(held[1]))
+        return Confined(self.base, tuple(pins))
 
     def beneath_too(self, *roots: str) -> "Confined":
         return Confined(self.base, self.pins + self.base.beneath(*roots).pins)

@@ -147,6 +147,18 @@ class Case:
         assert sorted(o["name"] for o in manifest["objects"]) == ["wal-000000.bin", "wal-000001.bin"], manifest
 
 
+    def setup_write(self):  # opening cuts the torn tail (kept), then appends seq 10 (sync=batch: the helper)
+        self.target = torn(self.tmp / "wal")
+        self.argv, self.want = ["write", self.target, "--type", "REMEMBER", "--id", "m", "--payload", "hi"], (0,)
+
+    def check_write(self, real):
+        from walctl.ops.records import Record, RecordWalk
+
+        got = [(r.sequence, r.payload) for r in RecordWalk(real) if isinstance(r, Record)]
+        assert got == [(s, b"payload-%d" % s) for s in range(1, 10)] + [(10, b"hi")]
+        assert any(n.startswith("wal-000002.bin.") for n in os.listdir(os.path.join(real, ".quarantine")))
+
+
 class Swapper:
     """Swaps `target` for a link to the sentinel (the real directory renamed aside), and back. A target
     that does not exist yet gets a link planted in its place."""
@@ -175,7 +187,7 @@ class Swapper:
 
 
 COMMANDS = ("repair", "quarantine move", "compact", "salvage", "archive restore", "archive push --delete-local",
-            "archive push")
+            "archive push", "write")
 
 
 def run_case(case, hook, monkeypatch, capsys):

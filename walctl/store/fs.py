@@ -186,10 +186,10 @@ class OsFileSystem:
         named), each opened now, once: every later step, read or change, is resolved from that descriptor
         (store/root.py). A root itself may be reached through a link, since the operator chose it: it is
         followed here, once, and said (`root.FOLLOWED`)."""
-        from .root import Root
+        from .root import confine
 
         confined = copy.copy(self)  # a subclass (a test's faulty file system) stays itself
-        confined._roots = tuple(Root(r, self.hook) for r in roots)
+        confined._roots = confine(self._roots, roots, self.hook)  # a root already held is kept, never reopened
         return confined
 
     def beneath_too(self, *roots: str) -> "OsFileSystem":

@@ -21,7 +21,7 @@ import stat
 import weakref
 from contextlib import contextmanager
 
-from ..errors import Refused
+from ..errors import Refused, WalctlError
 from .oserror import os_problem
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
@@ -75,12 +75,32 @@ class Root:
             return
         self._pin(fd)
 
-    def _pin(self, fd: int) -> None:
+    def _pin(self, fd: int, note: bool = True) -> None:
         self._fd, self._error = fd, None
         weakref.finalize(self, os.close, fd)
         self.resolved = _where(fd, self.path)
-        if self.resolved != self.path:
+        if note and self.resolved != self.path:
             _note_followed(self.path, self.resolved)
+
+    def below(self, parts: list[str]) -> "Root":
+        """A root for the directory `parts` below this one, opened from this one's descriptor (never by its
+        path: a use case that confines itself again, to its target or below it, keeps the directory the
+        run started in), a link on the way refused."""
+        if not parts:
+            return self
+        child = Root.__new__(Root)
+        child.path, child.hook = os.path.join(self.path, *parts), self.hook
+        child.resolved = os.path.join(self.resolved, *parts)
+        child._fd, child._parent, child._error = None, None, None
+        try:
+            child._pin(self.walk(parts, "opens", child.path), note=False)
+        except WalctlError as e:
+            if e.kind != "not-found":
+                raise
+            pfd = self.walk(parts[:-1], "opens", child.path)
+            weakref.finalize(child, os.close, pfd)
+            child._parent, child._error = (pfd, parts[-1]), FileNotFoundError(errno.ENOENT, "not found")
+        return child
 
     def fd(self) -> int:
         """The directory's descriptor; a directory made since the root was (restore's OUT) is opened now,
@@ -176,6 +196,16 @@ def _is_link_at(root: Root, parts: list[str]) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def confine(roots, paths, hook=None) -> tuple:
+    """The roots for `paths`: one already held (or below one) is derived from it, never opened again by its
+    path; any other is opened now."""
+    out = []
+    for path in paths:
+        root, parts = _find(roots, path)
+        out.append(Root(path, hook) if root is None else root.below(parts))
+    return tuple(out)
 
 
 def _find(roots, path: str):

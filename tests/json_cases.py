@@ -86,6 +86,8 @@ def cases(ws: str):
         ("map", ["map", w("wal-midlog-corrupt"), "--json"], "doc", "walctl.map/1"),
         ("map segments", ["map", w("segments"), "--json"], "doc", "walctl.map/1"),
         ("inspect v2", ["inspect", w("wal-midlog-corrupt"), "--jsonl"], "jsonl", "walctl.record/1"),
+        ("inspect v2 --payload none", ["inspect", w("wal-midlog-corrupt"), "--jsonl", "--payload", "none"], "jsonl",
+         "walctl.record/1"),
         ("inspect segments", ["inspect", w("segments"), "--jsonl"], "jsonl", "walctl.entry/1"),
         ("stats v2", ["stats", w("wal-healthy"), "--json"], "doc", "walctl.stats/1"),
         ("stats segments", ["stats", w("segments"), "--json"], "doc", "walctl.stats/1"),

@@ -106,7 +106,7 @@ FIELDS = {
     "timestamp_ms": "Milliseconds since the epoch.", "type": "The event type name (the ordinal when unknown).",
     "type_ordinal": "The event type's ordinal.", "memory_id": "The memoryId (invalid UTF-8 replaced by U+FFFD).",
     "memory_id_hex": "The memoryId's bytes, hex.", "compressed": "Whether the stored payload is zlib-compressed.",
-    "payload_hex": "The decoded (inflated) payload, hex.", "stored_len": "The payload's stored length.",
+    "payload_hex": "The decoded (inflated) payload, hex; absent under --payload none (never inflated).", "stored_len": "The payload's stored length.",
     "wal_sequence": "The last log sequence a checkpoint reflects.",
     "hwm": "The high-water mark: the last durable sequence.",
 }

@@ -5,7 +5,11 @@ What it models:
 - file data written but not fsynced is lost in a crash, or survives only as a prefix (a torn write);
 - a created, renamed or removed name is durable only once its directory is fsynced;
 - an unsynced truncation survives a crash or not, at random;
-- `crash_at=N` raises SimCrash at the Nth mutating operation; a write that crashes lands part-way.
+- `crash_at=N` raises SimCrash at the Nth mutating operation; a write that crashes lands part-way;
+- the target opened once (walctl/store/root.py): `beneath(root)` pins the directory a root names when it
+  is confined (following a link the operator typed, once), and every later step below it goes to that
+  directory wherever it has moved since, never through a link planted in its place; `symlink` and `hook`
+  (called before each step resolved from a root) let a test swap the target mid-run.
 
 After SimCrash the test calls `crash()`, which throws away everything volatile and leaves exactly what
 a machine would find on reboot; the same object is then used again.
@@ -17,7 +21,7 @@ import os
 import random
 from contextlib import contextmanager
 
-from walctl.errors import EnvironmentProblem, Refused, UnsupportedInput
+from walctl.errors import EnvironmentProblem, Refused, UnsupportedInput, WalctlError
 from walctl.store.fs import Entry
 
 
@@ -35,9 +39,10 @@ class Inode:
 
 class SimFS:
     real = False  # not the operating system's: no worker processes, no sync helper
+    hook = None  # hook(op, path): called before each step resolved from a root (as OsFileSystem.hook)
 
     def beneath(self, *roots: str) -> "Confined":
-        return Confined(self, tuple(self._norm(r) for r in roots))
+        return Confined(self, tuple(Pin(self, r) for r in roots))
 
     def __init__(self, seed: int = 0, crash_at: int | None = None):
         self.rng = random.Random(seed)
@@ -52,6 +57,8 @@ class SimFS:
         self.locks: dict[str, str] = {}
         self.next_fd = 100
         self.log: list[str] = []  # the mutating operations, for a failing case's report
+        self.links: dict[str, str] = {}  # symbolic links: path -> absolute target (a test's hostile swap)
+        self.dir_ids: dict[str, int] = {"/": 0}  # a directory's identity, which moves with it (an inode)
 
     # ---- fault control ----
 
@@ -78,6 +85,7 @@ class SimFS:
         self.files = survivors
         self.d_files = dict(survivors)
         self.dirs = set(self.d_dirs)
+        self.dir_ids = {d: self.dir_ids.get(d, self._new_id()) for d in self.dirs}
         self.fds.clear()
         self.dsync_fds.clear()
         self.locks.clear()
@@ -93,8 +101,41 @@ class SimFS:
     # ---- helpers ----
 
     @staticmethod
-    def _norm(path: str) -> str:
+    def _lex(path: str) -> str:
         return os.path.normpath(os.path.join("/", path))
+
+    def _norm(self, path: str) -> str:
+        """The path with every symbolic link on it followed, as the operating system resolves a path."""
+        p = self._lex(path)
+        for _ in range(40):
+            parts, out = p.split("/")[1:], "/"
+            for i, part in enumerate(parts):
+                out = os.path.join(out, part)
+                if out in self.links:
+                    p = self._lex(os.path.join(self.links[out], *parts[i + 1:]))
+                    break
+            else:
+                return p
+        raise EnvironmentProblem("too many levels of symbolic links", path)
+
+    def _new_id(self) -> int:
+        self._last_id = getattr(self, "_last_id", 0) + 1
+        return self._last_id
+
+    def symlink(self, target: str, path: str) -> None:
+        """A link at `path` (a test's hostile swap: not counted, never crashes)."""
+        p = self._lex(path)
+        if p in self.files or p in self.dirs or p in self.links:
+            raise EnvironmentProblem(os.strerror(errno.EEXIST), path)
+        self.links[p] = self._lex(target)
+
+    def unlink_link(self, path: str) -> None:
+        del self.links[self._lex(path)]
+
+    def move_dir_now(self, src: str, dst: str) -> None:
+        """A test's hostile rename of a directory (not counted, never crashes, durable at once)."""
+        self.rename(src, dst, hostile=True)
+        self.d_dirs, self.d_files = set(self.dirs), dict(self.files)
 
     def _parent(self, path: str) -> str:
         return os.path.dirname(self._norm(path))
@@ -125,10 +166,11 @@ class SimFS:
 
     def exists(self, path: str) -> bool:
         p = self._norm(path)
-        return p in self.files or p in self.dirs
+        return p in self.files or p in self.dirs or self.is_symlink(path)
 
     def is_symlink(self, path: str) -> bool:
-        return False  # the simulated file system has no links
+        p = self._lex(path)
+        return os.path.join(self._norm(os.path.dirname(p)), os.path.basename(p)) in self.links
 
     def link_count(self, path: str) -> int:
         return 1 if self._norm(path) in self.files else 0
@@ -248,12 +290,14 @@ class SimFS:
                         self.d_dirs.discard(x)
                         self.d_dirs.add(sub + x[len(old):])
 
-    def rename(self, src: str, dst: str) -> None:
+    def rename(self, src: str, dst: str, hostile: bool = False) -> None:
         s, t = self._norm(src), self._norm(dst)
         self._need_dir(t)
-        if self._tick(f"rename {s} {t}"):
+        if not hostile and self._tick(f"rename {s} {t}"):
             raise SimCrash(f"rename {s}")
         if s in self.dirs:  # a directory moves with everything below it
+            for old in [d for d in self.dir_ids if d == s or d.startswith(s + "/")]:
+                self.dir_ids[t + old[len(s):]] = self.dir_ids.pop(old)
             for old in [f for f in self.files if f.startswith(s + "/")]:
                 self.files[t + old[len(s):]] = self.files.pop(old)
             for old in [d for d in self.dirs if d == s or d.startswith(s + "/")]:
@@ -277,6 +321,7 @@ class SimFS:
         if self._tick(f"rmdir {p}"):
             raise SimCrash(f"rmdir {p}")
         self.dirs.discard(p)
+        self.dir_ids.pop(p, None)
 
     def unlink(self, path: str) -> None:
         p = self._norm(path)
@@ -287,9 +332,12 @@ class SimFS:
     def mkdir(self, path: str) -> None:
         p = self._norm(path)
         self._need_dir(p)
+        if p in self.dirs or p in self.files or p in self.links:
+            raise EnvironmentProblem(os.strerror(errno.EEXIST), path)
         if self._tick(f"mkdir {p}"):
             raise SimCrash(f"mkdir {p}")
         self.dirs.add(p)
+        self.dir_ids[p] = self._new_id()
 
     def makedirs_durable(self, path: str) -> None:
         """Test setup: a directory that exists on disk before the story starts."""
@@ -298,6 +346,7 @@ class SimFS:
             d = "/".join(parts[:i])
             self.dirs.add(d)
             self.d_dirs.add(d)
+            self.dir_ids.setdefault(d, self._new_id())
 
     def same_device(self, a: str, b: str) -> bool:
         return True
@@ -330,34 +379,145 @@ class SimFS:
         return self.locks.get(self._norm(os.path.join(directory, name or ".walctl.lock")))
 
 
-class Confined:
-    """A SimFS allowed to change things only beneath its roots (the lexical half of the real seam's
-    containment; the simulation has no links to refuse)."""
-    MUTATIONS = ("open_append", "open_new", "truncate", "unlink", "mkdir", "rmdir", "lock")
+class Pin:
+    """A root of a confined SimFS, as store/root.Root holds one: the directory its path named when it was
+    confined (a link the operator typed followed once, and noted as the real seam notes it), found again
+    by its identity wherever it has moved; a root that did not exist yet is pinned when it first does,
+    from its parent, never through a link."""
 
-    def __init__(self, base: SimFS, roots: tuple[str, ...]):
-        self.base, self.roots = base, roots
+    def __init__(self, base: SimFS, path: str):
+        from walctl.store.root import _note_followed
+
+        self.base, self.path = base, base._lex(path)
+        self.resolved = base._norm(path)
+        self.id = base.dir_ids.get(self.resolved) if self.resolved in base.dirs else None
+        self.parent = base.dir_ids.get(base._norm(os.path.dirname(self.path)))
+        if self.id is not None and self.resolved != self.path:
+            _note_followed(self.path, self.resolved)
+
+    def sub(self, rel: str) -> "Pin":
+        """The pin of a directory `rel` below this one, found from where this one is now."""
+        if not rel:
+            return self
+        child = Pin.__new__(Pin)
+        child.base, child.path = self.base, os.path.join(self.path, rel)
+        here = os.path.join(self.location(), rel)
+        if here in self.base.links:
+            raise Refused(f"{child.path} is a symbolic link; walctl never opens through a link", child.path)
+        child.resolved = os.path.join(self.resolved, rel)
+        child.id = self.base.dir_ids.get(here) if here in self.base.dirs else None
+        child.parent = self.base.dir_ids.get(os.path.dirname(here))
+        return child
+
+    def _where(self, ident) -> str | None:
+        return next((d for d, i in self.base.dir_ids.items() if i == ident and d in self.base.dirs), None)
+
+    def location(self, creating: bool = False) -> str:
+        """Where the pinned directory is now (EnvironmentProblem when it is gone, Refused when a link took
+        the place of a root that did not exist yet)."""
+        if self.id is None:
+            parent = self._where(self.parent)
+            spot = None if parent is None else os.path.join(parent, os.path.basename(self.path))
+            if spot is not None and spot in self.base.links:
+                raise Refused(f"{self.path} became a symbolic link; walctl never follows a link it did not "
+                              f"start with", self.path)
+            if spot is not None and (creating or spot not in self.base.dirs):
+                return spot
+            if spot is None:
+                raise EnvironmentProblem("no such file or directory", self.path)
+            self.id = self.base.dir_ids[spot]
+        here = self._where(self.id)
+        if here is None:
+            raise EnvironmentProblem("no such file or directory", self.path)
+        return here
+
+    def below(self, path: str) -> str | None:
+        """The part of `path` below this root ("" for the root itself), or None."""
+        p = self.base._lex(path)
+        for top in (self.path, self.resolved):
+            if p == top:
+                return ""
+            if p.startswith(top.rstrip("/") + "/"):
+                return p[len(top.rstrip("/")) + 1:]
+        return None
+
+
+class Confined:
+    """A SimFS allowed to change things only beneath its roots, each pinned when it was confined: a path
+    below a root goes to the pinned directory wherever it is now, never through a link below it (the
+    real seam's descriptor discipline, store/root.py)."""
+    MUTATIONS = ("open_append", "open_new", "truncate", "unlink", "mkdir", "rmdir", "lock")
+    READS = ("is_symlink", "link_count", "map_read", "read_head", "read_range", "read_durable",
+             "fsync_path", "fsync_dir")
+
+    def __init__(self, base: SimFS, pins: tuple):
+        self.base, self.pins = base, pins
+        self.roots = tuple(p.path for p in pins)
 
     def beneath(self, *roots: str) -> "Confined":
-        return self.base.beneath(*roots)
+        """A root already pinned (or below one) is derived from its pin, never pinned again by its path."""
+        pins = []
+        for r in roots:
+            held = next(((p, p.below(r)) for p in self.pins if p.below(r) is not None), None)
+            pins.append(Pin(self.base, r) if held is None else held[0].sub(held[1]))
+        return Confined(self.base, tuple(pins))
 
-    def _inside(self, path: str) -> None:
-        p = self.base._norm(path)
-        if not any(p == r or p.startswith(r.rstrip("/") + "/") for r in self.roots):
+    def beneath_too(self, *roots: str) -> "Confined":
+        return Confined(self.base, self.pins + self.base.beneath(*roots).pins)
+
+    def _physical(self, path: str, what: str, change: bool, hook: bool = True) -> str:
+        for pin in self.pins:
+            rel = pin.below(path)
+            if rel is None:
+                continue
+            if hook and self.base.hook is not None:
+                self.base.hook(what, path)
+            here = pin.location(creating=change and rel == "")
+            for i, part in enumerate(rel.split("/")[:-1] if rel and change else []):  # (reads follow, as the seam's)
+                step = os.path.join(here, *rel.split("/")[:i + 1])
+                if step in self.base.links:
+                    raise Refused(f"{step} is a symbolic link; walctl never {what} through a link", path)
+            out = os.path.join(here, rel) if rel else here
+            if change and out in self.base.links:
+                raise Refused(f"a symbolic link; walctl never {what} through a link", path)
+            return out
+        if change:
             raise Refused(f"outside {' or '.join(self.roots) or 'no target directory'}", path)
+        return path
 
     def rename(self, src: str, dst: str) -> None:
-        self._inside(src)
-        self._inside(dst)
-        self.base.rename(src, dst)
+        self._physical(src, "moves", True)
+        dst = self._physical(dst, "moves", True)
+        # both ends as two descriptors would hold them: wherever the pinned directory is now
+        self.base.rename(self._physical(src, "moves", True, hook=False), dst)
+
+    def stat(self, path: str) -> Entry:
+        return self.base.stat(self._physical(path, "reads", False))._replace(path=path)
+
+    def listdir(self, path: str) -> list[Entry]:
+        return [e._replace(path=os.path.join(path, e.name))
+                for e in self.base.listdir(self._physical(path, "reads", False))]
+
+    def probe_writer(self, directory: str, name: str | None = None) -> str | None:
+        return self.base.probe_writer(self._physical(directory, "reads", False), name)
+
+    def same_device(self, a: str, b: str) -> bool:
+        return True
+
+    def exists(self, path: str) -> bool:
+        try:
+            return self.base.exists(self._physical(path, "reads", False))
+        except WalctlError:  # the root is gone, or a link stands on the way: nothing there for this run
+            return False
 
     def __getattr__(self, name):
         attr = getattr(self.base, name)
-        if name in self.MUTATIONS:
-            def checked(path, *a, **kw):
-                self._inside(path)
-                return attr(path, *a, **kw)
-            return checked
+        if name in self.MUTATIONS or name in self.READS:
+            change = name in self.MUTATIONS
+
+            def resolved(path, *a, **kw):
+                return attr(self._physical(path, name, change), *a, **kw)
+            return resolved
         return attr
 
 

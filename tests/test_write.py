@@ -144,7 +144,9 @@ def test_a_failed_fdatasync_in_the_helper_poisons_the_writer(tmp_path):
     w = WalWriter(d, sync="batch", batch_records=10, batch_ms=60_000)
     _write_all(w, _events(10))  # the first group starts the helper
     assert w.flush() == 10
-    w._appender._helper.open(str(tmp_path / "gone" / "x"))  # its next fdatasync fails (ENOENT)
+    r, wp = os.pipe()
+    w._appender._helper.open(r)  # its next fdatasync fails (EINVAL: a pipe cannot be synced)
+    os.close(r), os.close(wp)
     with pytest.raises(EnvironmentProblem, match="fdatasync failed"):
         _write_all(w, _events(30, 10))  # the group of 11..20 is answered with the error at 21..30
     assert w.durable_sequence == 10  # nothing after the failure is reported durable
@@ -152,6 +154,28 @@ def test_a_failed_fdatasync_in_the_helper_poisons_the_writer(tmp_path):
         w.append(0, "m", b"x")  # every later call raises it
     with pytest.raises(EnvironmentProblem):
         w.close()
+
+
+def test_the_sync_helper_is_handed_the_writers_descriptor_never_a_path(tmp_path):
+    """The helper syncs the file the writer opened (from its target's descriptor), whatever its name leads
+    to now: here the name was moved away and a dangling link put in its place (issue 24, the target is
+    resolved once). Opened by its name, the helper would answer ENOENT."""
+    from walctl.store.synchelper import SyncHelper
+
+    f = tmp_path / "wal-000000.bin"
+    f.write_bytes(b"x")
+    fd = os.open(f, os.O_WRONLY | os.O_APPEND)
+    os.rename(f, tmp_path / "moved")
+    os.symlink(tmp_path / "nowhere", f)
+    h = SyncHelper(fd)
+    try:
+        os.write(fd, b"y")
+        h.request(1)
+        assert h.answers(True) == [(0, 1)]
+    finally:
+        h.close()
+        os.close(fd)
+    assert (tmp_path / "moved").read_bytes() == b"xy"
 
 
 def test_an_interpreter_that_does_not_greet_is_no_helper(tmp_path, monkeypatch):

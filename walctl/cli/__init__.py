@@ -201,6 +201,25 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str] | None = None) -> int:
+    from ..store.root import forget_followed
+
+    forget_followed()  # (tests run many commands in one process)
+    try:
+        return _run_command(argv)
+    finally:
+        _say_followed()
+
+
+def _say_followed() -> None:
+    """`target: /a -> /b` on stderr for each target this run reached through a symbolic link: it was
+    followed once, when the run opened it, and everything was done there (store/root.py)."""
+    from ..store.root import FOLLOWED
+
+    for typed, resolved in FOLLOWED:
+        sys.stderr.write(f"target: {typed} -> {resolved}\n")
+
+
+def _run_command(argv: list[str] | None = None) -> int:
     from .render import DOCUMENTS
 
     from .render import RUN

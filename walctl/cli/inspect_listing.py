@@ -16,7 +16,9 @@ def show_records(path: str, flt, jsonl: bool, hexdump: bool, payload: str, progr
     """The matching records as JSON lines, hex dumps or a table; returns the finished (or limited) walk."""
     from ..ops.records import RecordWalk
 
-    walk = RecordWalk(path, flt, keep_raw=hexdump, progress=progress, strict=strict)
+    # --payload none and the hex dump (the raw record) show no decoded payload: nothing is inflated for them
+    walk = RecordWalk(path, flt, keep_raw=hexdump, progress=progress, strict=strict,
+                      payloads=payload != "none" and not hexdump)
     if jsonl:
         _render_jsonl(walk, payload)
     elif hexdump:
@@ -42,9 +44,11 @@ def _render_jsonl(walk, payload_mode: str) -> None:
     out = sys.stdout
     for item in walk:
         if isinstance(item, Record):
-            large = len(item.payload) > STREAM_HEX_BYTES
+            large = payload_mode != "none" and len(item.payload) > STREAM_HEX_BYTES
             obj = item.to_json() if not large else dict(item._replace(payload=b"").to_json())
-            if payload_mode not in ("auto", "hex", "none"):
+            if payload_mode == "none":  # the payload is neither inflated nor shown
+                del obj["payload_hex"]
+            elif payload_mode not in ("auto", "hex"):
                 obj["payload_view"], obj["payload"] = render_payload(item.payload, payload_mode)
             line = json.dumps(obj, ensure_ascii=False) + "\n"
             if not large:

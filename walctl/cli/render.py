@@ -96,8 +96,12 @@ def json_document(schema: str, body: dict) -> str:
     import json
 
     DOCUMENTS["built"] += 1
+    from ..store.root import FOLLOWED
+
     doc = {"schema": schema, "walctl_version": __version__}
     doc.update(body)
+    if FOLLOWED:  # a target reached through a symbolic link, followed once at the start (store/root.py)
+        doc["targets"] = [{"path": typed, "resolved": resolved} for typed, resolved in FOLLOWED]
     return json.dumps(doc, indent=2, ensure_ascii=False)
 
 

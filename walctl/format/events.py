@@ -23,7 +23,7 @@ import struct
 from typing import Callable, Iterator, NamedTuple
 
 from .record import FLAGS, HEADER_SIZE, SEQUENCE, STORED_LEN, TIMESTAMP_MS, TYPE
-from .v2 import EVENT_TYPES, FLAG_COMPRESSED, MAX_ID_BYTES
+from .v2 import EVENT_TYPES, FLAG_COMPRESSED, MAX_ID_BYTES, visited_payload
 
 FORM_JSONL = "jsonl"
 FORM_MSGPACK = "msgpack"
@@ -152,7 +152,7 @@ def jsonl_visitor(file_name: str, after: int, to: int, add: Callable[[bytes], No
         if after < seq <= to:
             typ = h[TYPE]
             mid = buf[off + HEADER_SIZE:p]
-            body = buf[p:q] if payload is None else payload
+            body = visited_payload(buf[p:q], payload)  # a large compressed one is inflated only here
             large = len(body) > STREAM_HEX_BYTES
             line = fmt % (seq, types[typ] if typ < n_types else b"%d" % typ, typ,
                           b'"' + mid + b'"' if plain(mid) is None else json_string(mid), hexl(mid), h[TIMESTAMP_MS],

@@ -14,7 +14,7 @@ from typing import Callable, NamedTuple
 from . import record as R
 from .v2 import (
     ALIGNMENT, FILE_HEADER, FILE_MAGIC, FLAG_COMPRESSED, FORMAT_VERSION, KNOWN_FLAGS, LEGACY_VERSION,
-    RECORD_HEADER, RECORD_MAGIC, RECORD_VERSION, EVENT_TYPES, inflate_bounded, inflate_check,
+    RECORD_HEADER, RECORD_MAGIC, RECORD_VERSION, EVENT_TYPES, inflate_check, inflate_scan,
 )
 
 MAX_ANOMALY_DETAILS = 100  # per chunk; counts are always complete
@@ -146,8 +146,9 @@ def clean_scan(size: int, runs: tuple[Run, ...]) -> ChunkScan:
                      sum(r.end - r.offset for r in runs))
 
 
-# visit(buf, offset, header_fields, payload_start, payload_end, record_end, inflated_or_None) is called
-# for every valid record (inflated is the decoded payload of a compressed record, else None);
+# visit(buf, offset, header_fields, payload_start, payload_end, record_end, payload) is called for every
+# valid record (payload: None when stored as is; for a compressed one its decoded bytes when they fit one
+# inflate piece, else its decoded length, an int: v2.visited_payload gives the bytes when emitted);
 # returning True stops the scan.
 Visitor = Callable[..., bool | None]
 
@@ -165,12 +166,12 @@ def classify_file_header(buf) -> tuple[str, bytes | None, int | None]:
     return HEADER_BAD_VERSION, magic, version
 
 
-def scan_chunk(buf, visit: Visitor | None = None, *, materialize: bool = True) -> ChunkScan:
+def scan_chunk(buf, visit: Visitor | None = None) -> ChunkScan:
     """Scans a whole chunk (file header included). buf: bytes, bytearray, mmap or memoryview.
 
     A compressed payload is always checked by inflating it in pieces (memory stays bounded whatever it
-    inflates to). Only a visitor with `materialize` receives the decoded bytes; with materialize=False
-    it receives the decoded length (an int) instead, and without a visitor nothing is kept."""
+    inflates to). A visitor receives the decoded bytes of a payload that fits one piece, else its decoded
+    length (an int: v2.inflate_scan); `v2.visited_payload` gives the bytes of one it emits."""
     if isinstance(buf, memoryview):
         buf = buf.tobytes()
     size = len(buf)
@@ -179,7 +180,7 @@ def scan_chunk(buf, visit: Visitor | None = None, *, materialize: bool = True) -
         return ChunkScan(size, state, version, magic)
     items: list = []
     notes = Anomalies()
-    stopped_at = _scan_records(buf, FILE_HEADER.size, items, notes, visit, materialize and visit is not None)
+    stopped_at = _scan_records(buf, FILE_HEADER.size, items, notes, visit, visit is not None)
     runs = [i for i in items if type(i) is Run]
     return ChunkScan(size, state, version, magic, tuple(items), sum(r.count for r in runs),
                      sum(r.end - r.offset for r in runs), tuple(notes.details), notes.counts, stopped_at)
@@ -192,7 +193,8 @@ def scan_records(buf, start: int, visit: Visitor | None = None) -> list:
     """The items (Runs, Damage) of the records in buf from `start`, a record boundary, for a reader that
     holds part of a chunk (follow). buf[start - LOOK_BEHIND:start] must be the file's real bytes before
     it (the file header, or the end of the record before): the hot loop reads them, and they are not
-    judged (what precedes `start` was scanned by whoever read it). The visitor gets decoded payloads."""
+    judged (what precedes `start` was scanned by whoever read it). The visitor gets payloads as
+    scan_chunk's does."""
     if start < LOOK_BEHIND:
         raise ValueError(f"scan_records needs the {LOOK_BEHIND} bytes before start={start}")
     if isinstance(buf, memoryview):
@@ -282,7 +284,7 @@ _PAD_MASKS = tuple((1 << (8 * n)) - 1 for n in range(ALIGNMENT))
 
 
 def _scan_records(buf, off: int, items: list, notes: Anomalies, visit: Visitor | None,
-                  materialize: bool) -> int | None:
+                  visiting: bool) -> int | None:
     # The hot loop: locals only, one unpack and two CRCs per healthy record; everything else is on the
     # rare path. Runs are tracked in locals and materialised only where they break. The validity
     # predicate is record.check_record's, inlined (tests/test_record_view.py checks they agree).
@@ -314,7 +316,7 @@ def _scan_records(buf, off: int, items: list, notes: Anomalies, visit: Visitor |
                     payload = None
                     if flags or ver != 2 or typ >= n_types or r8 or r32:
                         if flags & FLAG_COMPRESSED:
-                            inf = inflate_bounded(mv[p:q]) if materialize else inflate_check(mv[p:q])
+                            inf = inflate_scan(mv[p:q]) if visiting else inflate_check(mv[p:q])
                             if inf[0] is None:
                                 if run_last is not None:
                                     items.append(Run(run_first, run_last, run_last - run_first + 1, run_off, off))
@@ -322,7 +324,7 @@ def _scan_records(buf, off: int, items: list, notes: Anomalies, visit: Visitor |
                                 items.append(Damage(UNDECODABLE, off, nxt, inf.error, field=R.FIELD_ZLIB, sequence=seq))
                                 off = nxt
                                 continue
-                            payload = inf[0]  # the bytes, or (not materialized) the decoded length
+                            payload = inf[0]  # the bytes (one piece at most), or the decoded length
                             if inf.trailing:
                                 notes.add("zlib-trailing-bytes", off, seq,
                                                  f"{inf.trailing} bytes after the end of the zlib stream")

@@ -189,6 +189,35 @@ def inflate_check(stored) -> InflateCheck:
     return _inflate_pieces(stored, inflate_cap(len(stored)), None)
 
 
+def inflate_scan(stored) -> Inflated | InflateCheck:
+    """What a scan hands its visitor for a compressed payload (memory follows the record, never the
+    inflated size): the decoded bytes when they fit one piece (the common case, inflated once), else
+    only the decoded length, checked holding one piece at a time. A visitor that emits a larger payload
+    inflates it then (`visited_payload`); one that only counts, filters or copies never does."""
+    if len(stored) == 0:
+        return InflateCheck(None, "compressed flag set on an empty payload", 0)
+    d = zlib.decompressobj()
+    try:
+        first = d.decompress(stored, INFLATE_PIECE_BYTES)
+    except zlib.error as e:
+        return InflateCheck(None, f"zlib stream does not decode: {e}", 0)
+    if d.eof:
+        return Inflated(first, None, len(d.unused_data))
+    del first, d
+    return inflate_check(stored)
+
+
+def visited_payload(stored, payload):
+    """The decoded payload of a record a scan visitor emits, from its stored bytes and the `payload` the
+    scan handed the visitor: None (stored as is), the decoded bytes, or a decoded length (a payload
+    larger than one piece, inflated only now; the scan already found that it inflates)."""
+    if payload is None:
+        return stored
+    if isinstance(payload, int):
+        return inflate_bounded(stored).payload
+    return payload
+
+
 def inflate_bounded(stored) -> Inflated:
     """Inflates a zlib stream without trusting it: a truncated stream, garbage, or output beyond the
     ratio cap is undecodable; nothing loops or allocates without bound. A payload that fits one piece

@@ -209,7 +209,7 @@ def describe_piece(name: str, data: bytes) -> tuple[Entry | None, Finding | None
             stamps[0] = h[7]
             return False
 
-        s = fscan.scan_chunk(buf, visit, materialize=False)
+        s = fscan.scan_chunk(buf, visit)
         last_ms = stamps[0]
         if s.header != fscan.HEADER_OK:
             return None, Finding("unsupported", EXIT_UNSUPPORTED, f"not a V2 chunk piece (file header {s.header})",

@@ -11,7 +11,8 @@ from typing import Callable, NamedTuple
 from .. import __version__
 from ..errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_REFUSED, UsageError, WalctlError, combine_exit_codes
 from ..store import durable
-from ..store.objstore import open_store, sha256_file
+from ..store.fs import DEFAULT_FS
+from ..store.objstore import open_store
 from .archive import CHECKPOINTS, Entry, CHUNKS, check_namespace, describe, object_key, read_manifest, \
     verify_upload, write_manifest
 from .clock import utc_now
@@ -192,6 +193,8 @@ def push(wal_dir: str, dest: str, *, namespace: str | None = None, checkpoints: 
     (default store.objstore.MULTIPART_THRESHOLD_BYTES, 5 GiB). sealed_last: the last file goes too when
     the ledger seals it as it is (the follower, which ships it as pieces, closes it on its seal itself)."""
     t0 = time.perf_counter()
+    # --delete-local changes WAL_DIR: opened now, once, so that the chunks it removes are the ones it read
+    local_fs = DEFAULT_FS.beneath(wal_dir) if delete_local and apply else None
     store = open_store(dest, endpoint_url)
     if multipart_threshold is not None and hasattr(store, "multipart_threshold"):
         store.multipart_threshold = multipart_threshold
@@ -204,7 +207,7 @@ def push(wal_dir: str, dest: str, *, namespace: str | None = None, checkpoints: 
     if tally.uploaded or man.warnings:
         write_manifest(store, ns, entries)  # last: it lists only what was verified
     deleted, would = _delete_local(wal_dir, store, ns, entries, tally.pushed, delete_local, hwm_before,
-                                   checkpoint_meta, checkpoints, apply)
+                                   checkpoint_meta, checkpoints, apply, local_fs)
     return PushReport(store.url, ns, tuple(tally.uploaded), tuple(tally.already), tuple(tally.conflicts),
                       tuple(tally.failed), tuple(tally.held), tuple(deleted), tuple(would), tally.sent,
                       time.perf_counter() - t0, tuple(man.warnings) + tuple(tally.errors))
@@ -283,14 +286,15 @@ def _describers(candidates):
     return ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
 
 
-def _delete_local(wal_dir, store, ns, entries, files, delete_local, before, checkpoint_meta, checkpoints, apply):
+def _delete_local(wal_dir, store, ns, entries, files, delete_local, before, checkpoint_meta, checkpoints, apply,
+                  fs=None):
     """--delete-local: chunks the archive holds (verified, same sha256) that compaction would also remove
     (closed, contiguous, at or below the HWM). Each is recorded in .quarantine/MANIFEST.jsonl with where
-    its archived copy is before it is removed."""
+    its archived copy is before it is removed. `fs`: WAL_DIR opened when the push started; each chunk is
+    hashed again through it before it is removed (the upload read it by its path)."""
     if not delete_local:
         return [], []
     from ..store import ledger, quarantine
-    from ..store.fs import DEFAULT_FS
     from ..store.lock import DirectoryLock, holder_text
     from .compact import plan
 
@@ -306,16 +310,15 @@ def _delete_local(wal_dir, store, ns, entries, files, delete_local, before, chec
     if not apply:
         return [], [r.file for r in eligible(plan(wal_dir, hwm)[0])]
     deleted = []
-    fs = DEFAULT_FS.beneath(wal_dir)
     from ..store.contain import refuse_links
 
-    refuse_links(wal_dir, [r.file for r in eligible(plan(wal_dir, hwm)[0])], fs, what="delete")  # before the lock
+    refuse_links(wal_dir, [r.file for r in eligible(plan(wal_dir, hwm, fs)[0])], fs, what="delete")  # before the lock
     with DirectoryLock(wal_dir, holder_text("archive push --delete-local"), fs):
         now = utc_now()
         for r in eligible(plan(wal_dir, hwm, fs, True)[0]):
             lf = local[r.file]
-            if sha256_file(lf.path) != lf.entry.sha256:
-                continue  # changed since it was pushed: not what the archive holds
+            if quarantine.sha256_file(lf.path, fs) != lf.entry.sha256:
+                continue  # changed since it was pushed (or not what was read): not what the archive holds
             url = f"{store.url}/{object_key(ns, CHUNKS, r.file)}"
             ledger.record_moved(wal_dir, r.file, url, "archive", now, fs, (r.first_sequence, r.last_sequence))
             quarantine.record(wal_dir, quarantine.entry(now, "archive-delete", r.file, 0, lf.entry.size, lf.entry.sha256,

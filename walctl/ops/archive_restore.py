@@ -50,11 +50,12 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
     what is left, before the error goes on (a failure's message says it too)."""
     store = open_store(dest, endpoint_url)
     namespace = _only_namespace(store) if namespace is None else namespace
-    if os.path.exists(out_dir) and os.listdir(out_dir):
+    out_fs = DEFAULT_FS.beneath(out_dir)  # OUT opened (or, missing, its parent) once: store/root.py
+    if out_fs.exists(out_dir) and out_fs.listdir(out_dir):
         raise Refused(f"{out_dir} is not empty; restore writes a new directory", out_dir)
     parent = os.path.dirname(os.path.abspath(out_dir)) or "."
     scratch = Scratch(parent, prefix=".walctl-restore-")  # beside OUT: adopting its files is a rename
-    made = Made(DEFAULT_FS.beneath(out_dir, scratch.dir), out_dir, scratch)
+    made = Made(out_fs.beneath_too(scratch.dir), out_dir, scratch)  # OUT as opened above, and the staging dir
     try:
         return _restore(store, dest, namespace, out_dir, to_seq, to_time_ms, jobs, progress, scratch, made,
                         endpoint_url)
@@ -107,7 +108,7 @@ def _restore(store, dest, namespace, out_dir, to_seq, to_time_ms, jobs, progress
         made.adopt(scratch.path(e.name), os.path.join(wal_out, e.name))
     ck_name, ck_seq, fallbacks = _restore_checkpoint(store, namespace, man, target,
                                                      os.path.join(out_dir, "checkpoints"), scratch, made)
-    check = verify_path(wal_out, jobs=max(1, min(jobs, os.cpu_count() or 1)))
+    check = verify_path(wal_out, jobs=max(1, min(jobs, os.cpu_count() or 1)), fs=made.fs)  # what was written
     if check.exit_code != EXIT_OK or check.last_sequence != target:
         raise NotClean(f"the restored log does not verify ({check.verdict}, last sequence {check.last_sequence})",
                        wal_out, code=check.exit_code or EXIT_CORRUPT)
@@ -203,7 +204,7 @@ def _last_before(staging: str, to_time_ms: int) -> int | None:
     if KINDS[detect_kind(staging)].is_v2:
         from .records import Record, RecordWalk
 
-        for item in RecordWalk(staging):
+        for item in RecordWalk(staging, payloads=False):  # times only: nothing inflated
             if isinstance(item, Record):
                 if item.timestamp_ms > to_time_ms:
                     break

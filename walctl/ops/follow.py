@@ -23,7 +23,7 @@ from typing import Callable, NamedTuple
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED, UsageError
 from ..format import scan as fscan
 from ..format.names import parse_chunk_name
-from ..format.v2 import FILE_HEADER, encode_file_header
+from ..format.v2 import FILE_HEADER, encode_file_header, visited_payload
 from . import judge as J
 from .records import Record
 from .tail import FollowResult, Tail, drive, writer_is_alive
@@ -228,7 +228,7 @@ def _scan(current: str, base: int, behind: bytes, pending: bytes) -> _Scanned:
     def visit(b, off, h, p, q, nxt, payload):
         _, ver, flags, typ, idlen, _, seq, ts, plen, pcrc, _, hcrc = h
         recs.append(Record(current, off + shift, nxt - off, ver, flags, typ, seq, ts,
-                           bytes(b[off + 40:p]), plen, bytes(b[p:q]) if payload is None else payload))
+                           bytes(b[off + 40:p]), plen, bytes(visited_payload(b[p:q], payload))))
         return False
 
     # a chunk's intact file header is consumed even with no record after it: a header-only chunk that a

@@ -64,8 +64,8 @@ def _need_log_dir(path: str, fs) -> None:
 
 
 def seal(directory: str, *, apply: bool = False, fs=DEFAULT_FS) -> SealReport:
+    fs = fs.beneath(directory)  # opened once: the kind check, the plan and the act read one directory
     _need_log_dir(directory, fs)
-    fs = fs.beneath(directory)
     if not apply:
         return _plan_seal(directory, fs, False)
     detect_kind(directory, fs)  # nothing recognised is unsupported (5) before even the lock file is made
@@ -166,12 +166,12 @@ def parse_range(text: str) -> tuple[int, int]:
 
 def accept_loss(directory: str, first: int, last: int, reason: str, *, apply: bool = False,
                 fs=DEFAULT_FS) -> AcceptReport:
+    fs = fs.beneath(directory)  # opened once: the kind check, the plan and the act read one directory
     _need_log_dir(directory, fs)
     if not reason.strip():
         raise UsageError("--reason is required: the ledger keeps why the loss was accepted")
     if len(reason.encode("utf-8", "replace")) > 4096:
         raise UsageError("--reason is longer than 4096 bytes")
-    fs = fs.beneath(directory)
     if not apply:
         return _plan_accept(directory, first, last, reason, fs, False)
     detect_kind(directory, fs)  # nothing recognised is unsupported (5) before even the lock file is made

@@ -14,6 +14,7 @@ import struct
 
 from ..errors import EnvironmentProblem
 from ..store.chunkread import ChunkOutcome, scan_chunk_file
+from ..store.fs import DEFAULT_FS
 
 _LEN = struct.Struct(">Q")
 
@@ -29,7 +30,9 @@ def deal(sizes: list[int], workers: int) -> list[list[int]]:
     return plan
 
 
-def parallel_scan(paths: list[str], sizes: list[int], jobs: int, progress=None, expects=None) -> list[ChunkOutcome]:
+def parallel_scan(paths: list[str], sizes: list[int], jobs: int, progress=None, expects=None,
+                  fs=DEFAULT_FS) -> list[ChunkOutcome]:
+    """`fs`: a confined file system's workers read through the target's descriptor, which they inherit."""
     expects = expects or [None] * len(paths)
     plan = [p for p in deal(sizes, jobs) if p]
     out: list[ChunkOutcome | None] = [None] * len(paths)
@@ -43,7 +46,7 @@ def parallel_scan(paths: list[str], sizes: list[int], jobs: int, progress=None, 
             try:
                 os.close(r)
                 for pos in positions:
-                    blob = pickle.dumps((pos, scan_chunk_file(paths[pos], expect=expects[pos])), pickle.HIGHEST_PROTOCOL)
+                    blob = pickle.dumps((pos, scan_chunk_file(paths[pos], fs, expect=expects[pos])), pickle.HIGHEST_PROTOCOL)
                     _write_all(w, _LEN.pack(len(blob)) + blob)
             except BaseException:  # noqa: BLE001 - the parent reports the missing chunks
                 code = 1

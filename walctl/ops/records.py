@@ -14,7 +14,7 @@ from ..format.jsonload import loads
 from ..format.record import FLAGS, HEADER_CRC, PAYLOAD_CRC, SEQUENCE, STORED_LEN, TIMESTAMP_MS, TYPE, VERSION
 from ..format.scan import Damage
 from ..format.v1 import V1Record, iter_v1_records
-from ..format.v2 import FLAG_COMPRESSED, RECORD_HEADER, inflate_bounded, type_name
+from ..format.v2 import FLAG_COMPRESSED, RECORD_HEADER, type_name, visited_payload
 from ..store.chunkread import ChunkOutcome, scan_chunk_file
 from ..store.fs import DEFAULT_FS
 from .ledger_check import accepted_gaps_only
@@ -93,6 +93,10 @@ class RecordFilter(NamedTuple):
                     or (self.until_ms is not None and ts > self.until_ms))
 
 
+class _Inflate(bytes):
+    """The stored bytes of a compressed payload larger than one inflate piece, inflated when handed on."""
+
+
 class RawDamage(NamedTuple):
     """Damage met while walking, before the directory-level judgement (torn or corrupt)."""
     file: str
@@ -135,9 +139,9 @@ class RecordWalk:
                 outcomes.append(not_a_file(c))
                 continue
             found: list = []
-            # The scan only checks compressed payloads (in pieces); the walk inflates each one it keeps
-            # when it hands the record on, so at most one decoded payload is alive at a time.
-            outcome = scan_chunk_file(c.path, self.fs, self._visitor(c.name, found), materialize=False)
+            # The scan decodes a compressed payload only when it fits one inflate piece; the walk inflates
+            # a larger one it keeps when it hands the record on, so at most one is alive at a time.
+            outcome = scan_chunk_file(c.path, self.fs, self._visitor(c.name, found))
             outcomes.append(outcome)
             if self.progress is not None:
                 self.progress(c.size)
@@ -148,8 +152,8 @@ class RecordWalk:
                 found.sort(key=lambda x: x.offset if isinstance(x, Record) else x.damage.offset)
             for i, item in enumerate(found):
                 found[i] = None
-                if self.payloads and isinstance(item, Record) and item.compressed:
-                    item = item._replace(payload=inflate_bounded(item.payload).payload)
+                if isinstance(item, Record) and type(item.payload) is _Inflate:
+                    item = item._replace(payload=visited_payload(item.payload, item.decoded_len))
                 yield item
         if not self.truncated:
             self.report = accepted_gaps_only(assemble(self.path, kind, chunks, outcomes, foreign, writer,
@@ -168,12 +172,15 @@ class RecordWalk:
             memory_id = bytes(buf[off + RECORD_HEADER.size:p])
             if mid is not None and memory_id != mid:
                 return False
-            # payload: None (stored as is) or the decoded length of a compressed payload, which keeps
-            # its stored bytes here until the walk inflates it (or b"" when no payloads are wanted).
+            # payload: None (stored as is), the decoded bytes of a compressed payload of one inflate piece,
+            # or the decoded length of a larger one, which keeps its stored bytes here until the walk
+            # inflates it (b"" whenever no payloads are wanted: nothing is inflated then).
             if payload is None:
                 body, decoded = bytes(buf[p:q]), plen
+            elif type(payload) is int:
+                body, decoded = (_Inflate(buf[p:q]) if want else b""), payload
             else:
-                body, decoded = (bytes(buf[p:q]) if want else b""), payload
+                body, decoded = (payload if want else b""), len(payload)
             found.append(Record(name, off, nxt - off, h[VERSION], h[FLAGS], typ, seq, ts, memory_id, plen, body,
                                 h[PAYLOAD_CRC], h[HEADER_CRC],
                                 bytes(buf[off:nxt]) if keep_raw else None, decoded))

@@ -27,6 +27,7 @@ from ..format import events as ev
 from ..format import scan as fscan
 from ..format.record import HEADER_SIZE, SEQUENCE, TIMESTAMP_MS, TYPE
 from ..format.scan import Damage, Run
+from ..format.v2 import visited_payload
 from ..store.chunkread import ChunkOutcome, scan_chunk_file
 from ..store.fs import DEFAULT_FS
 from . import judge as J
@@ -118,7 +119,7 @@ class _Encoder:
         def visit(buf, off, h, p, q, nxt, payload):
             seq = h[SEQUENCE]
             if after < seq <= to:
-                e = ev.Event(seq, h[TYPE], buf[off + HEADER_SIZE:p], h[TIMESTAMP_MS], buf[p:q] if payload is None else payload)
+                e = ev.Event(seq, h[TYPE], buf[off + HEADER_SIZE:p], h[TIMESTAMP_MS], visited_payload(buf[p:q], payload))
                 # A large payload is written as it is, after its head: never copied into the encoding.
                 add(encode(e) if len(e.payload) <= large or len(e.payload) >= 1 << 32 else streamed(form, e))
                 mark((off, seq))

@@ -207,7 +207,7 @@ def scan_chunks(chunks: list[ChunkFile], *, jobs: int = 1, fs=DEFAULT_FS,
         from .parallel import parallel_scan
 
         outcomes = parallel_scan([c.path for c in readable], [c.size for c in readable], jobs, progress,
-                                 [expect_of[c.path] for c in readable])
+                                 [expect_of[c.path] for c in readable], fs)
         results = dict(zip((c.path for c in readable), outcomes))
     else:
         results = {}

@@ -239,7 +239,7 @@ class ChunkAppender(GroupCommit):
         if self._batch:
             self._dsync_fd = self.fs.open_append(path, dsync=True)
         if self._helper is not None:
-            self._helper_call(self._helper.open, path)
+            self._helper_call(self._helper.open, self._fd)
 
     def _guard(self, op, *args) -> None:
         try:

@@ -31,19 +31,18 @@ class ChunkOutcome(NamedTuple):
     seal: tuple | None = None  # (SEAL_*, computed sha256 or None) when the file was sealed
 
 
-def scan_chunk_file(path: str, fs=DEFAULT_FS, visit=None, expect: Expect | None = None, *,
-                    materialize: bool = True) -> ChunkOutcome:
+def scan_chunk_file(path: str, fs=DEFAULT_FS, visit=None, expect: Expect | None = None) -> ChunkOutcome:
     """Scans the chunk; a sealed one (`expect`) is hashed instead, and scanned only when its hash differs."""
     try:
         if expect is not None and expect.quick and _stat_matches(path, expect, fs):
             return ChunkOutcome(sealed_scan(expect), None, (SEAL_TRUSTED, None))
         with fs.map_read(path) as buf:
             if expect is None:
-                return ChunkOutcome(scan_chunk(buf, visit, materialize=materialize))
+                return ChunkOutcome(scan_chunk(buf, visit))
             sha = sha256_hex(buf)
             if sha == expect.sha256 and len(buf) == expect.size:
                 return ChunkOutcome(sealed_scan(expect), None, (SEAL_VERIFIED, sha))
-            return ChunkOutcome(scan_chunk(buf, visit, materialize=materialize), None, (SEAL_MISMATCH, sha))
+            return ChunkOutcome(scan_chunk(buf, visit), None, (SEAL_MISMATCH, sha))
     except WalctlError as e:
         return ChunkOutcome(None, e)
 

@@ -16,8 +16,8 @@ import stat
 from contextlib import contextmanager
 from typing import Iterator, NamedTuple
 
-from ..errors import EnvironmentProblem, Refused, UnsupportedInput
-from .oserror import describe_os_error, os_problem
+from ..errors import EnvironmentProblem, Refused, UnsupportedInput, WalctlError
+from .oserror import os_problem
 
 
 class Entry(NamedTuple):
@@ -36,35 +36,52 @@ def _kind(mode: int) -> str:
 
 
 class OsFileSystem:
+    # Reads and changes alike: a path below a root of a confined instance is resolved from the root's
+    # descriptor, opened once (store/root.py), never by its path again. `_in(path)` gives (directory
+    # descriptor or None, name): "." for a root itself; (None, path) for a path outside every root (an
+    # unconfined instance reads everything by its path).
+
     def stat(self, path: str) -> Entry:
-        try:
-            st = os.stat(path)
-        except OSError as e:
-            raise os_problem(e, path) from None
+        with self._in(path) as (dfd, name):
+            try:
+                st = os.stat(name, dir_fd=dfd)
+            except OSError as e:
+                raise os_problem(e, path) from None
         return Entry(os.path.basename(path), path, _kind(st.st_mode), st.st_size)
 
     def listdir(self, path: str) -> list[Entry]:
-        try:
-            names = os.listdir(path)
-        except OSError as e:
-            raise os_problem(e, path) from None
-        out = []
-        for name in names:
-            full = os.path.join(path, name)
+        with self._in(path) as (dfd, name):
             try:
-                st = os.stat(full)
-                out.append(Entry(name, full, _kind(st.st_mode), st.st_size))
-            except OSError:  # dangling link or raced away: not a chunk we can read
-                out.append(Entry(name, full, "other", 0))
+                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dfd)
+            except OSError as e:
+                raise os_problem(e, path) from None
+            try:
+                names = os.listdir(fd)
+                out = []
+                for n in names:
+                    try:
+                        st = os.stat(n, dir_fd=fd)
+                        out.append(Entry(n, os.path.join(path, n), _kind(st.st_mode), st.st_size))
+                    except OSError:  # dangling link or raced away: not a chunk we can read
+                        out.append(Entry(n, os.path.join(path, n), "other", 0))
+            finally:
+                os.close(fd)
         return out
+
+    def open_read(self, path: str, follow: bool = True) -> int:
+        """A descriptor for reading (check that it is a regular file). Never blocks on a FIFO or a device.
+        follow=False: a link is no file (ELOOP)."""
+        with self._in(path) as (dfd, name):
+            try:
+                return os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW),
+                               dir_fd=dfd)
+            except OSError as e:
+                raise os_problem(e, path) from None
 
     @contextmanager
     def map_read(self, path: str) -> Iterator:
         """A read-only buffer over a regular file. Never opens FIFOs or devices (they could block)."""
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-        except OSError as e:
-            raise os_problem(e, path) from None
+        fd = self.open_read(path)
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
@@ -91,11 +108,11 @@ class OsFileSystem:
         now shorter than `base`, else None). Never opens a FIFO or a device for long (a FIFO named like a
         chunk would block a follower forever, /dev/zero would feed it without end)."""
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return b"", None
-        except OSError as e:
-            raise EnvironmentProblem(describe_os_error(e), path) from None
+            fd = self.open_read(path)
+        except EnvironmentProblem as e:
+            if e.kind == "not-found":
+                return b"", None
+            raise
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
@@ -114,27 +131,36 @@ class OsFileSystem:
         with self.map_read(path) as buf:
             return bytes(buf[offset:offset + length])
 
+    def lstat(self, path: str):
+        """The entry itself (a link is not followed), or None when there is none."""
+        try:
+            with self._in(path) as (dfd, name):
+                return os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except (OSError, WalctlError):
+            return None
+
     def exists(self, path: str) -> bool:
-        return os.path.lexists(path)
+        return self.lstat(path) is not None
 
     def identity(self, path: str) -> tuple[int, int]:
         """(inode, mtime_ns): with the size, what says a file was not rewritten (git's index rule)."""
-        try:
-            st = os.stat(path, follow_symlinks=False)
-        except OSError as e:
-            raise os_problem(e, path) from None
+        with self._in(path) as (dfd, name):
+            try:
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except OSError as e:
+                raise os_problem(e, path) from None
         return st.st_ino, st.st_mtime_ns
 
     def is_symlink(self, path: str) -> bool:
         """True for a symbolic link (dangling or not): mutations refuse them (containment)."""
-        return os.path.islink(path)
+        st = self.lstat(path)
+        return st is not None and stat.S_ISLNK(st.st_mode)
 
     def link_count(self, path: str) -> int:
         """How many names the file has (1 for a file of its own; 0 when it does not exist). A directory
         counts as 1: its other links are its subdirectories' `..` entries, not other names."""
-        try:
-            st = os.lstat(path)
-        except OSError:
+        st = self.lstat(path)
+        if st is None:
             return 0
         return 1 if stat.S_ISDIR(st.st_mode) else st.st_nlink
 
@@ -147,48 +173,40 @@ class OsFileSystem:
     # is not a regular file or has other hard links (its bytes also live under another name) are
     # refused before anything changes. An unconfined instance changes nothing at all.
 
-    roots: tuple[str, ...] = ()
+    _roots: tuple = ()  # store/root.Root, one per directory this instance was confined to
+    hook = None  # hook(op, path), called before each step resolved from a root (tests swap the target there)
     real = True  # the operating system's file system (worker processes and the sync helper need it)
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        return tuple(r.path for r in self._roots)
 
     def beneath(self, *roots: str) -> "OsFileSystem":
         """This file system, allowed to change things only beneath `roots` (directories the operator
-        named; a root itself may be reached through a link, since the operator chose it)."""
+        named), each opened now, once: every later step, read or change, is resolved from that descriptor
+        (store/root.py). A root itself may be reached through a link, since the operator chose it: it is
+        followed here, once, and said (`root.FOLLOWED`)."""
+        from .root import confine
+
         confined = copy.copy(self)  # a subclass (a test's faulty file system) stays itself
-        confined.roots = tuple(os.path.abspath(r) for r in roots)
+        confined._roots = confine(self._roots, roots, self.hook)  # a root already held is kept, never reopened
         return confined
 
-    @contextmanager
+    def beneath_too(self, *roots: str) -> "OsFileSystem":
+        """This confined file system with more roots; the ones it has stay as they were opened."""
+        more = self.beneath(*roots)
+        more._roots = self._roots + more._roots
+        return more
+
+    def _in(self, path: str, what: str = "reads"):
+        from .root import opened_in
+
+        return opened_in(self._roots, path, what)
+
     def _at(self, path: str, what: str):
-        """(directory descriptor, final name) for `path`, or (None, path) for a root itself."""
-        target = os.path.abspath(path)
-        for root in self.roots:
-            rel = os.path.relpath(target, root)
-            if rel == ".":
-                yield None, target
-                return
-            if rel == ".." or rel.startswith(".." + os.sep):
-                continue
-            parts = rel.split(os.sep)
-            fd = self._os(os.open, root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            try:
-                for i, part in enumerate(parts[:-1]):
-                    try:
-                        nfd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-                    except OSError as e:
-                        step = os.path.join(root, *parts[:i + 1])
-                        if e.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(step):
-                            raise Refused(f"{step} is a symbolic link; walctl never {what} through a link "
-                                          f"(nothing was changed there)", path) from None
-                        raise os_problem(e, step) from None
-                    os.close(fd)
-                    fd = nfd
-                yield fd, parts[-1]
-            finally:
-                os.close(fd)
-            return
-        if not self.roots:  # a use case that forgot fs.beneath(target): refuse rather than guess
-            raise Refused(f"no target directory was named for this change; walctl never {what} unconfined", path)
-        raise Refused(f"outside {' or '.join(self.roots)}; walctl never {what} anything outside its target", path)
+        from .root import changed_at
+
+        return changed_at(self._roots, path, what)
 
     def _regular_only(self, fd: int, path: str, what: str) -> None:
         """Refuses to change a file that is not a plain regular file of its own (a FIFO, a device, or a
@@ -205,6 +223,8 @@ class OsFileSystem:
 
     def _open_at(self, path: str, flags: int, what: str, mode: int = 0o644) -> int:
         with self._at(path, what) as (dfd, name):
+            if dfd is None:
+                raise Refused(f"the target directory itself; walctl never {what} it as a file", path)
             try:
                 return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
             except OSError as e:
@@ -271,16 +291,20 @@ class OsFileSystem:
         finally:
             os.close(fd)
 
-    # Syncing changes no name and no byte, so it needs no containment (a new root's parent is synced).
+    # Syncing changes no name and no byte, so it needs no containment (a new root's parent is synced);
+    # below a root it still goes through the root's descriptor, so it syncs what the run changed.
     def fsync_path(self, path: str) -> None:
-        fd = self._os(os.open, path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
-            self._os(os.fsync, path, fd, _pass_path=False)
-        finally:
-            os.close(fd)
+        self._fsync_opened(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
 
     def fsync_dir(self, path: str) -> None:
-        fd = self._os(os.open, path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        for root in self._roots:  # the parent of a root made by this run: from the descriptor it was made in
+            if os.path.abspath(path) == os.path.dirname(root.path) and root.fsync_parent():
+                return
+        self._fsync_opened(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+    def _fsync_opened(self, path: str, flags: int) -> None:
+        with self._in(path) as (dfd, name):
+            fd = self._os(os.open, path, name, flags, dir_fd=dfd, _pass_path=False)
         try:
             self._os(os.fsync, path, fd, _pass_path=False)
         finally:
@@ -302,6 +326,9 @@ class OsFileSystem:
 
     def mkdir(self, path: str) -> None:
         with self._at(path, "creates") as (dfd, name):
+            if dfd is None:
+                name.mkdir(0o755)  # the root itself: made from its parent's descriptor, then held
+                return
             self._os(os.mkdir, path, name, 0o755, dir_fd=dfd, _pass_path=False)
 
     def rmdir(self, path: str) -> None:
@@ -339,14 +366,22 @@ class OsFileSystem:
 
     def same_device(self, a: str, b: str) -> bool:
         try:
-            return os.stat(a).st_dev == os.stat(b).st_dev
-        except OSError:
+            devices = []
+            for p in (a, b):
+                with self._in(p) as (dfd, name):
+                    devices.append(os.stat(name, dir_fd=dfd).st_dev)
+            return devices[0] == devices[1]
+        except (OSError, WalctlError):
             return False
 
     def probe_writer(self, directory: str, name: str | None = None) -> str | None:
-        from .lock import LOCK_NAME, probe_writer
+        from .lock import LOCK_NAME, probe_fd
 
-        return probe_writer(directory, name or LOCK_NAME)
+        try:
+            fd = self.open_read(os.path.join(directory, name or LOCK_NAME))
+        except WalctlError:
+            return None  # no lock file (or unreadable): no walctl writer to detect
+        return probe_fd(fd)
 
     def hold_shared(self, path: str):
         """A shared, non-blocking flock on `path` if it exists, never creating or writing it (nor opening it

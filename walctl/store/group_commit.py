@@ -81,7 +81,7 @@ class GroupCommit:
         from .synchelper import HelperGone, SyncHelper
 
         try:
-            self._helper = SyncHelper(self._path)
+            self._helper = SyncHelper(self._fd)
         except (OSError, HelperGone):  # no interpreter to start, no processes left ...: the commit thread syncs
             self._use_helper = False
         return self._helper is not None

@@ -19,6 +19,11 @@ def probe_writer(directory: str, name: str = LOCK_NAME) -> str | None:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None  # no lock file (or unreadable): no walctl writer to detect
+    return probe_fd(fd)
+
+
+def probe_fd(fd: int) -> str | None:
+    """probe_writer on an open lock file (closed here): the fs seam opens it from the target's descriptor."""
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)

@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 from ..errors import EnvironmentProblem, UsageError
 from ..format.names import is_plain_name
 from . import durable
+from ..format.digest import sha256_hex
 from .fs import DEFAULT_FS
 
 COPY_BLOCK = 1 << 20
@@ -67,15 +68,19 @@ class FileStore:
 
     def _make_parents(self, dst: str) -> None:
         d, missing = os.path.dirname(dst), []
-        while not os.path.isdir(d) and d != self.root:
+        while not self._is_dir(d) and d != self.root:
             d, part = os.path.split(d)
             missing.append(part)
         for d in [self.root] + [os.path.join(d, *reversed(missing[i:])) for i in range(len(missing) - 1, -1, -1)]:
             try:
                 durable.make_dir(d, self.fs)
             except EnvironmentProblem:
-                if not os.path.isdir(d):  # else another upload thread created it first
+                if not self._is_dir(d):  # else another upload thread created it first
                     raise
+
+    def _is_dir(self, d: str) -> bool:
+        st = self.fs.lstat(d)  # from the root opened once, as every step here
+        return st is not None and stat.S_ISDIR(st.st_mode)
 
     def available(self) -> bool:
         return os.path.isdir(self.root) and os.access(self.root, os.W_OK)
@@ -100,11 +105,11 @@ class FileStore:
         """The object's file for reading, or None when there is none. An object is a regular file of its
         own: a link, a FIFO (which would block every archive command) or a device is no object."""
         try:
-            fd = os.open(self._path(key), os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return None
-        except OSError as e:
-            raise EnvironmentProblem(f"not a readable object ({e.strerror})", f"{self.url}/{key}") from None
+            fd = self.fs.open_read(self._path(key), follow=False)  # from the root opened once (store/root.py)
+        except EnvironmentProblem as e:
+            if e.kind == "not-found":
+                return None
+            raise EnvironmentProblem(f"not a readable object ({e.reason})", f"{self.url}/{key}") from None
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             raise EnvironmentProblem("not a regular file: no object", f"{self.url}/{key}")
@@ -112,14 +117,16 @@ class FileStore:
 
     def head(self, key: str, want_sha: bool = False) -> ObjectInfo | None:
         p = self._path(key)
-        try:
-            st = os.lstat(p)
-        except FileNotFoundError:
+        st = self.fs.lstat(p)
+        if st is None:
             return None
         if not stat.S_ISREG(st.st_mode):
             raise EnvironmentProblem("not a regular file: no object", f"{self.url}/{key}")
-        # A local file has no stored checksum: reading it back is the verification.
-        return ObjectInfo(key, st.st_size, sha256_file(p) if want_sha else None, st.st_mtime)
+        if not want_sha:
+            return ObjectInfo(key, st.st_size, None, st.st_mtime)
+        # A local file has no stored checksum: reading it back (through the root's descriptor) is the verification.
+        with self.fs.map_read(p) as buf:
+            return ObjectInfo(key, st.st_size, sha256_hex(buf), st.st_mtime)
 
     def get_to(self, key: str, f: BinaryIO) -> int:
         src = self._open(key)
@@ -142,17 +149,24 @@ class FileStore:
             return src.read()
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
-        base = self._path(prefix.rstrip("/")) if prefix else self.root
-        for dirpath, dirs, files in os.walk(base):
-            dirs.sort()
-            for n in sorted(files):
-                if n.endswith(durable.TMP_SUFFIX):
-                    continue
-                full = os.path.join(dirpath, n)
-                st = os.lstat(full)
-                if not stat.S_ISREG(st.st_mode):
-                    continue  # a link, FIFO or device in the store is no object: never read, never listed
-                yield ObjectInfo(os.path.relpath(full, self.root).replace(os.sep, "/"), st.st_size, None, st.st_mtime)
+        yield from self._walk(self._path(prefix.rstrip("/")) if prefix else self.root)
+
+    def _walk(self, d: str) -> Iterator[ObjectInfo]:
+        """os.walk's order (a directory's files by name, then its subdirectories by name), each step from
+        the root opened once (store/root.py), never by a path that could have been swapped."""
+        try:
+            entries = sorted(self.fs.listdir(d))
+        except EnvironmentProblem:
+            return  # no such prefix (yet): no objects
+        stats = [(e, self.fs.lstat(e.path)) for e in entries]
+        for e, st in stats:
+            # a link, FIFO or device in the store is no object: never read, never listed
+            if st is not None and stat.S_ISREG(st.st_mode) and not e.name.endswith(durable.TMP_SUFFIX):
+                yield ObjectInfo(os.path.relpath(e.path, self.root).replace(os.sep, "/"), st.st_size, None,
+                                 st.st_mtime)
+        for e, st in stats:
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                yield from self._walk(e.path)
 
     def delete(self, key: str) -> None:
         p = self._path(key)

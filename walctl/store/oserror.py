@@ -39,6 +39,12 @@ def require_dir(path: str, fs=None) -> None:
             raise EnvironmentProblem("not a directory (a file where a directory is expected)", path,
                                      kind=REASON_WRONG_KIND)
         return
+    if fs is not None and getattr(fs, "roots", ()):  # confined: the target opened once, not its path again
+        try:
+            if fs.stat(path).kind == "dir":
+                return
+        except EnvironmentProblem:
+            pass  # (not opened: the path itself says why, in the words below)
     try:
         st = os.stat(path)
     except OSError as e:

@@ -7,8 +7,10 @@ about 200k records/s instead of about 330k. The helper answers through its socke
 returns, and the writer reads the answer when it next hands off a group (or when durable_sequence is read).
 
 Protocol, over a socket pair that is the helper's standard input and output:
-  to it      b"O" + u32 length + path     open this file; later syncs are of it
-             b"S" + u64 ticket            fdatasync the open file, then answer
+  to it      b"F" with a descriptor       (SCM_RIGHTS) the writer's own descriptor of the file; later syncs
+                                          are of it (never a path: the file is the one the writer opened
+                                          from its target's descriptor, whatever its name leads to now)
+             b"S" + u64 ticket            fdatasync the file, then answer
   from it    i32 errno (0: synced) + u64 ticket, in request order
 A sync covers every byte written to the file before its request was sent: the kernel flushes the inode's
 dirty pages whichever descriptor wrote them. The helper ignores terminal signals (its writer decides when
@@ -32,30 +34,28 @@ MAX_LIVE = 4
 _live = [0]
 _live_lock = threading.Lock()
 _CHILD = "HELLO = %r\n" % HELLO + r"""
-import os, signal, struct, sys
+import os, signal, socket, struct, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-r, w = sys.stdin.fileno(), sys.stdout.fileno()
+s, w = socket.socket(fileno=sys.stdin.fileno()), sys.stdout.fileno()
 os.write(w, HELLO)
 sync = getattr(os, "fdatasync", os.fsync)
 fd, err = None, 9
 def read_exact(n):
     b = b""
     while len(b) < n:
-        c = os.read(r, n - len(b))
+        c = s.recv(n - len(b))
         if not c:
             raise SystemExit(0)
         b += c
     return b
 while True:
-    op = read_exact(1)
-    if op == b"O":
-        path = read_exact(struct.unpack(">I", read_exact(4))[0])
+    op, fds, _, _ = socket.recv_fds(s, 1, 1)  # (an op's first byte carries its descriptor)
+    if not op:
+        raise SystemExit(0)
+    if op == b"F":
         if fd is not None:
             os.close(fd)
-        try:
-            fd, err = os.open(path, os.O_RDONLY), 0
-        except OSError as e:
-            fd, err = None, e.errno or 5
+        fd, err = (fds[0], 0) if fds else (None, 9)
     else:
         ticket = read_exact(8)
         code = err
@@ -86,7 +86,8 @@ def _release() -> None:
 
 
 class SyncHelper:
-    def __init__(self, path: str):
+    def __init__(self, fd: int):
+        """`fd`: the writer's descriptor of the file to sync (the helper gets its own copy of it)."""
         import socket
 
         self._claimed = False
@@ -94,12 +95,12 @@ class SyncHelper:
             raise HelperGone(f"{MAX_LIVE} sync helpers already run in this process")
         self._claimed = True
         try:
-            self._start(path, socket)
+            self._start(fd, socket)
         except BaseException:
             self._unclaim()
             raise
 
-    def _start(self, path: str, socket) -> None:
+    def _start(self, fd: int, socket) -> None:
         # A socket pair rather than pipes: a send with MSG_NOSIGNAL to a helper that died fails with EPIPE
         # instead of raising SIGPIPE, which the CLI leaves at its default (it would kill the writer).
         self._sock, theirs = socket.socketpair()
@@ -127,11 +128,17 @@ class SyncHelper:
         if hello != HELLO:
             self._stop()
             raise HelperGone("the sync helper did not start")
-        self.open(path)
+        self.open(fd)
 
-    def open(self, path: str) -> None:
-        raw = os.fsencode(path)
-        self._send(b"O" + struct.pack(">I", len(raw)) + raw)
+    def open(self, fd: int) -> None:
+        """Later syncs are of this file: its descriptor is passed, never its name."""
+        import socket
+
+        try:
+            self._sock.setblocking(True)
+            socket.send_fds(self._sock, [b"F"], [fd])
+        except OSError as e:  # EPIPE: it died
+            raise HelperGone(str(e)) from None
 
     def request(self, ticket: int) -> None:
         self._send(b"S" + struct.pack(">Q", ticket))

@@ -126,7 +126,7 @@ def scan_source(src: Source, fs, directory_chunk: str | None) -> Scanned:
     """Runs of valid records, and the damage between them. `directory_chunk`: the directory's file for the
     same slot, whose bytes before a cut piece are what the scanner looks behind at."""
     if src.base == 0:
-        outcome = scan_chunk_file(src.path, fs, materialize=False)
+        outcome = scan_chunk_file(src.path, fs)
         if outcome.error is not None:
             return Scanned(src, None, (), (), fs.stat(src.path).size)
         scan = outcome.scan

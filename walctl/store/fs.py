@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import errno
-import fcntl
 import mmap
 import os
 import stat
@@ -17,6 +16,7 @@ from contextlib import contextmanager
 from typing import Iterator, NamedTuple
 
 from ..errors import EnvironmentProblem, Refused, UnsupportedInput, WalctlError
+from .fslocks import Flocks
 from .oserror import os_problem
 
 
@@ -35,7 +35,7 @@ def _kind(mode: int) -> str:
     return "other"
 
 
-class OsFileSystem:
+class OsFileSystem(Flocks):
     # Reads and changes alike: a path below a root of a confined instance is resolved from the root's
     # descriptor, opened once (store/root.py), never by its path again. `_in(path)` gives (directory
     # descriptor or None, name): "." for a root itself; (None, path) for a path outside every root (an
@@ -346,24 +346,6 @@ class OsFileSystem:
         if stat.S_ISLNK(st.st_mode):
             raise Refused(f"a symbolic link; walctl never {what} a link", path)
 
-    def lock(self, path: str, holder: str):
-        """An exclusive, non-blocking flock on `path` (created if missing, never through a link), with
-        the holder's description written into it; None when another process holds it."""
-        fd = self._open_at(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, "locks")
-        self._regular_only(fd, path, "locks")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return None
-        try:  # the holder's note: a full disk fails here first, naming the lock file
-            self._os(os.ftruncate, path, fd, 0, _pass_path=False)
-            self.pwrite(fd, holder.encode("utf-8"), 0, path)
-        except EnvironmentProblem:
-            os.close(fd)
-            raise
-        return fd
-
     def same_device(self, a: str, b: str) -> bool:
         try:
             devices = []
@@ -373,42 +355,6 @@ class OsFileSystem:
             return devices[0] == devices[1]
         except (OSError, WalctlError):
             return False
-
-    def probe_writer(self, directory: str, name: str | None = None) -> str | None:
-        from .lock import LOCK_NAME, probe_fd
-
-        try:
-            fd = self.open_read(os.path.join(directory, name or LOCK_NAME))
-        except WalctlError:
-            return None  # no lock file (or unreadable): no walctl writer to detect
-        return probe_fd(fd)
-
-    def hold_shared(self, path: str):
-        """A shared, non-blocking flock on `path` if it exists, never creating or writing it (nor opening it
-        through a link): while it is held, a process that wants the file exclusively (a daemon starting on a
-        root walctl is changing) cannot have it. None when there is no such file; False when another process
-        holds it exclusively. Released by release_shared."""
-        try:
-            fd = self._open_at(path, os.O_RDONLY | os.O_NONBLOCK, "locks")
-        except EnvironmentProblem as e:
-            if e.kind == "not-found":
-                return None
-            raise
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        return fd
-
-    def release_shared(self, handle) -> None:
-        os.close(handle)  # closing releases the flock
-
-    def unlock(self, handle) -> None:
-        try:
-            os.ftruncate(handle, 0)
-        finally:
-            os.close(handle)  # closing releases the flock
 
     @staticmethod
     def _os(func, path, *args, _pass_path=True, **kw):

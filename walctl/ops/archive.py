@@ -20,8 +20,9 @@ from typing import NamedTuple
 
 from .. import __version__
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, UsageError
-from ..format.jsonload import loads
-from ..format.names import CHECKPOINT_SUFFIX, is_plain_name, parse_chunk_name, parse_segment_name
+from ..format.archive_manifest import CHECKPOINTS, CHUNKS, KINDS, LIVE, SEGMENTS, WAL_KINDS, entry_problem, \
+    parse_objects, valid_object
+from ..format.names import is_plain_name, parse_chunk_name, parse_segment_name
 from ..format.livepiece import Piece, parse_piece_name
 from ..store.objstore import ObjectInfo, open_store
 from ..store.scratch import Scratch
@@ -30,9 +31,6 @@ from .findings import Finding
 
 MANIFEST = "MANIFEST.json"
 MANIFEST_SCHEMA = "walctl.archive-manifest/1"
-CHUNKS, SEGMENTS, CHECKPOINTS, LIVE = "chunks", "segments", "checkpoints", "live"
-WAL_KINDS = (CHUNKS, SEGMENTS)
-KINDS = (CHUNKS, SEGMENTS, CHECKPOINTS, LIVE)
 
 
 class Entry(NamedTuple):
@@ -61,35 +59,19 @@ class Entry(NamedTuple):
 
     @classmethod
     def from_json(cls, obj: dict) -> "Entry":
-        """ValueError when the object is not a manifest entry (the manifest is then rebuilt)."""
-        if not isinstance(obj, dict):
-            raise ValueError(f"not a manifest entry: {str(obj)[:120]}")
+        """ValueError (naming the field) when the object is not a manifest entry (the manifest is then
+        rebuilt): ENTRY_SPEC's types, then what no push can have written (a range with one end null or
+        ending before it starts, a checkpoint without its WAL sequence, a piece that differs from its name)."""
+        why = entry_problem(obj)
+        if why:
+            name = obj.get("name") if isinstance(obj, dict) and isinstance(obj.get("name"), str) else "an entry"
+            raise ValueError(f"{name}: {why}")
         e = cls(**{k: obj.get(k) for k in cls._fields})
-        ints = (e.size, e.first_sequence, e.last_sequence, e.wal_sequence, e.checkpoint_time, e.last_time_ms)
-        if (not valid_object(e.kind, e.name)
-                or not isinstance(e.sha256, str) or len(e.sha256) != 64 or not isinstance(e.uploaded_at, str)
-                or any(v is not None and (isinstance(v, bool) or not isinstance(v, int)) for v in ints)
-                or e.size is None):
-            raise ValueError(f"not a manifest entry: {str(obj)[:120]}")
         p = e.piece
         if p is not None and (e.size != p.size or (e.first_sequence, e.last_sequence) != (p.first_sequence,
                                                                                           p.last_sequence)):
-            raise ValueError(f"a live piece whose size or sequences differ from its name: {str(obj)[:120]}")
+            raise ValueError(f"{e.name}: a live piece whose size or sequences differ from its name")
         return e
-
-
-def valid_object(kind, name) -> bool:
-    """Whether `name` is an object name of `kind`'s own shape: object keys and manifest lines are
-    untrusted, and these names become local file names on download and restore."""
-    if not is_plain_name(name):
-        return False
-    if kind == CHUNKS:
-        return parse_chunk_name(name) is not None
-    if kind == SEGMENTS:
-        return parse_segment_name(name) is not None
-    if kind == LIVE:
-        return parse_piece_name(name) is not None
-    return kind == CHECKPOINTS and name.endswith(CHECKPOINT_SUFFIX) and len(name) > len(CHECKPOINT_SUFFIX)
 
 
 def valid_namespace(ns) -> bool:
@@ -235,6 +217,7 @@ class Manifest(NamedTuple):
     warnings: tuple[str, ...]
     missing_objects: tuple[str, ...]  # listed by the manifest, absent from the store
     stale_pieces: tuple[str, ...] = ()  # live pieces of a file whose sealed object is archived: to delete
+    invalid: str | None = None  # why MANIFEST.json was not used (it did not parse, or an entry was not one)
 
 
 class HashingSink:
@@ -271,6 +254,7 @@ def read_manifest(store, ns: str, jobs: int = 4) -> Manifest:
     """The namespace's manifest, checked against a listing: objects it does not list are read, scanned
     and added (with a warning); entries whose object is gone are reported."""
     warnings = []
+    invalid = None
     raw = store.get_bytes(f"{ns}/{MANIFEST}")
     entries: dict = {}
     listed, foreign = {}, []
@@ -290,14 +274,10 @@ def read_manifest(store, ns: str, jobs: int = 4) -> Manifest:
             warnings.append(f"{ns}: no {MANIFEST}: rebuilt from a listing")
     else:
         try:
-            doc = loads(raw)
-            if not isinstance(doc, dict) or not isinstance(doc.get("objects"), list):
-                raise ValueError("not a manifest object with an objects list")
-            if doc.get("schema") != MANIFEST_SCHEMA:
-                raise ValueError(f"schema {doc.get('schema')!r}")
-            entries = {o["name"]: Entry.from_json(o) for o in doc["objects"]}
-        except (ValueError, KeyError, TypeError) as e:
-            warnings.append(f"{ns}: {MANIFEST} does not parse ({e}): rebuilt from a listing")
+            entries = {e.name: e for e in map(Entry.from_json, parse_objects(raw, MANIFEST_SCHEMA))}
+        except ValueError as e:
+            invalid = f"{MANIFEST} does not parse ({e}): rebuilt from a listing"
+            warnings.append(f"{ns}: {invalid}")
             entries = {}
     missing = tuple(sorted(n for n, e in entries.items() if object_key(ns, e.kind, n) not in listed))
     unlisted = [k for k in listed if k.rsplit("/", 1)[-1] not in entries]
@@ -326,7 +306,7 @@ def read_manifest(store, ns: str, jobs: int = 4) -> Manifest:
                         entries[e.name] = e._replace(uploaded_at=_iso(listed[key].modified))
                     else:
                         warnings.append(f"{key}: not added to the manifest: {f.reason}")
-    return Manifest(ns, entries, tuple(warnings), missing, stale)
+    return Manifest(ns, entries, tuple(warnings), missing, stale, invalid)
 
 
 def _iso(ts: float | None) -> str:

@@ -32,6 +32,7 @@ class RestoreReport(NamedTuple):
     checkpoint_wal_sequence: int | None
     fallbacks: tuple[str, ...]
     verdict: str
+    warnings: tuple[str, ...] = ()  # the manifest's: rebuilt from a listing, stale...
 
     def to_json(self) -> dict:
         return dict(self._asdict(), exit_code=0)
@@ -89,7 +90,7 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
         scratch.close()
     return RestoreReport(store.url, namespace, out_dir, target, check.records, check.first_sequence,
                          check.last_sequence, tuple(e.name for e in keep), ck_name, ck_seq, tuple(fallbacks),
-                         check.verdict)
+                         check.verdict, man.warnings)
 
 
 def _only_namespace(store) -> str:

@@ -9,7 +9,7 @@ from typing import Callable
 from ..errors import EXIT_CORRUPT, EXIT_SEQUENCE, UnsupportedInput, UsageError, combine_exit_codes
 from ..store.objstore import open_store, sha256_file
 from ..store.scratch import Scratch
-from .archive import LIVE, Entry, _download, describe, object_key, read_manifest
+from .archive import LIVE, MANIFEST, Entry, _download, describe, object_key, read_manifest
 from .archive_list import gaps, namespaces, overlaps, summary
 from .archive_pieces import contiguous_pieces, live_files
 from .findings import Finding
@@ -28,6 +28,8 @@ def verify_archive(dest: str, *, namespace: str | None = None, jobs: int = 4, en
     out = []
     for ns in nss:
         man = read_manifest(store, ns, jobs)
+        if man.invalid:  # the archive's own index is damaged: its objects are judged from themselves
+            findings.append(Finding("manifest-invalid", EXIT_CORRUPT, man.invalid, f"{ns}/{MANIFEST}"))
         for n in man.missing_objects:
             findings.append(Finding("missing-object", EXIT_SEQUENCE, "listed by the manifest, absent from the store",
                                     f"{ns}/{man.entries[n].kind}/{n}"))

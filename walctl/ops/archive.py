@@ -30,6 +30,7 @@ from .clock import utc_now
 from .findings import Finding
 
 MANIFEST = "MANIFEST.json"
+LOCK = "LOCK.json"  # held by `archive push --follow` (ops/archive_lock.py)
 MANIFEST_SCHEMA = "walctl.archive-manifest/1"
 
 
@@ -260,7 +261,7 @@ def read_manifest(store, ns: str, jobs: int = 4) -> Manifest:
     listed, foreign = {}, []
     for o in store.list(f"{ns}/"):
         parts = o.key.split("/")
-        if o.key == f"{ns}/{MANIFEST}":
+        if o.key in (f"{ns}/{MANIFEST}", f"{ns}/{LOCK}"):  # the follower lock: ops/archive_lock.py
             continue
         if len(parts) == 3 and valid_object(parts[1], parts[2]):
             listed[o.key] = o

@@ -19,7 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from .. import __version__
-from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, UsageError
+from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, REASON_NOT_FOUND, EnvironmentProblem, \
+    UsageError
 from ..format.archive_manifest import CHECKPOINTS, CHUNKS, KINDS, LIVE, SEGMENTS, WAL_KINDS, entry_problem, \
     parse_objects, valid_object
 from ..format.names import is_plain_name, parse_chunk_name, parse_segment_name
@@ -108,28 +109,8 @@ def describe(path: str, kind: str, md5: list | None = None) -> tuple[Entry | Non
         if md5 is not None:
             md5.append(hashlib.md5(data).hexdigest())
         return e, f
-    if kind == CHUNKS:  # one mapping for the hashes and the scan
-        from ..errors import WalctlError
-        from ..format import scan as fscan
-        from ..store.fs import DEFAULT_FS
-
-        try:
-            with DEFAULT_FS.map_read(path) as buf:
-                sha = hashlib.sha256(buf).hexdigest()
-                if md5 is not None:
-                    md5.append(hashlib.md5(buf).hexdigest())
-                s = fscan.scan_chunk(buf)
-        except WalctlError as e:
-            return None, Finding("unreadable", e.exit_code, e.reason, name)
-        if s.header != fscan.HEADER_OK:
-            return None, Finding("unsupported", EXIT_UNSUPPORTED, f"not a V2 chunk (file header {s.header})", name)
-        if s.damage:
-            d = s.damage[0]
-            return None, Finding("archived-damage", EXIT_CORRUPT, f"{d.kind} damage at offset {d.offset}: {d.reason}",
-                                 name, d.offset, d.end)
-        if len(s.runs) > 1:
-            return None, Finding("sequence-gap", EXIT_SEQUENCE, "sequences inside the chunk do not rise by one", name)
-        return Entry(name, kind, size, sha, s.first_seq, s.last_seq, now), None
+    if kind == CHUNKS:
+        return _describe_chunk(path, name, size, now, md5)
     sha, m = file_hashes(path, md5=md5 is not None)
     if md5 is not None:
         md5.append(m)
@@ -150,6 +131,36 @@ def describe(path: str, kind: str, md5: list | None = None) -> tuple[Entry | Non
         f = bad[0]
         return None, f._replace(exit_code=max(f.exit_code, EXIT_CORRUPT) if f.exit_code == 1 else f.exit_code)
     return Entry(name, kind, size, sha, rep.first_sequence, rep.last_sequence, now), None
+
+
+def _describe_chunk(path: str, name: str, size: int, now: str, md5) -> tuple[Entry | None, Finding | None]:
+    """describe() of a V2 chunk: one mapping for the hashes and the scan."""
+    from ..errors import WalctlError
+    from ..format import scan as fscan
+    from ..store.fs import DEFAULT_FS
+    try:
+        with DEFAULT_FS.map_read(path) as buf:
+            sha = hashlib.sha256(buf).hexdigest()
+            if md5 is not None:
+                md5.append(hashlib.md5(buf).hexdigest())
+            stamps: list = [None]  # the last record's time: the lag `archive list` reports
+
+            def visit(b, off, h, p_, q, nxt, payload):
+                stamps[0] = h[7]
+                return False
+
+            s = fscan.scan_chunk(buf, visit, materialize=False)
+    except WalctlError as e:
+        return None, Finding("unreadable", e.exit_code, e.reason, name)
+    if s.header != fscan.HEADER_OK:
+        return None, Finding("unsupported", EXIT_UNSUPPORTED, f"not a V2 chunk (file header {s.header})", name)
+    if s.damage:
+        d = s.damage[0]
+        return None, Finding("archived-damage", EXIT_CORRUPT, f"{d.kind} damage at offset {d.offset}: {d.reason}",
+                             name, d.offset, d.end)
+    if len(s.runs) > 1:
+        return None, Finding("sequence-gap", EXIT_SEQUENCE, "sequences inside the chunk do not rise by one", name)
+    return Entry(name, CHUNKS, size, sha, s.first_seq, s.last_seq, now, last_time_ms=stamps[0]), None
 
 
 def describe_piece(name: str, data: bytes) -> tuple[Entry | None, Finding | None]:
@@ -244,16 +255,50 @@ def _download(store, key: str, scratch, hashed: bool = False):
     path = scratch.path(name)
     with scratch.open_write(name) as f:
         if not hashed:
-            store.get_to(key, f)
+            fetch_to(store, key, f)
             return path
         sink = HashingSink(f)
-        store.get_to(key, sink)
+        fetch_to(store, key, sink)
     return sink.hexdigest()
+
+
+class Vanished(Exception):
+    """An object listed moments ago is gone (a shipper sealed its file, or pruned): take a new view."""
+
+
+MAX_VIEWS = 5  # new views a reader takes while the shipper keeps replacing what it was reading
+
+
+def fetch_to(store, key: str, f) -> int:
+    """store.get_to, with an object that is gone raised as Vanished."""
+    try:
+        return store.get_to(key, f)
+    except EnvironmentProblem as e:
+        if e.kind == REASON_NOT_FOUND:
+            raise Vanished(key) from None
+        raise
+
+
+def with_views(store, ns: str, jobs: int, work, read=None):
+    """work(manifest) on a consistent view of a live archive: when an object vanishes while it runs, the
+    manifest and listing are read again and work runs on the new view (at most MAX_VIEWS times)."""
+    for _ in range(MAX_VIEWS):
+        try:
+            return work((read or read_manifest)(store, ns, jobs))
+        except Vanished:
+            continue
+    raise EnvironmentProblem(f"{ns}: objects vanished under this reader {MAX_VIEWS} times in a row (a shipper "
+                             "replacing live pieces faster than they can be read); run it again", store.url)
 
 
 def read_manifest(store, ns: str, jobs: int = 4) -> Manifest:
     """The namespace's manifest, checked against a listing: objects it does not list are read, scanned
-    and added (with a warning); entries whose object is gone are reported."""
+    and added (with a warning); entries whose object is gone are reported. A piece that vanishes while
+    it is read (sealed meanwhile) makes it look again, from a new listing."""
+    return with_views(store, ns, jobs, lambda man: man, _read_view)
+
+
+def _read_view(store, ns: str, jobs: int) -> Manifest:
     warnings = []
     invalid = None
     raw = store.get_bytes(f"{ns}/{MANIFEST}")
@@ -280,11 +325,14 @@ def read_manifest(store, ns: str, jobs: int = 4) -> Manifest:
             invalid = f"{MANIFEST} does not parse ({e}): rebuilt from a listing"
             warnings.append(f"{ns}: {invalid}")
             entries = {}
-    missing = tuple(sorted(n for n, e in entries.items() if object_key(ns, e.kind, n) not in listed))
-    unlisted = [k for k in listed if k.rsplit("/", 1)[-1] not in entries]
     # A live piece of a file whose sealed object is archived was replaced by it (a shipper stopped
     # between the manifest and the deletes): not read, not listed again, deleted by the next shipper.
+    # A piece the manifest lists but the (newer) listing lacks, beside its file's sealed object, was
+    # replaced between the two reads: not missing, just gone.
     sealed = {k.rsplit("/", 1)[-1] for k in listed if k.split("/")[1] in WAL_KINDS}
+    entries = {n: e for n, e in entries.items() if e.kind != LIVE or e.piece.file not in sealed}
+    missing = tuple(sorted(n for n, e in entries.items() if object_key(ns, e.kind, n) not in listed))
+    unlisted = [k for k in listed if k.rsplit("/", 1)[-1] not in entries]
     stale = tuple(sorted(k.rsplit("/", 1)[-1] for k in listed if k.split("/")[1] == LIVE
                          and parse_piece_name(k.rsplit("/", 1)[-1]).file in sealed))
     unlisted = [k for k in unlisted if k.rsplit("/", 1)[-1] not in stale]

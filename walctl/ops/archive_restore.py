@@ -12,8 +12,8 @@ from ..store import durable
 from ..store.fs import DEFAULT_FS
 from ..store.objstore import open_store, sha256_file
 from ..store.scratch import Scratch
-from .archive import CHECKPOINTS, LIVE, WAL_KINDS, Entry, HashingSink, Manifest, _download, _order, object_key, \
-    read_manifest
+from .archive import CHECKPOINTS, LIVE, WAL_KINDS, Entry, HashingSink, Manifest, _download, _order, fetch_to, \
+    object_key, with_views
 from .archive_list import gaps, namespaces
 from .archive_pieces import contiguous_pieces, live_files, wal_units
 from .advice import cmd as _cmd
@@ -40,28 +40,20 @@ class RestoreReport(NamedTuple):
 
 def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: int | None = None,
             to_time_ms: int | None = None, jobs: int = 4, endpoint_url: str | None = None,
-            progress=None) -> RestoreReport:
+            progress=None, store=None) -> RestoreReport:
     """Writes OUT/wal (the events up to the point, exactly) and OUT/checkpoints (the newest archived
     checkpoint at or below it that verifies), then verifies OUT/wal."""
     from .verify import verify_path
 
-    store = open_store(dest, endpoint_url)
+    store = store or open_store(dest, endpoint_url)
     namespace = _only_namespace(store) if namespace is None else namespace
     if os.path.exists(out_dir) and os.listdir(out_dir):
         raise Refused(f"{out_dir} is not empty; restore writes a new directory", out_dir)
-    man = read_manifest(store, namespace, jobs)
-    present = [e for e in man.entries.values() if e.name not in man.missing_objects]
-    # Sealed objects, and the file still being written reassembled from its live pieces (byte for byte,
-    # each piece checked against its SHA-256 as it arrives).
-    wal = sorted(wal_units(present), key=_order)
-    pieces = {f: contiguous_pieces(ps)[0] for f, ps in live_files(present).items()}
-    target, needed = _needed(wal, namespace, to_seq, to_time_ms, store.url)
-    parent = os.path.dirname(os.path.abspath(out_dir)) or "."
-    scratch = Scratch(parent, prefix=".walctl-restore-")  # beside OUT: adopting its files is a rename
+    man, target, needed, scratch = with_views(store, namespace, jobs, _Fetch(store, namespace, out_dir, to_seq,
+                                                                              to_time_ms, jobs, progress))
     staging = scratch.dir
     fs = DEFAULT_FS.beneath(out_dir, staging)
     try:
-        _fetch_all(store, namespace, needed, pieces, scratch, jobs, progress)
         if to_time_ms is not None:
             target = _last_before(staging, to_time_ms)
             if target is None:
@@ -91,6 +83,34 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
     return RestoreReport(store.url, namespace, out_dir, target, check.records, check.first_sequence,
                          check.last_sequence, tuple(e.name for e in keep), ck_name, ck_seq, tuple(fallbacks),
                          check.verdict, man.warnings)
+
+
+class _Fetch:
+    """One view's plan, fetched: the WAL objects up to the target into a scratch directory beside OUT.
+    Called again on a new view when a live piece vanished (sealed meanwhile: the new view has the sealed
+    object instead), for the same target: a restore is of the point the first view found."""
+
+    def __init__(self, store, namespace, out_dir, to_seq, to_time_ms, jobs, progress):
+        self.store, self.ns, self.out_dir, self.to_seq, self.to_time_ms = store, namespace, out_dir, to_seq, to_time_ms
+        self.jobs, self.progress = jobs, progress
+
+    def __call__(self, man: Manifest):
+        present = [e for e in man.entries.values() if e.name not in man.missing_objects]
+        # Sealed objects, and the file still being written reassembled from its live pieces (byte for
+        # byte, each piece checked against its SHA-256 as it arrives).
+        wal = sorted(wal_units(present), key=_order)
+        pieces = {f: contiguous_pieces(ps)[0] for f, ps in live_files(present).items()}
+        target, needed = _needed(wal, self.ns, self.to_seq, self.to_time_ms, self.store.url)
+        if self.to_time_ms is None:
+            self.to_seq = target  # a later view restores the same point
+        parent = os.path.dirname(os.path.abspath(self.out_dir)) or "."
+        scratch = Scratch(parent, prefix=".walctl-restore-")  # beside OUT: adopting its files is a rename
+        try:
+            _fetch_all(self.store, self.ns, needed, pieces, scratch, self.jobs, self.progress)
+        except BaseException:
+            scratch.close()
+            raise
+        return man, target, needed, scratch
 
 
 def _only_namespace(store) -> str:
@@ -127,7 +147,7 @@ def _fetch_all(store, namespace: str, needed: list[Entry], pieces: dict, scratch
             with scratch.open_write(e.name) as f:
                 for pe in pieces[e.name]:
                     sink = HashingSink(f)
-                    store.get_to(object_key(namespace, LIVE, pe.name), sink)
+                    fetch_to(store, object_key(namespace, LIVE, pe.name), sink)  # Vanished: a new view
                     if sink.hexdigest() != pe.sha256:
                         return pe, sink.hexdigest()
             return e, ""

@@ -13,7 +13,7 @@ import json
 from typing import NamedTuple
 
 from .fields import is_iso_time, shown
-from .jsonload import NotText, check_text, loads
+from .jsonload import NotText, check_text, utf8_text
 from .names import LEDGER_DIR, chunk_name, parse_chunk_name, parse_segment_name
 
 LEDGER_NAME = "ledger.jsonl"
@@ -177,19 +177,21 @@ def decode_line(raw: bytes, number: int = 1, offset: int = 0) -> Line | BadLine:
     """One line without its newline -> Line, or BadLine saying why it cannot be used."""
     if len(raw) > MAX_LINE_BYTES:
         return BadLine(number, offset, f"line of {len(raw)} bytes, longer than any ledger line")
-    try:  # the shared reader: depth bound, no NaN, and a lone surrogate escape is no text (its CRC
-        # could not even be computed: the compact form is UTF-8)
-        obj = loads(bytes(raw), allow_lone_surrogates=False)
-    except NotText as e:  # not UTF-8, or a lone surrogate escape
+    try:  # a line is at most 64 KiB: json's own recursion bound is the depth bound here
+        obj = json.loads(utf8_text(raw))
+    except NotText as e:  # not UTF-8
         return BadLine(number, offset, str(e))
-    except ValueError:
+    except (ValueError, RecursionError):
         return BadLine(number, offset, "not JSON")
     if not isinstance(obj, dict):
         return BadLine(number, offset, "not a JSON object")
     stored = obj.pop("crc32c", None)
     if not isinstance(stored, str):
         return BadLine(number, offset, "no crc32c")
-    computed = f"{crc32c(_compact(obj)):08x}"
+    try:
+        computed = f"{crc32c(_compact(obj)):08x}"
+    except UnicodeEncodeError:  # a lone surrogate escape ("\ud800") in a key or string: no UTF-8 form
+        return BadLine(number, offset, "a string holds a lone surrogate escape (not Unicode text)")
     if stored != computed:
         return BadLine(number, offset, f"crc32c mismatch: stored {stored}, computed {computed}")
     if obj.pop("v", None) != LEDGER_VERSION:

@@ -51,6 +51,10 @@ def workspace(ws: str) -> None:
     for cid, at in (("stale", old), ("fresh", datetime.now(timezone.utc))):
         store.save(CheckpointState(cid, "deploy", {"env": "prod"}, [[{"id": "a"}], [{"id": "b"}]], 1,
                                    {"blocks": {"a": {"outputs": {"ok": True}}}}, at, PauseMetadata("ask", "Go?", None)))
+    from walctl.ops.archive_lock import NamespaceLock
+    from walctl.store.objstore import open_store
+
+    NamespaceLock(open_store("file://" + os.path.join(ws, "archive-lock")), "agent").acquire()  # a follower's lock
     _heal_workspace(ws)
 
 
@@ -148,6 +152,7 @@ def cases(ws: str):
         ("archive list lag", ["archive", "list", "file://" + w("archive-live"), "--namespace", "wal-healthy", "--dir", w("wal-healthy"),
                               "--json"], "doc", "walctl.archive-list/1"),
         ("archive manifest", None, w("archive", "wal-sequence-gap", "MANIFEST.json"), "walctl.archive-manifest/1"),
+        ("archive lock", None, w("archive-lock", "agent", "LOCK.json"), "walctl.archive-lock/1"),
         ("archive list", ["archive", "list", arch, "--json"], "doc", "walctl.archive-list/1"),
         ("heal plan", ["heal", w("heal-wal"), "--from", "file://" + w("heal-archive"), "--json"], "doc",
          "walctl.heal/1"),

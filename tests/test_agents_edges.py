@@ -71,7 +71,7 @@ def findings_of(root, cls):
 @pytest.mark.parametrize("bad, why", [
     (ev(C, "message.enqueued", message_id=["x"], recipient="r"), "message.enqueued data.message_id is a list"),
     (ev(C, "message.delivered", message_id={"a": 1}), "message.delivered data.message_id is an object"),
-    ({"session_id": C, "ts": "t", "event": "agent.created", "data": [1, 2]}, "agent.created data is a list"),
+    ({"session_id": C, "ts": "2026-11-21T00:00:00+00:00", "event": "agent.created", "data": [1, 2]}, "agent.created data is a list"),
     (ev(C, "agent.created", agent_id=7), "agent.created data.agent_id is a number"),
     (ev(C, "agent.created", agent_id="z", parent_session_id="../../etc"), "data.parent_session_id is a string, not a "
                                                                           "session id"),
@@ -99,7 +99,7 @@ def test_wrong_typed_fields_are_a_finding_on_that_line_only(tmp_path, cli, bad, 
 
 @pytest.mark.parametrize("raw, shows", [(b"null", "'null'"), (b"[1, 2]", "'[1, 2]'"), (b'"text"', "'\"text\"'"),
                                         (b"42", "'42'"), (b"{}", "'{}'"), (b"[" * 100_000, "'[[[["),
-                                        (b'{"session_id":"x","event":"e"}', "session_id 'x'")])
+                                        (b'{"session_id":"x","event":"e"}', 'session_id "x"')])
 def test_every_kind_of_bad_line_shows_what_it_held(tmp_path, raw, shows):
     root = tmp_path / "root"
     family(root)

@@ -7,6 +7,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -43,8 +44,14 @@ class Clock:
         return self.t
 
 
+GONE_PIDS = iter(range((1 << 22) + 1, 1 << 30))  # above Linux's pid_max: processes that no longer run
+
+
 def shipper(wal, d, clock, **kw):
+    """A Shipper standing in for a process of its own (one follower per namespace: the lock names a process
+    that is gone by the time the next stand-in starts, as after a crash)."""
     os.makedirs(wal, exist_ok=True)  # the writer has not started yet: the shipper waits for its first file
+    kw.setdefault("lock_identity", (socket.gethostname(), next(GONE_PIDS)))
     return Shipper(str(wal), d["url"], namespace=NS, endpoint_url=d["endpoint"], clock=clock, **kw)
 
 

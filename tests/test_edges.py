@@ -64,7 +64,7 @@ def test_loader_nan_surrogates_and_bytes():
     with pytest.raises(jsonload.NotText):
         jsonload.loads('{"\\udc00": 1}', allow_lone_surrogates=False)
     assert jsonload.loads('"\\ud83d\\ude00"', allow_lone_surrogates=False) == "\U0001F600"  # a pair is text
-    with pytest.raises(UnicodeDecodeError):
+    with pytest.raises(jsonload.NotText, match="not UTF-8 text .byte 0xff at offset 0"):
         jsonload.loads('"x"'.encode("utf-16"))  # bytes are UTF-8, never guessed
 
 
@@ -115,7 +115,7 @@ def test_deep_json_in_the_quarantine_manifest_is_a_reported_line(tmp_path, cli):
     (wal / "wal-000000.bin").write_bytes(make_chunk([1, 2]))
     q = wal / ".quarantine"
     q.mkdir()
-    good = {"time": "t", "action": "truncate", "source": "wal-000000.bin", "offset": 0, "length": 1,
+    good = {"time": "2026-11-21T10:00:00.000Z", "action": "truncate", "source": "wal-000000.bin", "offset": 0, "length": 1,
             "sha256": "0" * 64, "evidence": ".quarantine/x", "reason": "r", "walctl_version": "0"}
     (q / "x").write_bytes(b"x")
     (q / "MANIFEST.jsonl").write_text(DEEP + "\n" + json.dumps(good) + "\n")
@@ -214,9 +214,11 @@ def test_archive_prune_with_a_non_iso_uploaded_at_keeps_that_object(tmp_path, cl
     victim["uploaded_at"] = "yesterday"
     mpath.write_text(json.dumps(doc))
     rep = prune(url, namespace="n", keep=1, max_age_s=0, now=time.time() + 10)
-    assert victim["name"] not in rep.delete and rep.delete
-    assert rep.keep_reasons[victim["name"]] == "uploaded_at 'yesterday' is not an ISO 8601 time: its age is " \
-                                               "unknown, so it is kept"
+    # issue #24: a non-ISO time makes the manifest invalid (named by object and field); prune deletes nothing
+    # from an archive whose manifest is damaged, and says why for each object
+    assert rep.delete == ()
+    assert "uploaded_at: \"yesterday\" is not an ISO 8601 time" in rep.keep_reasons[victim["name"]]
+    assert all("nothing is deleted while the manifest is damaged" in rep.keep_reasons[n] for n in doomed)
     r = cli("archive", "prune", url, "--namespace", "n", "--keep", "1", "--max-age", "0s", "--apply", "--json")
     assert r.code == 0 and "internal error" not in r.err
     left = {o["name"] for o in json.loads(mpath.read_text())["objects"]}

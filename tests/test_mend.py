@@ -333,7 +333,7 @@ def test_quarantine_lists_unrecorded_files(tmp_path):
 def test_quarantine_lists_a_recorded_move_a_crash_left_undone_and_compact_finishes_it(tmp_path):
     d = five_chunks(tmp_path)
     src = os.path.join(d, "wal-000000.bin")
-    entry = {"time": "t", "action": "compact", "source": "wal-000000.bin", "offset": 0,
+    entry = {"time": "2026-11-21T10:00:00.000Z", "action": "compact", "source": "wal-000000.bin", "offset": 0,
              "length": os.path.getsize(src), "sha256": q.sha256_file(src), "evidence": ".quarantine/wal-000000.bin",
              "reason": "a crash after this line", "walctl_version": "0"}
     q.record(d, entry, DEFAULT_FS.beneath(d))  # the state a crash between the line and the move leaves

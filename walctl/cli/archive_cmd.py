@@ -225,6 +225,8 @@ def restore(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pr
                           to_time_ms=_parse_time(to_time, "--to-time"), jobs=jobs, endpoint_url=endpoint_url,
                           progress=bar.callback, undone=undone)
     on_interrupt(None)
+    for w in rep.warnings:
+        warn_line(w)
     for fb in rep.fallbacks:
         warn_line(f"checkpoint passed over: {fb}")
     if json_out:

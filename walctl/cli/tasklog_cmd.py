@@ -131,9 +131,13 @@ def replay(path: str = typer.Argument(..., help="A task log.", callback=existing
                "resume_step_index": st.resume_step_index(), "in_flight": st.in_flight_step_index,
                "last_sha": st.last_sha, "complete": st.complete}
         emit(json.dumps(row, ensure_ascii=False) if json_out else
-             f"line {number:>4} {kind:<16} confirmed {st.last_confirmed} resume {st.resume_step_index()} "
-             f"in-flight {st.in_flight_step_index} sha {(st.last_sha or '-')[:12]}")
+             f"line {number:>4} {kind:<16} confirmed {_dash(st.last_confirmed)} resume {_dash(st.resume_step_index())} "
+             f"in-flight {_dash(st.in_flight_step_index)} sha {(st.last_sha or '-')[:12]}")
     raise typer.Exit(rep.exit_code)
+
+
+def _dash(v) -> str:
+    return "-" if v is None else str(v)
 
 
 @app.command("append", help="""Append entries, validated: one JSON object (--entry) or JSON lines on standard input;
@@ -147,14 +151,16 @@ def append(path: str = typer.Argument(..., help="The task log (created if missin
     from ..errors import UsageError
     from ..format.jsonload import loads
     from ..ops.tasklog import append as run_append
+    from .stdin import stdin_lines
 
-    texts = entry or [line for line in sys.stdin if line.strip()]
+    texts = [(f"entry {i}", t) for i, t in enumerate(entry, 1)] if entry else \
+        [(f"stdin line {i}", line) for i, line in enumerate(stdin_lines(), 1) if line.strip()]
     entries = []
-    for i, t in enumerate(texts, 1):
-        try:  # NaN/Infinity, nesting past the bound and lone surrogates are refused here, before any write
+    for where, t in texts:
+        try:  # not UTF-8, NaN/Infinity, nesting past the bound, lone surrogates: refused before any write
             entries.append(loads(t, allow_lone_surrogates=False))
         except ValueError as e:
-            raise UsageError(f"entry {i} is not JSON text: {e}; nothing was written") from None
+            raise UsageError(f"{where} is not JSON text: {e}; nothing was written") from None
     written = run_append(path, entries, force=force)
     emit(f"appended {len(written)} entr{'y' if len(written) == 1 else 'ies'} to {path}")
     raise typer.Exit(EXIT_OK)

@@ -28,7 +28,10 @@ _VERDICT_COLOR = {"clean": "green", "torn": "yellow"}
 def verify(
     paths: List[str] = typer.Argument(..., metavar="PATH...", help="Chunk directories or chunk files."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.verify/1) on stdout."),
-    strict: bool = typer.Option(False, "--strict", help="Treat every anomaly as corruption (exit 3)."),
+    strict: bool = typer.Option(False, "--strict", help="Treat every anomaly as corruption (exit 3): a type "
+                                "ordinal 16..255 (the reference Java reader cannot open the directory), a record "
+                                "version other than 2, unknown flag bits, non-zero reserved bytes or padding, a "
+                                "memoryId not UTF-8, bytes after a zlib stream, an accepted loss."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=0, help="Scan chunks in N processes (0: one per "
                                        "core; default: one per core when 256 MB or more are to be scanned)."),
     quick: bool = typer.Option(False, "--quick", help="Trust sealed chunks whose size, inode and mtime are "

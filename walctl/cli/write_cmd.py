@@ -1,12 +1,12 @@
 from __future__ import annotations
 
-import sys
 from typing import Optional
 
 import typer
 
 from ..errors import UsageError
 from .render import emit, error_line, json_document
+from .stdin import stdin_lines
 from .writer_options import BATCH_MS, BATCH_RECORDS, COMPRESS_THRESHOLD, MAX_CHUNK_BYTES, SYNC, check_sync
 
 HELP = """Append records to a V2 WAL directory (created if missing), durably, Java-compatible.
@@ -59,7 +59,7 @@ def write(
     elif any(v is not None for v in (payload, payload_hex, payload_b64, timestamp_ms)) or memory_id:
         raise UsageError("--id/--payload*/--timestamp-ms describe one event and need --type")
     else:
-        events = parse_lines(sys.stdin, fmt)
+        events = parse_lines(stdin_lines(), fmt)
     r = write_events(directory, events, fmt=fmt, sync=sync, batch_records=batch_records, batch_ms=batch_ms,
                      max_chunk_bytes=max_chunk_bytes, compress_threshold=compress_threshold,
                      max_drop_bytes=max_drop_bytes, encoding=encoding,

@@ -22,6 +22,7 @@ import re
 import struct
 from typing import Callable, Iterator, NamedTuple
 
+from .fields import shown
 from .record import FLAGS, HEADER_SIZE, SEQUENCE, STORED_LEN, TIMESTAMP_MS, TYPE
 from .v2 import EVENT_TYPES, FLAG_COMPRESSED, MAX_ID_BYTES, visited_payload
 
@@ -204,6 +205,9 @@ def event_from_json(obj, line: int, max_payload: int = DEFAULT_MAX_PAYLOAD) -> E
     try:
         seq, typ, ts = obj["sequence"], obj["type_ordinal"], obj["timestamp_ms"]
         hexed = obj["payload_hex"]
+        for key in ("memory_id_hex", "memory_id", "payload_hex"):
+            if key in obj and not isinstance(obj[key], str):
+                raise ValueError(f"{key} {shown(obj[key])} is not a string")
         mid = bytes.fromhex(obj["memory_id_hex"]) if "memory_id_hex" in obj else obj["memory_id"].encode("utf-8")
         if not isinstance(hexed, str) or len(hexed) > 2 * max_payload:
             raise ValueError("payload_hex is not a string within the payload bound")
@@ -244,7 +248,7 @@ def _checked(seq, typ, mid, ts, payload, where_n, where) -> Event:
     for name, v, lo, hi in (("sequence", seq, 1, I64_MAX), ("type_ordinal", typ, 0, len(EVENT_TYPES) - 1),
                             ("timestamp_ms", ts, I64_MIN, I64_MAX)):
         if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-            raise StreamError(f"{name} {v!r} is not an integer in {lo}..{hi}", where_n, where)
+            raise StreamError(f"{name} {shown(v)} is not an integer in {lo}..{hi}", where_n, where)
     if len(mid) > MAX_ID_BYTES:
         raise StreamError(f"memoryId of {len(mid)} bytes is longer than a V2 record holds ({MAX_ID_BYTES})",
                           where_n, where)

@@ -23,7 +23,8 @@ from itertools import accumulate
 
 MAX_DEPTH = 256
 
-__all__ = ["MAX_DEPTH", "TooDeep", "NotText", "check_depth", "check_text", "loads", "nesting_depth", "JSON_WHITESPACE"]
+__all__ = ["MAX_DEPTH", "TooDeep", "NotText", "check_depth", "check_text", "loads", "utf8_text", "nesting_depth",
+           "JSON_WHITESPACE"]
 
 JSON_WHITESPACE = " \t\n\r"  # RFC 8259 section 2: nothing else (no U+00A0, no form feed)
 
@@ -33,12 +34,13 @@ class TooDeep(ValueError):
 
 
 class NotText(ValueError):
-    """A string holding a lone surrogate escape."""
+    """A string holding a lone surrogate escape, or bytes that are not UTF-8."""
 
 
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]").search
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]").search  # or a raw one (argv's
+# bytes that are not UTF-8 arrive as lone surrogates under surrogateescape)
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
@@ -76,7 +78,7 @@ def loads(data, *, allow_nan: bool = False, allow_lone_surrogates: bool = True):
     Raises ValueError (UnicodeDecodeError, json.JSONDecodeError and TooDeep are all ValueErrors) and
     nothing else. NaN/Infinity are refused unless `allow_nan`; a string holding a lone surrogate escape
     (`"\\ud800"`, text no UTF-8 output can carry) is refused unless `allow_lone_surrogates`."""
-    text = data if isinstance(data, str) else bytes(data).decode("utf-8")
+    text = data if isinstance(data, str) else utf8_text(data)
     check_depth(text)
     try:
         value = (_LENIENT if allow_nan else _STRICT).decode(text)
@@ -85,6 +87,14 @@ def loads(data, *, allow_nan: bool = False, allow_lone_surrogates: bool = True):
     if not allow_lone_surrogates and _SURROGATE_ESCAPE(text) is not None:
         check_text(value)
     return value
+
+
+def utf8_text(data) -> str:
+    """Bytes as UTF-8 text; NotText (a ValueError) naming the first byte that is not UTF-8."""
+    try:
+        return bytes(data).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise NotText(f"not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start})") from None
 
 
 def check_text(value) -> None:

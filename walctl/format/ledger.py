@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
+from .fields import is_iso_time, shown
+from .jsonload import NotText, check_text, utf8_text
 from .names import LEDGER_DIR, chunk_name, parse_chunk_name, parse_segment_name
 
 LEDGER_NAME = "ledger.jsonl"
@@ -117,8 +119,10 @@ def _check(event, fields: dict) -> str | None:
             return f"{event}: {key} is not an integer"
         if kind == _STR and not isinstance(v, str):
             return f"{event}: {key} is not a string"
+        if kind == _STR and _not_text(v):
+            return f"{event}: {key} holds a lone surrogate (not Unicode text)"
         if kind == _FILE and not is_log_file_name(v):
-            return f"{event}: file {v!r} is not a chunk or segment name"
+            return f"{event}: file {shown(v)} is not a chunk or segment name"
         if kind == _STAT and not (isinstance(v, dict) and set(v) == {"ino", "mtime_ns"}
                                   and all(isinstance(x, int) and not isinstance(x, bool) for x in v.values())):
             return f"{event}: stat is not {{ino, mtime_ns}}"
@@ -130,6 +134,14 @@ def _check(event, fields: dict) -> str | None:
 
 
 _SHA256_HEX = frozenset("0123456789abcdef")
+
+
+def _not_text(v: str) -> bool:
+    try:
+        check_text(v)
+    except NotText:
+        return True
+    return False
 
 
 def _impossible(event, f: dict) -> str | None:
@@ -165,16 +177,21 @@ def decode_line(raw: bytes, number: int = 1, offset: int = 0) -> Line | BadLine:
     """One line without its newline -> Line, or BadLine saying why it cannot be used."""
     if len(raw) > MAX_LINE_BYTES:
         return BadLine(number, offset, f"line of {len(raw)} bytes, longer than any ledger line")
-    try:
-        obj = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
+    try:  # a line is at most 64 KiB: json's own recursion bound is the depth bound here
+        obj = json.loads(utf8_text(raw))
+    except NotText as e:  # not UTF-8
+        return BadLine(number, offset, str(e))
+    except (ValueError, RecursionError):
         return BadLine(number, offset, "not JSON")
     if not isinstance(obj, dict):
         return BadLine(number, offset, "not a JSON object")
     stored = obj.pop("crc32c", None)
     if not isinstance(stored, str):
         return BadLine(number, offset, "no crc32c")
-    computed = f"{crc32c(_compact(obj)):08x}"
+    try:
+        computed = f"{crc32c(_compact(obj)):08x}"
+    except UnicodeEncodeError:  # a lone surrogate escape ("\ud800") in a key or string: no UTF-8 form
+        return BadLine(number, offset, "a string holds a lone surrogate escape (not Unicode text)")
     if stored != computed:
         return BadLine(number, offset, f"crc32c mismatch: stored {stored}, computed {computed}")
     if obj.pop("v", None) != LEDGER_VERSION:
@@ -182,6 +199,8 @@ def decode_line(raw: bytes, number: int = 1, offset: int = 0) -> Line | BadLine:
     ts, event = obj.pop("ts", None), obj.pop("event", None)
     if not isinstance(ts, str) or not isinstance(event, str):
         return BadLine(number, offset, "no ts or event")
+    if not is_iso_time(ts):
+        return BadLine(number, offset, f"ts {json.dumps(ts)[:40]} is not an ISO 8601 time")
     problem = _check(event, obj)
     if problem:
         return BadLine(number, offset, problem)

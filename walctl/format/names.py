@@ -58,7 +58,7 @@ def name_problem(name) -> str | None:
     directory, or None when it can: a non-empty string, not `.` or `..`, with no separator, NUL or other
     control character (which could also reach a terminal), at most 255 bytes of UTF-8."""
     if not isinstance(name, str):
-        return f"not a string ({type(name).__name__})"
+        return f"not a string ({'null' if name is None else type(name).__name__})"
     if name in ("", ".", ".."):
         return f"{name!r} is not a file name"
     if "/" in name or "\\" in name:

@@ -390,7 +390,8 @@ def _record_anomalies(notes, off, seq, ver, flags, typ, r8, r32) -> None:
     if flags & ~KNOWN_FLAGS & 0xFF:
         notes.add("flag-bits", off, seq, f"unknown flag bits 0x{flags & ~KNOWN_FLAGS & 0xFF:02x}")
     if typ >= _N_TYPES:
-        notes.add("unknown-type", off, seq, f"type ordinal {typ} is outside 0..{_N_TYPES - 1}")
+        notes.add("unknown-type", off, seq, f"type ordinal {typ} is outside 0..{_N_TYPES - 1}: the reference Java "
+                  "reader cannot open this directory at all (it fails on such a record; walctl reads it)")
     if r8 or r32:
         notes.add("reserved-nonzero", off, seq,
                          f"reserved fields not zero (byte 7 = 0x{r8:02x}, bytes 32..35 = 0x{r32:08x})")

@@ -97,7 +97,8 @@ class Folder:
         if self.plan is None:
             self._rule(loc, f"{kind} before any LLMPlan")
         elif kind != "StepStart" and idx != self.last_started:
-            self._rule(loc, f"{kind} for step {idx}, but the latest StepStart is {self.last_started}")
+            latest = "none" if self.last_started is None else self.last_started
+            self._rule(loc, f"{kind} for step {idx}, but the latest StepStart is {latest}")
         return idx
 
     def _instruction(self, loc, e):

@@ -10,6 +10,7 @@ import json
 import re
 from typing import NamedTuple
 
+from .fields import shown
 from .jsonload import JSON_WHITESPACE, MAX_DEPTH, NotText, TooDeep, check_depth, check_text
 
 TYPES = ("InstructionStart", "LLMPlan", "StepStart", "ToolResult", "PatchPreview", "Commit", "TaskComplete",
@@ -107,9 +108,9 @@ def _check_fields(e: dict, task_id: str) -> str | None:
     kind = get("type")
     check = _CHECKS.get(kind) if kind.__class__ is str else None
     if check is None:
-        return f"unknown type {kind!r}"
+        return f"unknown type {shown(kind)}"
     if get("task_id") != task_id:
-        return f"task_id {get('task_id')!r} is not the file's {task_id!r}"
+        return f"task_id {shown(get('task_id'))} is not the file's {shown(task_id)}"
     seq = get("seq")
     if seq is not None and (seq.__class__ is not int or seq < 0):
         return "seq is not a non-negative integer"
@@ -161,11 +162,20 @@ _REQUIRED = {
 }
 
 
+# Optional fields the fold reads, typed when present (null is absent).
+_OPTIONAL = {
+    "InstructionStart": (("base_sha", _is_str, "a string"),),
+}
+
+
 def _first_problem(get, kind: str) -> str | None:
     for key, ok, what in _REQUIRED[kind]:
         problem = _need(get, kind, key, ok, what)
         if problem:
             return problem
+    for key, ok, what in _OPTIONAL.get(kind, ()):
+        if get(key) is not None and not ok(get(key)):
+            return f"{kind}.{key} is not {what}"
     if kind == "ToolResult" and get("success") is False and get("error").__class__ is not str:
         return "a failed ToolResult without error"
     files = get("files")
@@ -176,7 +186,9 @@ def _first_problem(get, kind: str) -> str | None:
 
 
 def _c_instruction(get):
-    return None if get("instruction").__class__ is str else _first_problem(get, "InstructionStart")
+    base = get("base_sha")
+    return None if get("instruction").__class__ is str and (base is None or base.__class__ is str) else \
+        _first_problem(get, "InstructionStart")
 
 
 def _c_plan(get):

@@ -12,6 +12,7 @@ import re
 from datetime import datetime, timezone
 from typing import NamedTuple
 
+from .fields import shown
 from .jsonload import loads
 
 SCHEMA_VERSION = 1
@@ -50,7 +51,7 @@ def format_time(t: datetime) -> str:
 
 def parse_time(text: str) -> datetime:
     if not isinstance(text, str) or not _TIME_RE.fullmatch(text):
-        raise ValueError(f"created_at {text!r} is not YYYY-MM-DDTHH:MM:SS.ffffffZ")
+        raise ValueError(f"created_at {shown(text)} is not YYYY-MM-DDTHH:MM:SS.ffffffZ")
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
 
 
@@ -73,18 +74,18 @@ def encode(state: CheckpointState) -> bytes:
 def decode(data: bytes, expected_id: str | None = None) -> CheckpointState:
     """Raises ValueError naming the first problem."""
     try:
-        doc = loads(data)
-    except (UnicodeDecodeError, ValueError) as e:
+        doc = loads(data, allow_lone_surrogates=False)
+    except ValueError as e:
         raise ValueError(f"not a JSON document: {e}") from None
     if not isinstance(doc, dict):
         raise ValueError("not a JSON object")
     if doc.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"schema_version {doc.get('schema_version')!r}, walctl reads {SCHEMA_VERSION}")
+        raise ValueError(f"schema_version {shown(doc.get('schema_version'))}, walctl reads {SCHEMA_VERSION}")
     cid = doc.get("checkpoint_id")
     if not valid_id(cid):
-        raise ValueError(f"checkpoint_id {cid!r} is not a valid id")
+        raise ValueError(f"checkpoint_id {shown(cid)} is not a valid id")
     if expected_id is not None and cid != expected_id:
-        raise ValueError(f"checkpoint_id {cid!r} differs from the file name {expected_id!r}")
+        raise ValueError(f"checkpoint_id {shown(cid)} differs from the file name {shown(expected_id)}")
     checks = (("workflow_name", str), ("workflow_inputs", dict), ("execution_waves", list), ("context", dict))
     for key, kind in checks:
         if not isinstance(doc.get(key), kind):

@@ -13,6 +13,7 @@ import re
 from typing import NamedTuple
 
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_TORN, UnsupportedInput, combine_exit_codes
+from ..format.fields import is_iso_time, shown
 from ..format.jsonload import loads
 from ..store import durable
 from ..store.fs import DEFAULT_FS
@@ -111,7 +112,7 @@ def _read_json(fs, path):
     with fs.map_read(path) as buf:
         data = bytes(buf)
     try:
-        return loads(data, allow_nan=True), None
+        return loads(data, allow_nan=True, allow_lone_surrogates=False), None
     except (UnicodeDecodeError, ValueError) as e:
         return None, f"not JSON: {e}"
 
@@ -166,9 +167,9 @@ def _check_meta(meta, sid) -> str | None:
     if not isinstance(meta, dict):
         return "session.json is not a JSON object"
     if meta.get("id") != sid:
-        return f"session.json id {meta.get('id')!r} is not the directory's {sid!r}"
+        return f"session.json id {shown(meta.get('id'))} is not the directory's {shown(sid)}"
     if meta.get("state") not in STATES:
-        return f"session.json state {meta.get('state')!r} is not one of {', '.join(STATES)}"
+        return f"session.json state {shown(meta.get('state'))} is not one of {', '.join(STATES)}"
     ps = meta.get("provider_state", "")
     if not isinstance(ps, str):
         return "provider_state is not a base64 string"
@@ -186,7 +187,7 @@ def _held(raw: bytes) -> str:
 def _parse_event_line(n, start, end, raw: bytes, sid) -> Line:
     """One line of events.jsonl; a bad line's problem always says what it held."""
     try:
-        e = loads(raw, allow_nan=True)
+        e = loads(raw, allow_nan=True, allow_lone_surrogates=False)
     except ValueError as err:  # UnicodeDecodeError and too-deep nesting are ValueErrors too
         return Line(n, start, end, None, f"not a JSON line ({err}); it held {_held(raw)}")
     problem = _event_problem(e, sid)
@@ -234,7 +235,9 @@ def _event_problem(e, sid) -> str | None:
     if not isinstance(e.get("event"), str):
         return "not an event object (no event name)"
     if e.get("session_id") != sid:
-        return f"session_id {e.get('session_id')!r} is not this session's"
+        return f"session_id {shown(e.get('session_id'))} is not this session's"
+    if "ts" in e and not is_iso_time(e["ts"]):
+        return f"ts {shown(e['ts'])} is not an ISO 8601 time"
     data = e.get("data")
     if data is None:
         data = {}

@@ -19,9 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from .. import __version__
-from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, UsageError
-from ..format.jsonload import loads
-from ..format.names import CHECKPOINT_SUFFIX, is_plain_name, parse_chunk_name, parse_segment_name
+from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, REASON_NOT_FOUND, EnvironmentProblem, \
+    UsageError
+from ..format.archive_manifest import CHECKPOINTS, CHUNKS, KINDS, LIVE, SEGMENTS, WAL_KINDS, entry_problem, \
+    parse_objects, valid_object
+from ..format.names import is_plain_name, parse_chunk_name, parse_segment_name
 from ..format.livepiece import Piece, parse_piece_name
 from ..store.objstore import ObjectInfo, open_store
 from ..store.scratch import Scratch
@@ -29,10 +31,8 @@ from .clock import utc_now
 from .findings import Finding
 
 MANIFEST = "MANIFEST.json"
+LOCK = "LOCK.json"  # held by `archive push --follow` (ops/archive_lock.py)
 MANIFEST_SCHEMA = "walctl.archive-manifest/1"
-CHUNKS, SEGMENTS, CHECKPOINTS, LIVE = "chunks", "segments", "checkpoints", "live"
-WAL_KINDS = (CHUNKS, SEGMENTS)
-KINDS = (CHUNKS, SEGMENTS, CHECKPOINTS, LIVE)
 
 
 class Entry(NamedTuple):
@@ -61,35 +61,19 @@ class Entry(NamedTuple):
 
     @classmethod
     def from_json(cls, obj: dict) -> "Entry":
-        """ValueError when the object is not a manifest entry (the manifest is then rebuilt)."""
-        if not isinstance(obj, dict):
-            raise ValueError(f"not a manifest entry: {str(obj)[:120]}")
+        """ValueError (naming the field) when the object is not a manifest entry (the manifest is then
+        rebuilt): ENTRY_SPEC's types, then what no push can have written (a range with one end null or
+        ending before it starts, a checkpoint without its WAL sequence, a piece that differs from its name)."""
+        why = entry_problem(obj)
+        if why:
+            name = obj.get("name") if isinstance(obj, dict) and isinstance(obj.get("name"), str) else "an entry"
+            raise ValueError(f"{name}: {why}")
         e = cls(**{k: obj.get(k) for k in cls._fields})
-        ints = (e.size, e.first_sequence, e.last_sequence, e.wal_sequence, e.checkpoint_time, e.last_time_ms)
-        if (not valid_object(e.kind, e.name)
-                or not isinstance(e.sha256, str) or len(e.sha256) != 64 or not isinstance(e.uploaded_at, str)
-                or any(v is not None and (isinstance(v, bool) or not isinstance(v, int)) for v in ints)
-                or e.size is None):
-            raise ValueError(f"not a manifest entry: {str(obj)[:120]}")
         p = e.piece
         if p is not None and (e.size != p.size or (e.first_sequence, e.last_sequence) != (p.first_sequence,
                                                                                           p.last_sequence)):
-            raise ValueError(f"a live piece whose size or sequences differ from its name: {str(obj)[:120]}")
+            raise ValueError(f"{e.name}: a live piece whose size or sequences differ from its name")
         return e
-
-
-def valid_object(kind, name) -> bool:
-    """Whether `name` is an object name of `kind`'s own shape: object keys and manifest lines are
-    untrusted, and these names become local file names on download and restore."""
-    if not is_plain_name(name):
-        return False
-    if kind == CHUNKS:
-        return parse_chunk_name(name) is not None
-    if kind == SEGMENTS:
-        return parse_segment_name(name) is not None
-    if kind == LIVE:
-        return parse_piece_name(name) is not None
-    return kind == CHECKPOINTS and name.endswith(CHECKPOINT_SUFFIX) and len(name) > len(CHECKPOINT_SUFFIX)
 
 
 def valid_namespace(ns) -> bool:
@@ -125,28 +109,8 @@ def describe(path: str, kind: str, md5: list | None = None) -> tuple[Entry | Non
         if md5 is not None:
             md5.append(hashlib.md5(data).hexdigest())
         return e, f
-    if kind == CHUNKS:  # one mapping for the hashes and the scan
-        from ..errors import WalctlError
-        from ..format import scan as fscan
-        from ..store.fs import DEFAULT_FS
-
-        try:
-            with DEFAULT_FS.map_read(path) as buf:
-                sha = hashlib.sha256(buf).hexdigest()
-                if md5 is not None:
-                    md5.append(hashlib.md5(buf).hexdigest())
-                s = fscan.scan_chunk(buf)
-        except WalctlError as e:
-            return None, Finding("unreadable", e.exit_code, e.reason, name)
-        if s.header != fscan.HEADER_OK:
-            return None, Finding("unsupported", EXIT_UNSUPPORTED, f"not a V2 chunk (file header {s.header})", name)
-        if s.damage:
-            d = s.damage[0]
-            return None, Finding("archived-damage", EXIT_CORRUPT, f"{d.kind} damage at offset {d.offset}: {d.reason}",
-                                 name, d.offset, d.end)
-        if len(s.runs) > 1:
-            return None, Finding("sequence-gap", EXIT_SEQUENCE, "sequences inside the chunk do not rise by one", name)
-        return Entry(name, kind, size, sha, s.first_seq, s.last_seq, now), None
+    if kind == CHUNKS:
+        return _describe_chunk(path, name, size, now, md5)
     sha, m = file_hashes(path, md5=md5 is not None)
     if md5 is not None:
         md5.append(m)
@@ -167,6 +131,36 @@ def describe(path: str, kind: str, md5: list | None = None) -> tuple[Entry | Non
         f = bad[0]
         return None, f._replace(exit_code=max(f.exit_code, EXIT_CORRUPT) if f.exit_code == 1 else f.exit_code)
     return Entry(name, kind, size, sha, rep.first_sequence, rep.last_sequence, now), None
+
+
+def _describe_chunk(path: str, name: str, size: int, now: str, md5) -> tuple[Entry | None, Finding | None]:
+    """describe() of a V2 chunk: one mapping for the hashes and the scan."""
+    from ..errors import WalctlError
+    from ..format import scan as fscan
+    from ..store.fs import DEFAULT_FS
+    try:
+        with DEFAULT_FS.map_read(path) as buf:
+            sha = hashlib.sha256(buf).hexdigest()
+            if md5 is not None:
+                md5.append(hashlib.md5(buf).hexdigest())
+            stamps: list = [None]  # the last record's time: the lag `archive list` reports
+
+            def visit(b, off, h, p_, q, nxt, payload):
+                stamps[0] = h[7]
+                return False
+
+            s = fscan.scan_chunk(buf, visit)
+    except WalctlError as e:
+        return None, Finding("unreadable", e.exit_code, e.reason, name)
+    if s.header != fscan.HEADER_OK:
+        return None, Finding("unsupported", EXIT_UNSUPPORTED, f"not a V2 chunk (file header {s.header})", name)
+    if s.damage:
+        d = s.damage[0]
+        return None, Finding("archived-damage", EXIT_CORRUPT, f"{d.kind} damage at offset {d.offset}: {d.reason}",
+                             name, d.offset, d.end)
+    if len(s.runs) > 1:
+        return None, Finding("sequence-gap", EXIT_SEQUENCE, "sequences inside the chunk do not rise by one", name)
+    return Entry(name, CHUNKS, size, sha, s.first_seq, s.last_seq, now, last_time_ms=stamps[0]), None
 
 
 def describe_piece(name: str, data: bytes) -> tuple[Entry | None, Finding | None]:
@@ -235,6 +229,7 @@ class Manifest(NamedTuple):
     warnings: tuple[str, ...]
     missing_objects: tuple[str, ...]  # listed by the manifest, absent from the store
     stale_pieces: tuple[str, ...] = ()  # live pieces of a file whose sealed object is archived: to delete
+    invalid: str | None = None  # why MANIFEST.json was not used (it did not parse, or an entry was not one)
 
 
 class HashingSink:
@@ -260,23 +255,58 @@ def _download(store, key: str, scratch, hashed: bool = False):
     path = scratch.path(name)
     with scratch.open_write(name) as f:
         if not hashed:
-            store.get_to(key, f)
+            fetch_to(store, key, f)
             return path
         sink = HashingSink(f)
-        store.get_to(key, sink)
+        fetch_to(store, key, sink)
     return sink.hexdigest()
+
+
+class Vanished(Exception):
+    """An object listed moments ago is gone (a shipper sealed its file, or pruned): take a new view."""
+
+
+MAX_VIEWS = 5  # new views a reader takes while the shipper keeps replacing what it was reading
+
+
+def fetch_to(store, key: str, f) -> int:
+    """store.get_to, with an object that is gone raised as Vanished."""
+    try:
+        return store.get_to(key, f)
+    except EnvironmentProblem as e:
+        if e.kind == REASON_NOT_FOUND:
+            raise Vanished(key) from None
+        raise
+
+
+def with_views(store, ns: str, jobs: int, work, read=None):
+    """work(manifest) on a consistent view of a live archive: when an object vanishes while it runs, the
+    manifest and listing are read again and work runs on the new view (at most MAX_VIEWS times)."""
+    for _ in range(MAX_VIEWS):
+        try:
+            return work((read or read_manifest)(store, ns, jobs))
+        except Vanished:
+            continue
+    raise EnvironmentProblem(f"{ns}: objects vanished under this reader {MAX_VIEWS} times in a row (a shipper "
+                             "replacing live pieces faster than they can be read); run it again", store.url)
 
 
 def read_manifest(store, ns: str, jobs: int = 4) -> Manifest:
     """The namespace's manifest, checked against a listing: objects it does not list are read, scanned
-    and added (with a warning); entries whose object is gone are reported."""
+    and added (with a warning); entries whose object is gone are reported. A piece that vanishes while
+    it is read (sealed meanwhile) makes it look again, from a new listing."""
+    return with_views(store, ns, jobs, lambda man: man, _read_view)
+
+
+def _read_view(store, ns: str, jobs: int) -> Manifest:
     warnings = []
+    invalid = None
     raw = store.get_bytes(f"{ns}/{MANIFEST}")
     entries: dict = {}
     listed, foreign = {}, []
     for o in store.list(f"{ns}/"):
         parts = o.key.split("/")
-        if o.key == f"{ns}/{MANIFEST}":
+        if o.key in (f"{ns}/{MANIFEST}", f"{ns}/{LOCK}"):  # the follower lock: ops/archive_lock.py
             continue
         if len(parts) == 3 and valid_object(parts[1], parts[2]):
             listed[o.key] = o
@@ -290,20 +320,19 @@ def read_manifest(store, ns: str, jobs: int = 4) -> Manifest:
             warnings.append(f"{ns}: no {MANIFEST}: rebuilt from a listing")
     else:
         try:
-            doc = loads(raw)
-            if not isinstance(doc, dict) or not isinstance(doc.get("objects"), list):
-                raise ValueError("not a manifest object with an objects list")
-            if doc.get("schema") != MANIFEST_SCHEMA:
-                raise ValueError(f"schema {doc.get('schema')!r}")
-            entries = {o["name"]: Entry.from_json(o) for o in doc["objects"]}
-        except (ValueError, KeyError, TypeError) as e:
-            warnings.append(f"{ns}: {MANIFEST} does not parse ({e}): rebuilt from a listing")
+            entries = {e.name: e for e in map(Entry.from_json, parse_objects(raw, MANIFEST_SCHEMA))}
+        except ValueError as e:
+            invalid = f"{MANIFEST} does not parse ({e}): rebuilt from a listing"
+            warnings.append(f"{ns}: {invalid}")
             entries = {}
-    missing = tuple(sorted(n for n, e in entries.items() if object_key(ns, e.kind, n) not in listed))
-    unlisted = [k for k in listed if k.rsplit("/", 1)[-1] not in entries]
     # A live piece of a file whose sealed object is archived was replaced by it (a shipper stopped
     # between the manifest and the deletes): not read, not listed again, deleted by the next shipper.
+    # A piece the manifest lists but the (newer) listing lacks, beside its file's sealed object, was
+    # replaced between the two reads: not missing, just gone.
     sealed = {k.rsplit("/", 1)[-1] for k in listed if k.split("/")[1] in WAL_KINDS}
+    entries = {n: e for n, e in entries.items() if e.kind != LIVE or e.piece.file not in sealed}
+    missing = tuple(sorted(n for n, e in entries.items() if object_key(ns, e.kind, n) not in listed))
+    unlisted = [k for k in listed if k.rsplit("/", 1)[-1] not in entries]
     stale = tuple(sorted(k.rsplit("/", 1)[-1] for k in listed if k.split("/")[1] == LIVE
                          and parse_piece_name(k.rsplit("/", 1)[-1]).file in sealed))
     unlisted = [k for k in unlisted if k.rsplit("/", 1)[-1] not in stale]
@@ -326,7 +355,7 @@ def read_manifest(store, ns: str, jobs: int = 4) -> Manifest:
                         entries[e.name] = e._replace(uploaded_at=_iso(listed[key].modified))
                     else:
                         warnings.append(f"{key}: not added to the manifest: {f.reason}")
-    return Manifest(ns, entries, tuple(warnings), missing, stale)
+    return Manifest(ns, entries, tuple(warnings), missing, stale, invalid)
 
 
 def _iso(ts: float | None) -> str:

@@ -36,6 +36,7 @@ from ..format.names import chunk_name, parse_chunk_name, parse_segment_name, seg
 from ..store.objstore import open_store
 from .archive import CHUNKS, LIVE, SEGMENTS, WAL_KINDS, Entry, check_namespace, describe, object_key, \
     read_manifest, verify_upload, write_manifest
+from .archive_lock import MIN_HEARTBEAT_S, NamespaceLock
 from .archive_pieces import contiguous_pieces, live_files
 from .archive_seal import LedgerSeals
 from .clock import utc_now
@@ -67,7 +68,8 @@ class Shipper:
     def __init__(self, wal_dir: str, dest: str, *, namespace: str | None = None, interval: float = 1.0,
                  min_piece_bytes: int = 0, max_wait: float | None = None, manifest_interval: float = 30.0,
                  endpoint_url: str | None = None, checkpoints: str | None = None,
-                 on_shipped: Callable[[int], None] | None = None, clock=time.monotonic, store=None):
+                 on_shipped: Callable[[int], None] | None = None, clock=time.monotonic, store=None,
+                 wall=time.time, lock_identity: tuple[str, int] | None = None):
         if not os.path.isdir(wal_dir):
             raise EnvironmentProblem("no such directory (not-found)" if not os.path.exists(wal_dir) else
                                      "not a directory: archive push --follow takes a V2 chunk or ADR-003 segment "
@@ -100,6 +102,8 @@ class Shipper:
         self.ended = None
         self.closed: set[str] = set()  # files pushed sealed by this shipper: never closed twice
         self.seals = LedgerSeals(wal_dir)
+        # one follower per namespace (taken at the first poll, dropped at close); lock_identity (host, pid)
+        self.lock = NamespaceLock(self.store, self.ns, max(interval, MIN_HEARTBEAT_S), wall, *(lock_identity or ()))
 
     # ---- start: sealed files, then where the archive ends ------------------------------------------
 
@@ -218,6 +222,7 @@ class Shipper:
         """One poll: reads what the log gained, uploads a piece when one is due, pushes a closed file
         sealed. Returns the last sequence archived (verified) so far. Raises NotClean when the log is
         damaged where it is followed (what was archived before stays archived)."""
+        self.warnings += self.lock.hold()  # exit 6 naming the holder when another follower ships here
         if self.follower is None and not self._start():
             return self.shipped_through
         _, end = self.follower.step()
@@ -340,12 +345,12 @@ class Shipper:
         self.dirty, self.last_manifest = False, self.clock()
 
     def close(self) -> None:
-        """Uploads what is buffered (finishing the job) and writes the manifest."""
-        if self.follower is None:
-            return
-        self._flush()
-        if self.dirty:
-            self._write_manifest()
+        """Uploads what is buffered (finishing the job), writes the manifest, drops the namespace lock."""
+        if self.follower is not None:
+            self._flush()
+            if self.dirty:
+                self._write_manifest()
+        self.lock.release()
 
     def report(self, ended_by: str, problem: str | None = None, code: int = EXIT_OK) -> ShipReport:
         return ShipReport(self.store.url, self.ns, self.pieces_uploaded, tuple(self.sealed_uploaded),
@@ -390,3 +395,4 @@ def push_follow(wal_dir: str, dest: str, *, interval: float = 1.0, timeout: floa
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        sh.lock.release(quietly=True)  # a failure above: the next follower need not wait for it to go stale

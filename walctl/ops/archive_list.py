@@ -163,6 +163,12 @@ def lag(s: dict, wal_dir: str | None, now_ms: int) -> dict:
                    seconds=None if ts is None or archived_ms is None else max(0.0, (ts - archived_ms) / 1000))
         if out["sequences"] == 0:
             out["seconds"] = 0.0
+        if out["seconds"] is None:  # never a bare null: the reason is part of the answer
+            out["seconds_unknown"] = ("no valid record in the local directory" if seq is None else
+                                      "nothing is archived yet" if s["last_sequence"] is None else
+                                      "the newest archived object records no record time (pushed from a ledger "
+                                      "seal or by an older walctl)" if archived_ms is None else
+                                      "the local newest record has no timestamp")
     else:
         if archived_ms is None and s.get("newest_uploaded_at"):
             import datetime
@@ -171,4 +177,6 @@ def lag(s: dict, wal_dir: str | None, now_ms: int) -> dict:
             archived_ms = int(up.timestamp() * 1000)
         out.update(sequences=None, seconds=None if archived_ms is None else max(0.0, (now_ms - archived_ms) / 1000),
                    age_of="newest archived record" if times else "newest upload")
+        if archived_ms is None:
+            out["seconds_unknown"] = "nothing is archived yet"
     return out

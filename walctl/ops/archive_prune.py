@@ -39,7 +39,8 @@ def prune(dest: str, *, namespace: str, keep: int = 2, max_age_s: float = 7 * 86
     for e in sorted(man.entries.values(), key=lambda e: (e.kind, _order(e))):
         if e.name in reasons and e in kept:
             continue
-        why = _why_kept(e, _age(e, now), max_age_s, horizon, keep)
+        why = _why_kept(e, _age(e, now), max_age_s, horizon, keep) if man.invalid is None else \
+            f"{man.invalid}: nothing is deleted while the manifest is damaged (archive push rewrites it)"
         if why is not None:
             reasons.setdefault(e.name, why)
             continue

@@ -13,8 +13,8 @@ from ..store import durable
 from ..store.fs import DEFAULT_FS
 from ..store.objstore import open_store, sha256_file
 from ..store.scratch import Scratch
-from .archive import CHECKPOINTS, LIVE, WAL_KINDS, Entry, HashingSink, Manifest, _download, _order, object_key, \
-    read_manifest
+from .archive import CHECKPOINTS, LIVE, WAL_KINDS, Entry, HashingSink, Manifest, _download, _order, fetch_to, \
+    object_key, with_views
 from .archive_list import gaps, namespaces
 from .archive_pieces import contiguous_pieces, live_files, wal_units
 from .advice import cmd as _cmd
@@ -34,6 +34,7 @@ class RestoreReport(NamedTuple):
     checkpoint_wal_sequence: int | None
     fallbacks: tuple[str, ...]
     verdict: str
+    warnings: tuple[str, ...] = ()  # the manifest's: rebuilt from a listing, stale...
 
     def to_json(self) -> dict:
         return dict(self._asdict(), exit_code=0)
@@ -41,14 +42,14 @@ class RestoreReport(NamedTuple):
 
 def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: int | None = None,
             to_time_ms: int | None = None, jobs: int = 4, endpoint_url: str | None = None,
-            progress=None, undone=None) -> RestoreReport:
+            progress=None, undone=None, store=None) -> RestoreReport:
     """Writes OUT/wal (the events up to the point, exactly) and OUT/checkpoints (the newest archived
     checkpoint at or below it that verifies), then verifies OUT/wal.
 
     A restore that fails or is interrupted (Ctrl-C) removes what it created in OUT, and only that (OUT
     itself when it made it), and its staging directory; `undone(Undo)` is then told what was removed and
     what is left, before the error goes on (a failure's message says it too)."""
-    store = open_store(dest, endpoint_url)
+    store = store or open_store(dest, endpoint_url)
     namespace = _only_namespace(store) if namespace is None else namespace
     out_fs = DEFAULT_FS.beneath(out_dir)  # OUT opened (or, missing, its parent) once: store/root.py
     if out_fs.exists(out_dir) and out_fs.listdir(out_dir):
@@ -77,15 +78,9 @@ def _restore(store, dest, namespace, out_dir, to_seq, to_time_ms, jobs, progress
              endpoint_url=None) -> RestoreReport:
     from .verify import verify_path
 
-    man = read_manifest(store, namespace, jobs)
-    present = [e for e in man.entries.values() if e.name not in man.missing_objects]
-    # Sealed objects, and the file still being written reassembled from its live pieces (byte for byte,
-    # each piece checked against its SHA-256 as it arrives).
-    wal = sorted(wal_units(present), key=_order)
-    pieces = {f: contiguous_pieces(ps)[0] for f, ps in live_files(present).items()}
-    target, needed = _needed(wal, namespace, to_seq, to_time_ms, store.url)
+    man, target, needed = with_views(store, namespace, jobs, _Fetch(store, namespace, to_seq, to_time_ms, jobs,
+                                                                   progress, scratch))
     staging = scratch.dir
-    _fetch_all(store, namespace, needed, pieces, scratch, jobs, progress)
     if to_time_ms is not None:
         target = _last_before(staging, to_time_ms)
         if target is None:
@@ -114,7 +109,30 @@ def _restore(store, dest, namespace, out_dir, to_seq, to_time_ms, jobs, progress
                        wal_out, code=check.exit_code or EXIT_CORRUPT)
     return RestoreReport(store.url, namespace, out_dir, target, check.records, check.first_sequence,
                          check.last_sequence, tuple(e.name for e in keep), ck_name, ck_seq, tuple(fallbacks),
-                         check.verdict)
+                         check.verdict, man.warnings)
+
+
+class _Fetch:
+    """One view's plan, fetched: the WAL objects up to the target into the scratch directory beside OUT
+    (emptied first). Called again on a new view when a live piece vanished (sealed meanwhile: the new view
+    has the sealed object instead), for the same target: a restore is of the point the first view found."""
+
+    def __init__(self, store, namespace, to_seq, to_time_ms, jobs, progress, scratch):
+        self.store, self.ns, self.to_seq, self.to_time_ms = store, namespace, to_seq, to_time_ms
+        self.jobs, self.progress, self.scratch = jobs, progress, scratch
+
+    def __call__(self, man: Manifest):
+        present = [e for e in man.entries.values() if e.name not in man.missing_objects]
+        # Sealed objects, and the file still being written reassembled from its live pieces (byte for
+        # byte, each piece checked against its SHA-256 as it arrives).
+        wal = sorted(wal_units(present), key=_order)
+        pieces = {f: contiguous_pieces(ps)[0] for f, ps in live_files(present).items()}
+        target, needed = _needed(wal, self.ns, self.to_seq, self.to_time_ms, self.store.url)
+        if self.to_time_ms is None:
+            self.to_seq = target  # a later view restores the same point
+        self.scratch.clear()  # what an earlier view fetched
+        _fetch_all(self.store, self.ns, needed, pieces, self.scratch, self.jobs, self.progress)
+        return man, target, needed
 
 
 def _only_namespace(store) -> str:
@@ -151,7 +169,7 @@ def _fetch_all(store, namespace: str, needed: list[Entry], pieces: dict, scratch
             with scratch.open_write(e.name) as f:
                 for pe in pieces[e.name]:
                     sink = HashingSink(f)
-                    store.get_to(object_key(namespace, LIVE, pe.name), sink)
+                    fetch_to(store, object_key(namespace, LIVE, pe.name), sink)  # Vanished: a new view
                     if sink.hexdigest() != pe.sha256:
                         return pe, sink.hexdigest()
             return e, ""

@@ -98,7 +98,7 @@ def _jsonl_items(f, max_payload: int):
         if not line.strip():
             continue
         try:
-            obj = loads(line)
+            obj = loads(line, allow_lone_surrogates=False)
         except ValueError as e:
             raise ev.StreamError(f"not JSON: {e}", n, "line") from None
         if isinstance(obj, dict) and "operation" in obj and "type_ordinal" not in obj:

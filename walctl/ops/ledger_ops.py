@@ -172,6 +172,12 @@ def accept_loss(directory: str, first: int, last: int, reason: str, *, apply: bo
         raise UsageError("--reason is required: the ledger keeps why the loss was accepted")
     if len(reason.encode("utf-8", "replace")) > 4096:
         raise UsageError("--reason is longer than 4096 bytes")
+    from ..format.jsonload import NotText, check_text
+
+    try:  # bytes that are not UTF-8 in argv arrive as lone surrogates: no ledger line can hold them
+        check_text(reason)
+    except NotText:
+        raise UsageError("--reason is not UTF-8 text") from None
     if not apply:
         return _plan_accept(directory, first, last, reason, fs, False)
     detect_kind(directory, fs)  # nothing recognised is unsupported (5) before even the lock file is made

@@ -351,4 +351,11 @@ def parse_entry_line(obj) -> tuple[str, object, float | None]:
     ts = obj.get("timestamp")
     if ts is not None and (isinstance(ts, bool) or not isinstance(ts, (int, float))):
         raise ValueError("\"timestamp\" is a number (Unix seconds)")
-    return op, obj.get("data", obj.get("params", {})), ts
+    from ..format.canonical import packb
+
+    data = obj.get("data", obj.get("params", {}))
+    try:  # what the writer will hash (an integer past 64 bits has no msgpack form): refused as a bad line
+        packb({"timestamp": ts, "operation": op, "data": data})
+    except ValueError as e:
+        raise ValueError(f"the entry has no canonical form: {e}") from None
+    return op, data, ts

@@ -66,8 +66,9 @@ def event_from_options(type_: str, memory_id: str, payloads: dict, timestamp_ms:
         raise UsageError(str(e)) from None
 
 
-def parse_lines(lines: Iterable[str], fmt: str) -> Iterator[tuple[int, object]]:
-    """(line number, parsed event or entry) per non-blank line; a bad line yields (n, its error) and ends."""
+def parse_lines(lines: Iterable, fmt: str) -> Iterator[tuple[int, object]]:
+    """(line number, parsed event or entry) per non-blank line (bytes, decoded here as UTF-8, or str); a bad
+    line (not UTF-8, not JSON, a lone surrogate escape, a wrong field) yields (n, its error) and ends."""
     from ..format.jsonload import loads
     from .write import parse_entry_line, parse_event
 
@@ -76,7 +77,7 @@ def parse_lines(lines: Iterable[str], fmt: str) -> Iterator[tuple[int, object]]:
         if not line.strip():
             continue
         try:
-            yield n, parse(loads(line))
+            yield n, parse(loads(line, allow_lone_surrogates=False))
         except ValueError as e:  # json.JSONDecodeError is a ValueError
             yield n, str(e)
             return

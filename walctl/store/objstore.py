@@ -14,11 +14,12 @@ import stat
 from typing import BinaryIO, Iterator, NamedTuple
 from urllib.parse import urlparse
 
-from ..errors import EnvironmentProblem, UsageError
+from ..errors import REASON_NOT_FOUND, EnvironmentProblem, UsageError
 from ..format.names import is_plain_name
 from . import durable
 from ..format.digest import sha256_hex
 from .fs import DEFAULT_FS
+from .objcond import FileConditional, S3Conditional, missing
 
 COPY_BLOCK = 1 << 20
 MULTIPART_THRESHOLD_BYTES = 5 << 30  # S3's single-put limit: larger files go in parts
@@ -52,7 +53,7 @@ def file_hashes(path: str, md5: bool = False) -> tuple[str, str | None]:
                 m.update(block)
 
 
-class FileStore:
+class FileStore(FileConditional):
     """`file:///path`: objects are files under a root directory."""
 
     def __init__(self, root: str):
@@ -174,7 +175,7 @@ class FileStore:
             durable.remove(p, self.fs)
 
 
-class S3Store:
+class S3Store(S3Conditional):
     """`s3://bucket/prefix` on any S3-compatible service. Endpoint and credentials: `endpoint_url` or
     AWS_ENDPOINT_URL, and the usual AWS_* variables / config files that boto3 reads."""
 
@@ -319,6 +320,8 @@ class S3Store:
                 n += len(block)
             return n
         except self._errors as e:
+            if missing(e):  # as the file store says it: readers of a live archive retry on it
+                raise EnvironmentProblem("no such object", f"{self.url}/{key}", kind=REASON_NOT_FOUND) from None
             raise self._fail(e, key) from None
 
     def get_bytes(self, key: str) -> bytes | None:

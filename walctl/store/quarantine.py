@@ -7,7 +7,8 @@ import json
 import os
 
 from ..format.digest import sha256_hex
-from ..format.jsonload import loads
+from ..format.fields import ISO, STR, Field, field_problem, shown
+from ..format.jsonload import NotText, loads
 from ..format.names import QUARANTINE_DIR, name_problem
 from . import durable
 from .fs import DEFAULT_FS
@@ -140,16 +141,18 @@ def read_manifest(directory: str, fs=DEFAULT_FS) -> tuple[list[dict], list[str]]
     if not fs.exists(path):
         return [], []
     with fs.map_read(path) as buf:
-        text = bytes(buf).decode("utf-8", "replace")
+        lines = bytes(buf).split(b"\n")
     entries, problems = [], []
-    lines = text.split("\n")
     for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            e = loads(line)
+            e = loads(line, allow_lone_surrogates=False)
+        except NotText as why:  # whole, but not text: not a torn line
+            problems.append(f"{MANIFEST} line {i}: {why}; ignored (never acted on)")
+            continue
         except ValueError:
-            last = i == len(lines) or (i == len(lines) - 1 and lines[-1] == "")
+            last = i == len(lines) or (i == len(lines) - 1 and lines[-1] == b"")
             problems.append(f"{MANIFEST} line {i}: {'torn last line' if last else 'not JSON (a line torn by a crash)'}")
             continue
         why = entry_problem(e)
@@ -162,6 +165,9 @@ def read_manifest(directory: str, fs=DEFAULT_FS) -> tuple[list[dict], list[str]]
 
 # Actions whose evidence is outside .quarantine/ (an archive's copy): recorded, never used as a path.
 EVIDENCE_ELSEWHERE = ("compact-archive", "archive-delete")
+
+
+_TEXT_FIELDS = {"time": Field(ISO), "reason": Field(STR), "walctl_version": Field(STR, required=False)}
 
 
 def entry_problem(e) -> str | None:
@@ -178,10 +184,14 @@ def entry_problem(e) -> str | None:
     for k in ("offset", "length"):
         v = e.get(k)
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            return f"{k} {v!r} is not a byte count"
+            return f"{k} {shown(v)} is not a byte count"
     sha = e.get("sha256")
     if not (isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha)):
         return "sha256 is not 64 hex digits"
+    for key, f in _TEXT_FIELDS.items():  # shown by list and show: typed like the rest (format/fields.py)
+        why = field_problem(key, e.get(key), f, key in e)
+        if why:
+            return why
     ev = e.get("evidence")
     if not isinstance(ev, str):
         return "no evidence"

@@ -36,6 +36,11 @@ class Scratch:
     def remove(self, name: str) -> None:
         self.fs.unlink(self.path(name))
 
+    def clear(self) -> None:
+        """Every file in it removed (a download started over: each name is created anew)."""
+        for e in self.fs.listdir(self.dir):
+            self.fs.unlink(os.path.join(self.dir, e.name))
+
     def close(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)  # our own fresh directory; rmtree never follows links
 

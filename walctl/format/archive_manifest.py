@@ -1,0 +1,83 @@
+"""An archive namespace's `MANIFEST.json` as a document (docs/format.md section 13): what a valid one
+holds, checked before any of it is used. Pure. The manifest is read from a store anyone with write
+access to the bucket can change: a field of the wrong type or an impossible value makes the document
+invalid (named by object number and field), and readers then rebuild it from the objects themselves
+(ops/archive.py: read_manifest). Nothing in an invalid manifest is acted on; nothing prints `1..None`.
+"""
+from __future__ import annotations
+
+from .fields import COUNT, INT, ISO, SHA256, STR, Field, check, shown
+from .jsonload import check_text, loads
+from .livepiece import parse_piece_name
+from .names import CHECKPOINT_SUFFIX, is_plain_name, parse_chunk_name, parse_segment_name
+
+CHUNKS, SEGMENTS, CHECKPOINTS, LIVE = "chunks", "segments", "checkpoints", "live"
+WAL_KINDS = (CHUNKS, SEGMENTS)
+KINDS = (CHUNKS, SEGMENTS, CHECKPOINTS, LIVE)
+
+# One typed spec per manifest entry (format/fields.py).
+ENTRY_SPEC = {
+    "name": Field(STR), "kind": Field(STR), "size": Field(COUNT), "sha256": Field(SHA256),
+    "first_sequence": Field(COUNT, null=True), "last_sequence": Field(COUNT, null=True), "uploaded_at": Field(ISO),
+    "wal_sequence": Field(COUNT, required=False, null=True), "checkpoint_time": Field(INT, required=False, null=True),
+    "last_time_ms": Field(INT, required=False, null=True),
+}
+
+
+def valid_object(kind, name) -> bool:
+    """Whether `name` is an object name of `kind`'s own shape: object keys and manifest lines are
+    untrusted, and these names become local file names on download and restore."""
+    if not is_plain_name(name):
+        return False
+    if kind == CHUNKS:
+        return parse_chunk_name(name) is not None
+    if kind == SEGMENTS:
+        return parse_segment_name(name) is not None
+    if kind == LIVE:
+        return parse_piece_name(name) is not None
+    return kind == CHECKPOINTS and name.endswith(CHECKPOINT_SUFFIX) and len(name) > len(CHECKPOINT_SUFFIX)
+
+
+def entry_problem(obj) -> str | None:
+    """Why `obj` is not a manifest entry, or None: ENTRY_SPEC's types, then what no push can have
+    written (a range with one end null or ending before it starts, a checkpoint without its WAL
+    sequence, a name not of its kind's shape)."""
+    why = check(obj, ENTRY_SPEC, "a manifest entry (an object)")
+    if why:
+        return why
+    first, last, kind = obj["first_sequence"], obj["last_sequence"], obj["kind"]
+    if kind not in KINDS:
+        return f"kind {shown(kind)} is not one of {', '.join(KINDS)}"
+    if not valid_object(kind, obj["name"]):
+        return f"name {shown(obj['name'])} is not a {kind} object name"
+    if kind == CHECKPOINTS:
+        if obj.get("wal_sequence") is None:
+            return "wal_sequence is null, a checkpoint's WAL sequence (an integer >= 0) is needed"
+        if first is not None or last is not None:
+            return "a checkpoint holds no sequence range: first_sequence and last_sequence must be null"
+        return None
+    if obj.get("wal_sequence") is not None:
+        return f"wal_sequence is set on a {kind} object (only checkpoints have one)"
+    if (first is None) != (last is None):
+        return f"first_sequence {shown(first)} and last_sequence {shown(last)}: one end of the range is null"
+    if kind == LIVE and first is None:
+        return "a live piece holds records: first_sequence is null"
+    if first is not None and first > last:
+        return f"first_sequence {first} is above last_sequence {last}"
+    return None
+
+
+def parse_objects(raw: bytes, schema: str) -> list[dict]:
+    """The manifest's objects, each checked; ValueError naming the first problem (by object number)."""
+    doc = loads(raw)  # lone surrogates are refused below, where the object holding one can be named
+    if not isinstance(doc, dict) or not isinstance(doc.get("objects"), list):
+        raise ValueError("not a manifest object with an objects list")
+    if doc.get("schema") != schema:
+        raise ValueError(f"schema {shown(doc.get('schema'))}")
+    for i, o in enumerate(doc["objects"], 1):
+        why = entry_problem(o)
+        if why:
+            name = o.get("name") if isinstance(o, dict) and isinstance(o.get("name"), str) else None
+            raise ValueError(f"object {i}{f' ({shown(name)})' if name else ''}: {why}")
+    check_text(doc)  # the rest of the document (its namespace, times...) is text too
+    return doc["objects"]

@@ -15,6 +15,7 @@ EXAMPLES = os.path.join(ROOT, "examples")
 
 
 def workspace(ws: str) -> None:
+    _workflow_steps_workspace(ws)
     for name in os.listdir(EXAMPLES):
         src = os.path.join(EXAMPLES, name)
         if os.path.isdir(src):
@@ -71,6 +72,19 @@ def _heal_workspace(ws: str) -> None:
         b = f.read(1)
         f.seek(-1, 1)
         f.write(bytes([b[0] ^ 0x10]))
+
+
+def _workflow_steps_workspace(ws: str) -> None:
+    """flows-live: pause, resume, complete (issue 28): one running workflow and one paused."""
+    from datetime import datetime, timezone
+
+    from walctl.format.workflow import CheckpointState, PauseMetadata
+    from walctl.ops.workflow import DirectoryWorkflowStore
+
+    live = DirectoryWorkflowStore(os.path.join(ws, "flows-live"))
+    for cid, pause in (("run-1", None), ("ask-1", PauseMetadata("approve", "Ship it?", None))):
+        live.save(CheckpointState(cid, "deploy", {"env": "prod"}, [[{"id": "build"}], [{"id": "approve"}], [{"id": "ship"}]],
+                                  1, {"blocks": {"build": {"outputs": {"ok": True}}}}, datetime.now(timezone.utc), pause))
 
 
 def cases(ws: str):
@@ -167,6 +181,28 @@ def cases(ws: str):
         ("workflow delete", ["workflow", "delete", w("flows"), "stale", "--json"], "doc", "walctl.workflow-delete/1"),
         ("workflow cleanup", ["workflow", "cleanup", w("flows"), "--max-age", "1d", "--json"], "doc",
          "walctl.workflow-cleanup/1"),
+        ("workflow pause", ["workflow", "pause", w("flows-live"), "run-1", "--block", "approve", "--prompt", "Go?", "--json"],
+         "doc", "walctl.workflow-pause/1"),
+        ("workflow pause again", ["workflow", "pause", w("flows-live"), "run-1", "--block", "approve", "--prompt", "Go?",
+                                  "--json"], "doc", "walctl.workflow-pause/1"),
+        ("workflow pause refused", ["workflow", "pause", w("flows-live"), "run-1", "--block", "b", "--prompt", "p",
+                                    "--json"], "doc", "walctl.workflow-pause/1"),
+        ("workflow resume", ["workflow", "resume", w("flows-live"), "ask-1", "--response", "yes", "--json"], "doc",
+         "walctl.workflow-resume/1"),
+        ("workflow resume no response", ["workflow", "resume", w("flows-live"), "run-1", "--json"], "doc",
+         "walctl.workflow-resume/1"),
+        ("workflow resume refused", ["workflow", "resume", w("flows-live"), "ask-1", "--json"], "doc",
+         "walctl.workflow-resume/1"),
+        ("workflow complete plan", ["workflow", "complete", w("flows-live"), "ask-1", "--json"], "doc",
+         "walctl.workflow-complete/1"),
+        ("workflow complete", ["workflow", "complete", w("flows-live"), "ask-1", "--apply", "--json"], "doc",
+         "walctl.workflow-complete/1"),
+        ("workflow complete gone", ["workflow", "complete", w("flows-live"), "ask-1", "--apply", "--json"], "doc",
+         "walctl.workflow-complete/1"),
+        ("workflow pause before complete", ["workflow", "pause", w("flows-live"), "run-1", "--block", "approve", "--prompt",
+                                       "Go?", "--json"], "doc", "walctl.workflow-pause/1"),
+        ("workflow complete refused", ["workflow", "complete", w("flows-live"), "run-1", "--apply", "--json"], "doc",
+         "walctl.workflow-complete/1"),
         ("tasklog verify", ["tasklog", "verify", w("tasks"), "--json"], "doc", "walctl.tasklog-verify/1"),
         ("tasklog resume", ["tasklog", "resume", w("tasks", task), "--json"], "doc", "walctl.tasklog-resume/1"),
         ("tasklog inspect", ["tasklog", "inspect", w("tasks", task), "--json"], "doc", "walctl.tasklog-inspect/1"),

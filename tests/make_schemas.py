@@ -73,6 +73,12 @@ TITLES = {
     "walctl.archive-prune/1": ("walctl archive prune --json", "Objects deleted (or the plan)."),
     "walctl.workflow-list/1": ("walctl workflow list --json", "Workflow checkpoints, sorted by (created_at, id)."),
     "walctl.workflow-cleanup/1": ("walctl workflow cleanup --json", "Expired checkpoints set aside (or the plan)."),
+    "walctl.workflow-pause/1": ("walctl workflow pause --json", "The checkpoint paused (pause_metadata recorded), "
+                                "or why not (outcome failed, the state found)."),
+    "walctl.workflow-resume/1": ("walctl workflow resume --json", "The pause cleared, the response recorded, and the "
+                                 "state to continue from (next_wave); or why not (outcome failed, the state found)."),
+    "walctl.workflow-complete/1": ("walctl workflow complete --json", "The finished workflow's checkpoint set aside "
+                                   "(or the plan), or why not (outcome failed, the state found)."),
     "walctl.tasklog-verify/1": ("walctl tasklog verify --json", "Each task log's rules and verdict."),
     "walctl.tasklog-inspect/1": ("walctl tasklog inspect --json", "Each task's state from its log."),
     "walctl.agents-verify/1": ("walctl agents verify --json", "Session files, event lines and the agent tree."),
@@ -121,12 +127,33 @@ ENUMS_VERIFY = {
 ERROR_REASONS = ["not-found", "not-a-directory", "locked", "permission", "io", "usage", "refused", "corrupt",
                  "sequence", "unsupported", "torn", "internal"]
 
+# A workflow checkpoint as stored (docs/format.md, 8): the samples show one workflow's own data (its
+# context, inputs and blocks), which is not the contract; the document's fields are.
+WORKFLOW_DOCUMENT = {
+    "description": "The checkpoint document as stored now (docs/format.md, 8).", "type": "object",
+    "required": ["checkpoint_id", "completed_waves", "context", "created_at", "execution_waves", "pause_metadata",
+                 "schema_version", "workflow_inputs", "workflow_name"],
+    "properties": {
+        "schema_version": {"const": 1}, "checkpoint_id": {"type": "string"}, "workflow_name": {"type": "string"},
+        "workflow_inputs": {"type": "object"}, "execution_waves": {"type": "array", "items": {"type": "array"}},
+        "completed_waves": {"description": "The wave in which execution paused; it continues at the next.",
+                            "type": "integer", "minimum": 0},
+        "context": {"type": "object"},
+        "created_at": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$"},
+        "pause_metadata": {"type": ["object", "null"], "required": ["block_id", "prompt", "response"],
+                           "properties": {"block_id": {"type": "string"}, "prompt": {"type": "string"},
+                                          "response": {"type": ["string", "null"]}}}}}
+WORKFLOW_STATES = {"description": "The checkpoint's state: running (pause_metadata null) or paused; null when "
+                                  "the document does not validate.", "type": ["string", "null"],
+                   "enum": ["running", "paused", None]}
+
 # Fields whose type the samples cannot show: the record's `type` is the ordinal when the name is unknown.
 TYPES = {"type": ["integer", "string"], "live_writer": ["null", "string"],
          # archive list lag / push --follow: null when there is no record (yet) to measure from
          "local_sequence": ["integer", "null"], "local_time_ms": ["integer", "null"],
          "archived_sequence": ["integer", "null"], "newest_uploaded_at": ["string", "null"],
-         "shipped_through": ["integer", "null"], "live_pieces": "integer", "done": "integer"}
+         "shipped_through": ["integer", "null"], "live_pieces": "integer", "done": "integer",
+         "next_wave": "integer"}
 _INT_KEY = re.compile(r"offset|sequence|size|bytes|exit_code|records|count|length|index|_ms$|entries|events|"
                       r"version|hwm|step|chunks|objects|lines|findings|ordinal|applied|received|skipped|level|"
                       r"duplicates|uploaded|removed|kept|rank|total|start|end|stored|computed|time")
@@ -214,6 +241,10 @@ def build(name: str, docs: list, what: str) -> dict:
         paths = props["paths"]["items"]["properties"]
         paths["kind"]["enum"] = ENUMS_VERIFY["kind"]
         paths["kind"]["type"] = ["string", "null"]
+    if name in ("walctl.workflow-pause/1", "walctl.workflow-resume/1", "walctl.workflow-complete/1"):
+        if "document" in props:
+            props["document"] = WORKFLOW_DOCUMENT
+        props["state"] = WORKFLOW_STATES
     if name == "walctl.archive-list/1":  # lag: null when there is no record to measure from
         lag = props["namespaces"]["items"]["properties"]["lag"]["properties"]
         lag["seconds"]["type"] = ["number", "null"]

@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 # Type checkers and editors read the imports below; at run time `_API` (public name -> (module, name
 # there)) resolves the same names lazily. tests/test_layers.py checks the two lists are the same.
 if TYPE_CHECKING:
-    from .errors import EnvironmentProblem, Refused, UnsupportedInput, UsageError, WalctlError
+    from .errors import EnvironmentProblem, Refused, UnsupportedInput, UsageError, WalctlError, WorkflowConflict
     from .format.workflow import CheckpointState as WorkflowCheckpoint, PauseMetadata
     from .ops.archive_adapter import StorageAdapter
     from .ops.archive_prune import prune as archive_prune
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .ops.stats import collect_stats
     from .ops.verify import verify_path, verify_paths
     from .ops.workflow import DirectoryWorkflowStore, InMemoryWorkflowStore
+    from .ops.workflow_steps import complete_workflow, pause_workflow, resume_workflow
     from .ops.write import WalWriter
 
 _API: dict[str, tuple[str, str]] = {
@@ -49,6 +50,9 @@ _API: dict[str, tuple[str, str]] = {
     "WorkflowCheckpoint": ("format.workflow", "CheckpointState"), "PauseMetadata": ("format.workflow", "PauseMetadata"),
     "InMemoryWorkflowStore": ("ops.workflow", "InMemoryWorkflowStore"),
     "DirectoryWorkflowStore": ("ops.workflow", "DirectoryWorkflowStore"),
+    "pause_workflow": ("ops.workflow_steps", "pause_workflow"),
+    "resume_workflow": ("ops.workflow_steps", "resume_workflow"),
+    "complete_workflow": ("ops.workflow_steps", "complete_workflow"), "WorkflowConflict": ("errors", "WorkflowConflict"),
     "replay": ("ops.replay", "replay"), "ReplayOptions": ("ops.replay", "ReplayOptions"),
     "read_stream": ("ops.importer", "read_stream"), "import_stream": ("ops.importer", "import_stream"),
     "follow": ("ops.follow", "follow"),

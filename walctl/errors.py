@@ -81,6 +81,19 @@ class EnvironmentProblem(WalctlError):
         return (self.__class__, (self.reason, self.path, self.offset, self._kind))
 
 
+class WorkflowConflict(EnvironmentProblem):
+    """A workflow step found the checkpoint in another state than the step needs (a resume of one that is not
+    paused: another resume took it): like a lock held by a live writer, someone else has the workflow.
+    Exit 6, reason `locked`; nothing was changed. `state`: what was found (running or paused)."""
+
+    def __init__(self, reason: str, path: str | None = None, offset: int | None = None, state: str = ""):
+        super().__init__(reason, path, offset, REASON_LOCKED)
+        self.state = state
+
+    def __reduce__(self):
+        return (self.__class__, (self.reason, self.path, self.offset, self.state))
+
+
 def os_error_kind(e: OSError) -> str:
     """The REASON_* of an OSError."""
     import errno

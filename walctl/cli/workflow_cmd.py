@@ -85,6 +85,112 @@ def show(root: str = typer.Argument(..., help="The store's root directory.", cal
     raise typer.Exit(EXIT_OK)
 
 
+@app.command("pause", help="""Pause a running workflow: record pause_metadata {block_id, prompt, response: null}
+and the pause time as created_at (durable replace, under the store's walctl lock: exit 6 when held). The
+same pause again changes nothing; a checkpoint paused otherwise is refused (exit 6).
+
+Example: walctl workflow pause /var/lib/workflows 3f2a... --block approve --prompt 'Deploy to prod?'""")
+def pause(root: str = typer.Argument(..., help="The store's root directory.", callback=existing_dir),
+          checkpoint_id: str = typer.Argument(..., help="The checkpoint id."),
+          block: str = typer.Option(..., "--block", help="The block_id that paused execution."),
+          prompt: str = typer.Option(..., "--prompt", help="The prompt awaiting a response."),
+          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-pause/1).")):
+    import json
+
+    from ..errors import WalctlError
+    from ..format.workflow import to_json
+    from ..ops.workflow_steps import pause as run_pause
+    from .render import examined_document
+
+    try:
+        p = run_pause(root, checkpoint_id, block, prompt)
+    except WalctlError as e:  # its own document when it examined the checkpoint; else walctl.error/1
+        examined_document("walctl.workflow-pause/1", e, json_out)
+        raise
+    doc = to_json(p.state)
+    if json_out:
+        emit(json_document("walctl.workflow-pause/1", {"root": root, "checkpoint_id": checkpoint_id, "applied": True,
+                                                       "outcome": "paused", "changed": p.changed, "state": "paused",
+                                                       "document": doc, "exit_code": EXIT_OK}))
+        raise typer.Exit(EXIT_OK)
+    verb = "paused" if p.changed else "already paused (nothing changed):"
+    emit(f"{verb} {checkpoint_id} at block {json.dumps(block, ensure_ascii=False)} in wave {doc['completed_waves']} "
+         f"at {doc['created_at']}")
+    emit(f"awaiting a response to: {json.dumps(prompt, ensure_ascii=False)}")
+    raise typer.Exit(EXIT_OK)
+
+
+@app.command("resume", help="""Resume a paused workflow: validate the checkpoint, record --response (if given, even
+empty) in context.blocks.<block_id>.outputs.response, clear pause_metadata, and print the state to continue
+from (at wave completed_waves + 1). Under the store's walctl lock: of two resumes exactly one wins; the other
+finds it not paused, or the lock held, and exits 6 with nothing changed.
+
+Example: walctl workflow resume /var/lib/workflows 3f2a... --response yes --json""")
+def resume(root: str = typer.Argument(..., help="The store's root directory.", callback=existing_dir),
+           checkpoint_id: str = typer.Argument(..., help="The checkpoint id."),
+           response: Optional[str] = typer.Option(None, "--response", help="The response to the prompt."),
+           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-resume/1).")):
+    import json
+
+    from ..errors import WalctlError
+    from ..format.workflow import to_json
+    from ..ops.workflow_steps import resume as run_resume
+    from .render import examined_document
+
+    try:
+        r = run_resume(root, checkpoint_id, response)
+    except WalctlError as e:
+        examined_document("walctl.workflow-resume/1", e, json_out)
+        raise
+    doc, p = to_json(r.state), r.pause
+    if json_out:
+        emit(json_document("walctl.workflow-resume/1", {
+            "root": root, "checkpoint_id": checkpoint_id, "applied": True, "outcome": "resumed", "state": "running",
+            "paused": {"block_id": p.block_id, "prompt": p.prompt, "response": p.response},
+            "next_wave": r.next_wave, "document": doc, "exit_code": EXIT_OK}))
+        raise typer.Exit(EXIT_OK)
+    said = lambda text: json.dumps(text, ensure_ascii=False)  # noqa: E731 (one line, quoted, whatever it holds)
+    emit(f"resumed {checkpoint_id}: paused at block {said(p.block_id)} awaiting a response to: {said(p.prompt)}")
+    emit("response: " + ("none given" if p.response is None else said(p.response)))
+    emit(f"continue at wave {r.next_wave} of {len(doc['execution_waves'])}; the state to continue from:")
+    emit(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
+    raise typer.Exit(EXIT_OK)
+
+
+@app.command("complete", help="""The workflow finished: its checkpoint goes (set aside into .quarantine/ with a
+manifest line, action workflow-complete, as delete does). A paused checkpoint is refused (exit 6). Says
+whether it existed. Dry run unless --apply; --apply holds the store's walctl lock.
+
+Example: walctl workflow complete /var/lib/workflows 3f2a... --apply""")
+def complete(root: str = typer.Argument(..., help="The store's root directory.", callback=existing_dir),
+             checkpoint_id: str = typer.Argument(..., help="The checkpoint id."),
+             apply: bool = typer.Option(False, "--apply", help="Do it (default: say what would happen)."),
+             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-complete/1).")):
+    from ..errors import WalctlError
+    from ..ops.workflow_steps import complete as run_complete
+    from .render import examined_document
+
+    try:
+        c = run_complete(root, checkpoint_id, apply=apply)
+    except WalctlError as e:
+        examined_document("walctl.workflow-complete/1", e, json_out)
+        raise
+    if json_out:
+        outcome = ("completed" if apply else "planned") if c.existed else "not-found"
+        emit(json_document("walctl.workflow-complete/1", {"root": root, "checkpoint_id": checkpoint_id,
+                                                          "applied": apply, "outcome": outcome, "existed": c.existed,
+                                                          "state": "running" if c.existed else None,
+                                                          "manifest": c.entry, "exit_code": EXIT_OK}))
+    elif not c.existed:
+        emit(f"no such checkpoint: {checkpoint_id}" + ("" if apply else "; dry run: nothing was changed"))
+    elif apply:
+        emit(f"completed {checkpoint_id}: its checkpoint set aside as {c.entry['evidence']}")
+    else:
+        emit(f"would complete {checkpoint_id} (its checkpoint set aside into .quarantine/)")
+        emit(f"dry run: nothing was changed; to do it: {safe(rerun('--apply'))}")
+    raise typer.Exit(EXIT_OK)
+
+
 @app.command("delete", help="""Set a checkpoint aside (into .quarantine/, recorded), valid or not. Says whether it
 existed, and whether the document validates. Dry run unless --apply; --apply holds the store's walctl lock
 and refuses a symlinked entry (exit 7).

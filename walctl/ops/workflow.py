@@ -9,6 +9,7 @@ files into .quarantine/ first and need --apply.
 from __future__ import annotations
 
 import os
+import threading
 from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
 
@@ -43,6 +44,7 @@ def _check_id(checkpoint_id) -> None:
 class InMemoryWorkflowStore:
     def __init__(self):
         self._states: dict[str, CheckpointState] = {}
+        self._lock = threading.Lock()  # pause, resume and complete are atomic (ops/workflow_steps.py)
 
     def save(self, state: CheckpointState) -> None:
         _check_id(state.checkpoint_id)
@@ -65,6 +67,19 @@ class InMemoryWorkflowStore:
         for cid in expired:
             del self._states[cid]
         return len(expired)
+
+    def step(self, checkpoint_id: str, rule, command: str, reason: str):
+        """One workflow step, atomic: rule(the state or None) -> a new state (stored), the same (nothing
+        written) or None (removed). Returns (before, after, None)."""
+        _check_id(checkpoint_id)
+        with self._lock:
+            before = self._states.get(checkpoint_id)
+            after = rule(before)
+            if after is None:
+                self._states.pop(checkpoint_id, None)
+            elif after is not before:
+                self.save(after)
+        return before, after, None
 
 
 def expired_ids(states, max_age_hours: float, now: datetime | None) -> list[str]:
@@ -139,14 +154,32 @@ class DirectoryWorkflowStore:
             self.delete(cid)
         return len(expired)
 
+    def step(self, checkpoint_id: str, rule, command: str, reason: str):
+        """One workflow step under the store's walctl lock (taken without waiting: exit 6 when held), after
+        the containment checks: rule(the state or None) -> a new state (durable replace), the same (nothing
+        written) or None (set aside into .quarantine/ with a manifest line, action `command`). Returns
+        (before, after, the manifest line or None). An invalid document raises ValueError, nothing changed."""
+        durable.make_dir(self.root, self.fs)
+        durable.make_dir(self.dir, self.fs)
+        _refuse_link(self, checkpoint_id)
+        with DirectoryLock(self.dir, holder_text(command), self.fs):
+            before = self.load(checkpoint_id)
+            after = rule(before)
+            entry = None
+            if after is None and before is not None:
+                entry = self.set_aside(checkpoint_id, reason, action=command.replace(" ", "-"))
+            elif after is not None and after is not before:
+                self.save(after)
+        return before, after, entry
+
     # ---- the CLI's destructive commands: evidence first ----
 
-    def set_aside(self, checkpoint_id: str, reason: str) -> dict | None:
+    def set_aside(self, checkpoint_id: str, reason: str, action: str = "workflow-delete") -> dict | None:
         """Moves a checkpoint into .quarantine/ with a manifest line; None when it did not exist."""
         path = self._path(checkpoint_id)
         if not self.fs.exists(path):
             return None
-        return quarantine.move_in_recorded(self.dir, checkpoint_id + SUFFIX, action="workflow-delete", reason=reason,
+        return quarantine.move_in_recorded(self.dir, checkpoint_id + SUFFIX, action=action, reason=reason,
                                   now=utc_now(), version=__version__, fs=self.fs)
 
 

@@ -159,6 +159,7 @@ class DirectoryWorkflowStore:
         the containment checks: rule(the state or None) -> a new state (durable replace), the same (nothing
         written) or None (set aside into .quarantine/ with a manifest line, action `command`). Returns
         (before, after, the manifest line or None). An invalid document raises ValueError, nothing changed."""
+        self._path(checkpoint_id)  # an id that is not a plain name: UsageError, before anything is created
         durable.make_dir(self.root, self.fs)
         durable.make_dir(self.dir, self.fs)
         _refuse_link(self, checkpoint_id)

@@ -141,6 +141,9 @@ def pause_workflow(store, checkpoint, block_id: str, prompt: str, *, now: dateti
     given = None if isinstance(checkpoint, str) else checkpoint
     cid = checkpoint if given is None else given.checkpoint_id
     if given is not None:
+        from .workflow import _check_id
+
+        _check_id(cid)  # UsageError for an id that is not a plain name, as every step
         encode(pause_state(given, block_id, prompt, now))  # ValueError for a state that is not JSON data, as save
 
     def rule(before):

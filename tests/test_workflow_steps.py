@@ -92,7 +92,7 @@ def test_a_repeated_pause_is_done_another_pause_is_a_conflict(store):
     pause_workflow(store, "wf-1", "approve", "Ship to prod?", now=T1)
     again = pause_workflow(store, "wf-1", "approve", "Ship to prod?", now=T1 + timedelta(hours=1))
     assert again.changed is False and store.load("wf-1") == paused()  # the first pause's time is kept
-    with pytest.raises(WorkflowConflict, match="already paused at block 'approve'") as e:
+    with pytest.raises(WorkflowConflict, match='already paused at block "approve"') as e:
         pause_workflow(store, "wf-1", "other", "Really?", now=T1)
     assert e.value.exit_code == 6 and e.value.state == "paused" and store.load("wf-1") == paused()
 
@@ -113,7 +113,7 @@ def test_resume_of_a_running_workflow_and_complete_of_a_paused_one_are_refused(s
     assert (e.value.exit_code, e.value.kind, e.value.state) == (6, "locked", "running")
     assert store.load("wf-1") == running()
     store.save(paused())
-    with pytest.raises(WorkflowConflict, match="is paused at block 'approve' awaiting a response"):
+    with pytest.raises(WorkflowConflict, match='is paused at block "approve" awaiting a response'):
         complete_workflow(store, "wf-1")
     assert store.load("wf-1") == paused()
     with pytest.raises(UsageError, match="no checkpoint nope"):
@@ -126,7 +126,7 @@ def test_resume_of_a_running_workflow_and_complete_of_a_paused_one_are_refused(s
     (paused()._replace(completed_waves=3), "paused in wave 3 but execution_waves has 3"),
     (paused()._replace(context={"blocks": []}), "context.blocks is not a JSON object"),
     (paused()._replace(context={"blocks": {"approve": {"outputs": "x"}}}),
-     r"context.blocks\['approve'\].outputs is not a JSON object"),
+     r'context.blocks\["approve"\].outputs is not a JSON object'),
 ])
 def test_resume_validates_what_continuing_needs_and_changes_nothing(store, state, why):
     store.save(state)
@@ -361,12 +361,12 @@ def test_cli_refusals_print_commands_that_run_as_printed(cli, tmp_path):
 
     root = _root(tmp_path, paused(), running("wf-2"))
     r = cli("workflow", "pause", root, "wf-1", "--block", "other", "--prompt", "p")
-    assert r.code == 6 and "wf-1 is already paused at block 'approve' awaiting a response to 'Ship to prod?'" in r.err
+    assert r.code == 6 and 'wf-1 is already paused at block "approve" awaiting a response to "Ship to prod?"' in r.err
     (show,) = printed_commands(r.err)
     assert show == ["walctl", "workflow", "show", os.path.abspath(root), "wf-1"]
     assert run_printed(cli, show).code == 0 and stored(root) == encode(paused())
     r = cli("workflow", "complete", root, "wf-1", "--apply")
-    assert r.code == 6 and "wf-1 is paused at block 'approve' awaiting a response; nothing was changed" in r.err
+    assert r.code == 6 and 'wf-1 is paused at block "approve" awaiting a response; nothing was changed' in r.err
     assert stored(root) == encode(paused())
     (delete,) = printed_commands(r.err)
     assert delete == ["walctl", "workflow", "delete", os.path.abspath(root), "wf-1", "--apply"]

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from typing import NamedTuple
 
 from ..errors import NotClean, UsageError, WorkflowConflict
+from ..format.fields import shown
 from ..format.workflow import CheckpointState, PauseMetadata, encode
 from ..store.fs import DEFAULT_FS
 
@@ -75,10 +76,10 @@ def check_state(step: str, state: CheckpointState, root: str | None = None) -> N
         why = (f"{cid} is not paused (pause_metadata is null): another resume took it, or it was saved while "
                f"running; nothing was changed{_step_text(root, cid, 'its state:', '--json')}")
     elif step == "pause":
-        why = (f"{cid} is already paused at block {p.block_id!r} awaiting a response to {p.prompt!r}; nothing "
+        why = (f"{cid} is already paused at block {shown(p.block_id)} awaiting a response to {shown(p.prompt)}; nothing "
                f"was changed{_step_text(root, cid, 'see')}")
     else:
-        why = (f"{cid} is paused at block {p.block_id!r} awaiting a response; nothing was changed; resume it "
+        why = (f"{cid} is paused at block {shown(p.block_id)} awaiting a response; nothing was changed; resume it "
                f"first, or abandon it{_step_text(root, cid, 'to set it aside:', '--apply')}")
     raise WorkflowConflict(why, root, state=found)
 
@@ -102,8 +103,8 @@ def resume_state(state: CheckpointState, response: str | None) -> CheckpointStat
         raise UsageError("the response is a string")
     context = dict(state.context)
     blocks = dict(_object(context, "blocks", "context.blocks"))
-    block = dict(_object(blocks, p.block_id, f"context.blocks[{p.block_id!r}]"))
-    outputs = dict(_object(block, "outputs", f"context.blocks[{p.block_id!r}].outputs"))
+    block = dict(_object(blocks, p.block_id, f"context.blocks[{shown(p.block_id)}]"))
+    outputs = dict(_object(block, "outputs", f"context.blocks[{shown(p.block_id)}].outputs"))
     outputs["response"] = response
     block["outputs"], blocks[p.block_id], context["blocks"] = outputs, block, blocks
     return state._replace(context=context, pause_metadata=None)

@@ -85,9 +85,10 @@ def show(root: str = typer.Argument(..., help="The store's root directory.", cal
     raise typer.Exit(EXIT_OK)
 
 
-@app.command("pause", help="""Pause a running workflow: record pause_metadata {block_id, prompt, response: null}
-and the pause time as created_at (durable replace, under the store's walctl lock: exit 6 when held). The
-same pause again changes nothing; a checkpoint paused otherwise is refused (exit 6).
+@app.command("pause", help="""Pause a running workflow at a block, awaiting a response. Records pause_metadata
+{block_id, prompt, response: null} and the pause time as created_at (durable replace, under the store's
+walctl lock: exit 6 when held). The same pause again changes nothing; a checkpoint paused otherwise is
+refused (exit 6).
 
 Example: walctl workflow pause /var/lib/workflows 3f2a... --block approve --prompt 'Deploy to prod?'""")
 def pause(root: str = typer.Argument(..., help="The store's root directory.", callback=existing_dir),
@@ -120,9 +121,9 @@ def pause(root: str = typer.Argument(..., help="The store's root directory.", ca
     raise typer.Exit(EXIT_OK)
 
 
-@app.command("resume", help="""Resume a paused workflow: validate the checkpoint, record --response (if given, even
-empty) in context.blocks.<block_id>.outputs.response, clear pause_metadata, and print the state to continue
-from (at wave completed_waves + 1). Under the store's walctl lock: of two resumes exactly one wins; the other
+@app.command("resume", help="""Resume a paused workflow and print the state to continue from. Validates the
+checkpoint, records --response (if given, even empty) in context.blocks.<block_id>.outputs.response, clears
+pause_metadata; execution continues at wave completed_waves + 1. Under the store's walctl lock: of two resumes exactly one wins; the other
 finds it not paused, or the lock held, and exits 6 with nothing changed.
 
 Example: walctl workflow resume /var/lib/workflows 3f2a... --response yes --json""")
@@ -157,8 +158,8 @@ def resume(root: str = typer.Argument(..., help="The store's root directory.", c
     raise typer.Exit(EXIT_OK)
 
 
-@app.command("complete", help="""The workflow finished: its checkpoint goes (set aside into .quarantine/ with a
-manifest line, action workflow-complete, as delete does). A paused checkpoint is refused (exit 6). Says
+@app.command("complete", help="""The workflow finished: completion deletes its checkpoint. It is set aside into
+.quarantine/ with a manifest line (action workflow-complete), as delete does. A paused checkpoint is refused (exit 6). Says
 whether it existed. Dry run unless --apply; --apply holds the store's walctl lock.
 
 Example: walctl workflow complete /var/lib/workflows 3f2a... --apply""")

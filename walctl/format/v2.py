@@ -224,17 +224,9 @@ def inflate_bounded(stored) -> Inflated:
     is inflated at once (the common case); a larger one is checked first (its length, holding one piece)
     and then inflated into a buffer of exactly that length, so the peak is the payload plus one piece,
     not the payload twice over as a growing buffer would be."""
-    if len(stored) == 0:
-        return Inflated(None, "compressed flag set on an empty payload", 0)
-    d = zlib.decompressobj()
-    try:
-        first = d.decompress(stored, INFLATE_PIECE_BYTES)
-    except zlib.error as e:
-        return Inflated(None, f"zlib stream does not decode: {e}", 0)
-    if d.eof:
-        return Inflated(first, None, len(d.unused_data))
-    del first, d
-    check = inflate_check(stored)
+    check = inflate_scan(stored)  # one piece's worth, or the checked length of a larger payload
+    if isinstance(check, Inflated):
+        return check
     if check.length is None:
         return Inflated(None, check.error, 0)
     out = bytearray(check.length)

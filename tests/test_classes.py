@@ -171,3 +171,13 @@ def test_every_finding_over_the_examples_is_a_row(tmp_path, strict):
                 assert f.exit_code == row.strict, (name, f.cls)
             seen.add(f.cls)
     assert {K.TAIL_DAMAGE, K.MID_LOG_DAMAGE, K.SEQUENCE_GAP, K.UNSUPPORTED} <= seen
+
+
+def test_format_md_exit_table_matches_the_table():
+    text = open(os.path.join(ROOT, "docs", "format.md"), encoding="utf-8").read()
+    section = text[text.index("### 2.5 Exit codes"):text.index("### 2.6")]
+    rows = re.findall(r"^\| (\d) \| (.+) \|$", section, re.M)
+    assert [int(code) for code, _ in rows] == [e.code for e in EXITS]
+    for (_, meaning), e in zip(rows, EXITS):
+        assert meaning.startswith(e.title.lower()), (e.code, meaning)
+    assert f"the order {precedence_text()}" in " ".join(section.split())

@@ -1,6 +1,8 @@
 """One error tree. Each class carries its exit code from the CLI contract (docs: man/walctl.1)."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 EXIT_OK = 0
 EXIT_TORN = 1
 EXIT_USAGE = 2
@@ -14,12 +16,51 @@ EXIT_REFUSED = 7
 EXIT_PRECEDENCE = (EXIT_ENVIRONMENT, EXIT_CORRUPT, EXIT_SEQUENCE, EXIT_UNSUPPORTED, EXIT_TORN)
 
 
+class ExitCode(NamedTuple):
+    """One row of the exit-code contract (man/walctl.1, EXIT STATUS). `title` opens each man page's
+    paragraph for the code (tests/test_classes.py checks them); `help` is its line in `walctl --help`."""
+    code: int
+    title: str
+    help: str
+    verdict: str | None  # a verified path's or chunk's verdict (ops/report.py); None: never a verdict
+    severity: str  # a finding's severity at this code, unless its class fixes one (ops/classes.py)
+    reason: str | None  # an error's `reason` word in JSON; None: no error exits so (REASON_IO stands in)
+
+
+EXITS = (
+    ExitCode(EXIT_OK, "Clean", "clean (anomalies are warnings unless --strict)", "clean", "warning", None),
+    ExitCode(EXIT_TORN, "Torn tail only", "torn tail only: repair can cut it", "torn", "torn", "torn"),
+    ExitCode(EXIT_USAGE, "Usage error", "usage error", None, "error", "usage"),
+    ExitCode(EXIT_CORRUPT, "Corruption", "corruption: acknowledged data is damaged (under --strict, any anomaly)",
+             "corrupt", "error", "corrupt"),
+    ExitCode(EXIT_SEQUENCE, "Sequence discontinuity", "sequence discontinuity: gap, repeat or regression",
+             "discontinuous", "error", "sequence"),
+    ExitCode(EXIT_UNSUPPORTED, "Unsupported", "unsupported: not a known format or version", "unsupported",
+             "error", "unsupported"),
+    ExitCode(EXIT_ENVIRONMENT, "Environment", "environment: I/O error, permission, or locked by a live writer",
+             "environment", "error", "io"),
+    ExitCode(EXIT_REFUSED, "Refused", "refused: a safety bound would be exceeded; nothing was changed", None,
+             "error", "refused"),
+)
+
+
 def combine_exit_codes(codes) -> int:
     present = set(codes)
     for code in EXIT_PRECEDENCE:
         if code in present:
             return code
     return EXIT_OK
+
+
+def precedence_text() -> str:
+    """`6, 3, 4, 5, 1`: the precedence as help and the man pages write it."""
+    return ", ".join(map(str, EXIT_PRECEDENCE))
+
+
+def exit_table() -> str:
+    """The exit codes as `walctl --help` lists them, from EXITS."""
+    return "\n".join([f"Exit codes (several findings: the first present in the order {precedence_text()}):"]
+                     + [f"  {e.code} {e.help}" for e in EXITS])
 
 
 # The `reason` of an error in a JSON document: a word a script can branch on (cron alerts on not-found,
@@ -29,9 +70,8 @@ REASON_WRONG_KIND = "not-a-directory"  # a file (or FIFO, device) where a direct
 REASON_LOCKED = "locked"              # a live writer holds the directory's lock
 REASON_PERMISSION = "permission"
 REASON_IO = "io"                      # any other I/O failure: disk full, EIO, a dead worker...
-_REASON_BY_CODE = {EXIT_USAGE: "usage", EXIT_CORRUPT: "corrupt", EXIT_SEQUENCE: "sequence",
-                   EXIT_UNSUPPORTED: "unsupported", EXIT_ENVIRONMENT: REASON_IO, EXIT_REFUSED: "refused",
-                   EXIT_TORN: "torn"}
+_REASON_BY_CODE = {e.code: e.reason for e in EXITS if e.reason is not None}
+assert _REASON_BY_CODE[EXIT_ENVIRONMENT] == REASON_IO
 
 
 class WalctlError(Exception):

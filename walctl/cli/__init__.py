@@ -9,19 +9,10 @@ import typer
 from typer._click import exceptions as click_exceptions  # typer 0.27 vendors click
 
 from .. import __version__
-from ..errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_USAGE, OutputClosed, WalctlError
+from ..errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_USAGE, OutputClosed, WalctlError, exit_table
 from .render import error_line
 
-EXIT_TABLE = """Exit codes (several findings: the first present in the order 6, 3, 4, 5, 1):
-  0 clean (anomalies are warnings unless --strict)
-  1 torn tail only: repair can cut it
-  2 usage error
-  3 corruption: acknowledged data is damaged (under --strict, any anomaly)
-  4 sequence discontinuity: gap, repeat or regression
-  5 unsupported: not a known format or version
-  6 environment: I/O error, permission, or locked by a live writer
-  7 refused: a safety bound would be exceeded; nothing was changed"""
-
+EXIT_TABLE = exit_table()
 ROOT_HELP = ("Verify, inspect and mend write-ahead logs, checkpoints and JSON-lines logs.\n\n\b\n"
              + EXIT_TABLE + "\n\nExample: walctl verify /var/lib/agent/wal --json\n"
              "Example: walctl help verify")

@@ -5,6 +5,8 @@ from typing import List, Optional
 
 import typer
 
+from ..errors import precedence_text
+from ..ops.classes import SEQUENCE_GAP
 from ..ops.kinds import kind_of
 from ..ops.report import VerifyReport
 
@@ -12,11 +14,11 @@ from ..ops.verify import verify_paths
 from .progress import PROGRESS, Bar, path_bytes
 from .render import emit, json_document, next_lines, paint, plain_table, seq_range
 
-HELP = """Check WAL chunk files or directories and say exactly what is damaged. Read-only.
+HELP = f"""Check WAL chunk files or directories and say exactly what is damaged. Read-only.
 
 Each PATH is a chunk directory (wal-NNNNNN.bin files) or a single chunk file. Every finding names the
 file, byte offset, sequences, class and the stored vs computed values. The exit code is the worst
-finding (order 6, 3, 4, 5, 1): 0 clean, 1 torn tail only, 3 corruption, 4 sequence gap/repeat,
+finding (order {precedence_text()}): 0 clean, 1 torn tail only, 3 corruption, 4 sequence gap/repeat,
 5 unsupported, 6 environment/locked.
 
 Example: walctl verify /var/lib/agent/wal --json | jq .exit_code"""
@@ -111,7 +113,7 @@ def render_human(report: VerifyReport, verbose: bool, archive: str | None = None
             if extra.get("salvageable_records"):
                 a, b = extra["salvageable_sequence_range"]
                 emit(f"      salvageable after it: {extra['salvageable_records']} records, seq {a}..{b}")
-            if f.lost_sequence_range and f.cls not in ("sequence-gap",):
+            if f.lost_sequence_range and f.cls != SEQUENCE_GAP:
                 a, b = f.lost_sequence_range
                 emit(f"      sequences lost: {seq_range(a, b)}")
         from ..ops.heal_advice import advise

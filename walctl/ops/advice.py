@@ -16,6 +16,7 @@ import shlex
 from typing import NamedTuple
 
 from ..format.names import movable_kind
+from . import classes as K
 from . import findings as F
 
 
@@ -128,7 +129,7 @@ def _torn_steps(report) -> list[Step]:
             step("repair", report.path, "--apply", note="cuts the torn tail, keeping it in .quarantine/")]
 
 
-MISSING = (F.SEQUENCE_GAP, F.SEQUENCE_MISSING, F.SEALED_MISSING)  # sequences no file holds
+MISSING = frozenset(K.with_absent())  # sequences no file holds
 
 
 def _missing_steps(report) -> list[Step]:
@@ -174,7 +175,8 @@ def accept_loss_step(directory: str, first: int, last: int) -> Step:
                 note="only once these sequences are known to be lost for good")
 
 
-CORRUPT_DAMAGE = (F.MID_LOG_DAMAGE, F.TAIL_DAMAGE, F.UNDECODABLE_PAYLOAD, F.SHORT_CHUNK)  # bytes a copy reads past
+CORRUPT_DAMAGE = K.acted_on_by(K.SALVAGE)  # bytes a copy reads past
+DISCONTINUITY = K.acted_on_by(K.DISCONTINUITY)  # a gap, repeat or regression
 
 
 def _corrupt_steps(report) -> list[Step]:
@@ -243,7 +245,7 @@ def after_repair(rep) -> list[Step]:
         out.append(step("quarantine", "move", d, f.file, "--reason", f.cls + (" " + rng if rng else ""),
                         note=f"the plan to set {f.file} aside ({f.cls}{': ' + what if what else ''}); --apply does it"))
     missing = _missing_steps(rep.before._replace(path=d)) if rep.before.kind is not None else []
-    if not missing and any(f.cls in (F.SEQUENCE_GAP, F.SEQUENCE_REPEAT, F.SEQUENCE_REGRESSION) for f in rep.left_alone):
+    if not missing and any(f.cls in DISCONTINUITY for f in rep.left_alone):
         out.append(step("quarantine", "list", d, note="sequences cannot be mended in place: is a chunk there?"))
     out += missing
     for f in rep.left_alone:  # an unsupported chunk in a log directory (never the directory itself)

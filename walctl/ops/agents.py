@@ -18,6 +18,7 @@ from ..format.jsonload import loads
 from ..store import durable
 from ..store.fs import DEFAULT_FS
 from .agents_tree import Tree, build_tree
+from . import classes as K
 from .findings import Finding
 
 STATES = ("created", "active", "suspended", "terminated")
@@ -284,18 +285,18 @@ def verify_root(root: str, fs=DEFAULT_FS) -> tuple[list[Finding], Tree, list[Ses
     out: list[Finding] = []
     daemon = live_daemon(root, fs)
     if daemon:
-        out.append(Finding("live-daemon", EXIT_OK, f"{daemon} is running: ACTIVE sessions and a pending file may "
+        out.append(Finding(K.LIVE_DAEMON, EXIT_OK, f"{daemon} is running: ACTIVE sessions and a pending file may "
                            "be work in progress", "daemon.lock"))
     tree = build_tree(sessions, set_aside_sessions(root, fs))
     for s in sessions:
         out += _session_findings(s, daemon)
         if s.session_id in tree.terminating:
-            out.append(Finding("interrupted-termination", EXIT_TORN, f"agent.terminated is logged ({s.terminated_at}) "
+            out.append(Finding(K.INTERRUPTED_TERMINATION, EXIT_TORN, f"agent.terminated is logged ({s.terminated_at}) "
                                "but the session was not saved terminated: a crash between the two; recover finishes "
                                "the termination", f"agents/{s.session_id}/session.json"))
     for sid, why in tree.orphans:
         then = "recover terminates it only with --force" if sid in tree.uncertain else "recover terminates it"
-        out.append(Finding("orphan", EXIT_CORRUPT, f"orphan session: {why} ({then})", f"agents/{sid}",
+        out.append(Finding(K.ORPHAN, EXIT_CORRUPT, f"orphan session: {why} ({then})", f"agents/{sid}",
                            extra={"uncertain": sid in tree.uncertain}))
     return out, tree, sessions
 
@@ -304,26 +305,26 @@ def _session_findings(s: Session, daemon) -> list[Finding]:
     rel = f"agents/{s.session_id}"
     out = []
     if not _HEX32.fullmatch(s.session_id):
-        out.append(Finding("foreign-file", EXIT_OK, "not a session directory name (32 hex digits)", rel))
+        out.append(Finding(K.FOREIGN_FILE, EXIT_OK, "not a session directory name (32 hex digits)", rel))
     if s.problem == NO_SESSION_JSON and _HEX32.fullmatch(s.session_id):
-        out.append(Finding("unsaved-session", EXIT_TORN, "no session.json: the session was never saved (a crash "
+        out.append(Finding(K.UNSAVED_SESSION, EXIT_TORN, "no session.json: the session was never saved (a crash "
                            "between opening its log and the first save; the runtime skips it); recover sets the "
                            "directory aside", rel))
     elif s.problem:
-        out.append(Finding("session-json", EXIT_CORRUPT, s.problem, f"{rel}/session.json"))
+        out.append(Finding(K.SESSION_JSON, EXIT_CORRUPT, s.problem, f"{rel}/session.json"))
     for ln in s.lines:
         if ln.problem:
-            out.append(Finding("corrupt-line", EXIT_CORRUPT, f"line {ln.number}: {ln.problem}",
+            out.append(Finding(K.CORRUPT_LINE, EXIT_CORRUPT, f"line {ln.number}: {ln.problem}",
                                f"{rel}/events.jsonl", ln.offset, ln.end, extra={"line": ln.number}))
     out += _duplicate_findings(s)
     if s.tail is not None:
         off, data = s.tail
-        out.append(Finding("tail-damage", EXIT_TORN, f"{len(data)} bytes after the last newline: a partial "
+        out.append(Finding(K.TAIL_DAMAGE, EXIT_TORN, f"{len(data)} bytes after the last newline: a partial "
                            "line", f"{rel}/events.jsonl", off, off + len(data), torn=True))
     out += _pending_findings(s)
     out += _tmp_findings(s)
     if s.state == "active" and not daemon:
-        out.append(Finding("active-session", EXIT_OK, "ACTIVE on disk: the daemon crashed or stopped without "
+        out.append(Finding(K.ACTIVE_SESSION, EXIT_OK, "ACTIVE on disk: the daemon crashed or stopped without "
                            "suspending (recover suspends it)", f"{rel}/session.json"))
     return out
 
@@ -335,7 +336,7 @@ def _duplicate_findings(s: Session) -> list[Finding]:
         return []
     used = created[-1]
     numbers = ", ".join(str(ln.number) for ln in created)
-    return [Finding("duplicate-created", EXIT_CORRUPT, f"line {ln.number}: one of {len(created)} agent.created "
+    return [Finding(K.DUPLICATE_CREATED, EXIT_CORRUPT, f"line {ln.number}: one of {len(created)} agent.created "
                     f"lines in one log (lines {numbers}); the runtime uses the last, line {used.number} (agent "
                     f"{used.event['data'].get('agent_id')!r}, name {used.event['data'].get('name')!r}), and so does "
                     "the tree; set-aside --line can set a duplicate aside", f"agents/{s.session_id}/events.jsonl",
@@ -350,7 +351,7 @@ def _pending_findings(s: Session) -> list[Finding]:
                           "nothing",
             PENDING_IN_LOG: "recover removes it",
             PENDING_NEW: "an entry not yet in the log: recover completes it"}[p.verdict]
-    return [Finding("pending-entry", EXIT_TORN, f"events.pending holds {p.why}; {then}",
+    return [Finding(K.PENDING_ENTRY, EXIT_TORN, f"events.pending holds {p.why}; {then}",
                     f"agents/{s.session_id}/events.pending", extra={"verdict": p.verdict})]
 
 
@@ -360,10 +361,10 @@ def _tmp_findings(s: Session) -> list[Finding]:
     where = f"agents/{s.session_id}/session.json.tmp"
     if s.tmp is None:
         what = "empty" if not s.tmp_raw else f"{len(s.tmp_raw)} bytes that are not a session record"
-        return [Finding("session-json-tmp", EXIT_OK, f"a session.json.tmp left by a crash: {what} (a save cut "
+        return [Finding(K.SESSION_JSON_TMP, EXIT_OK, f"a session.json.tmp left by a crash: {what} (a save cut "
                         "short; session.json is what the runtime loads); recover keeps it in .quarantine/", where)]
     changed = sorted(k for k in set(s.tmp) | set(s.meta or {}) if s.tmp.get(k) != (s.meta or {}).get(k))
-    return [Finding("session-json-tmp", EXIT_OK, "a session.json.tmp left by a crash; it differs in "
+    return [Finding(K.SESSION_JSON_TMP, EXIT_OK, "a session.json.tmp left by a crash; it differs in "
                     f"{', '.join(changed) or 'nothing'}; recover keeps it in .quarantine/", where)]
 
 

@@ -19,14 +19,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from .. import __version__
-from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, REASON_NOT_FOUND, EnvironmentProblem, \
-    UsageError
+from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, REASON_NOT_FOUND, EnvironmentProblem, UsageError
 from ..format.archive_manifest import CHECKPOINTS, CHUNKS, KINDS, LIVE, SEGMENTS, WAL_KINDS, entry_problem, \
     parse_objects, valid_object
 from ..format.names import is_plain_name, parse_chunk_name, parse_segment_name
 from ..format.livepiece import Piece, parse_piece_name
 from ..store.objstore import ObjectInfo, open_store
 from ..store.scratch import Scratch
+from . import classes as K
 from .clock import utc_now
 from .findings import Finding
 
@@ -98,7 +98,7 @@ def describe(path: str, kind: str, md5: list | None = None) -> tuple[Entry | Non
 
     name = os.path.basename(path)
     if os.path.islink(path):  # its bytes live wherever the link points: never shipped off the machine
-        return None, Finding("linked-file", EXIT_UNSUPPORTED, "a symbolic link: walctl does not archive what a "
+        return None, Finding(K.LINKED_FILE, EXIT_UNSUPPORTED, "a symbolic link: walctl does not archive what a "
                              "link points at", name)
     size = os.path.getsize(path)
     now = utc_now()
@@ -151,15 +151,15 @@ def _describe_chunk(path: str, name: str, size: int, now: str, md5) -> tuple[Ent
 
             s = fscan.scan_chunk(buf, visit)
     except WalctlError as e:
-        return None, Finding("unreadable", e.exit_code, e.reason, name)
+        return None, Finding(K.UNREADABLE, e.exit_code, e.reason, name)
     if s.header != fscan.HEADER_OK:
-        return None, Finding("unsupported", EXIT_UNSUPPORTED, f"not a V2 chunk (file header {s.header})", name)
+        return None, Finding(K.UNSUPPORTED, EXIT_UNSUPPORTED, f"not a V2 chunk (file header {s.header})", name)
     if s.damage:
         d = s.damage[0]
-        return None, Finding("archived-damage", EXIT_CORRUPT, f"{d.kind} damage at offset {d.offset}: {d.reason}",
+        return None, Finding(K.ARCHIVED_DAMAGE, EXIT_CORRUPT, f"{d.kind} damage at offset {d.offset}: {d.reason}",
                              name, d.offset, d.end)
     if len(s.runs) > 1:
-        return None, Finding("sequence-gap", EXIT_SEQUENCE, "sequences inside the chunk do not rise by one", name)
+        return None, Finding(K.SEQUENCE_GAP, EXIT_SEQUENCE, "sequences inside the chunk do not rise by one", name)
     return Entry(name, CHUNKS, size, sha, s.first_seq, s.last_seq, now, last_time_ms=stamps[0]), None
 
 
@@ -171,9 +171,9 @@ def describe_piece(name: str, data: bytes) -> tuple[Entry | None, Finding | None
 
     p = parse_piece_name(name)
     if p is None:
-        return None, Finding("unsupported", EXIT_UNSUPPORTED, "not a live piece name", name)
+        return None, Finding(K.UNSUPPORTED, EXIT_UNSUPPORTED, "not a live piece name", name)
     if len(data) != p.size:
-        return None, Finding("archived-damage", EXIT_CORRUPT, f"{len(data)} bytes, the name says {p.size}", name)
+        return None, Finding(K.ARCHIVED_DAMAGE, EXIT_CORRUPT, f"{len(data)} bytes, the name says {p.size}", name)
     if p.is_segment:
         from ..format import segment as seg
 
@@ -181,7 +181,7 @@ def describe_piece(name: str, data: bytes) -> tuple[Entry | None, Finding | None
         while off < len(data):
             fr = seg.read_frame(data, off)
             if fr.entry is None:
-                return None, Finding("archived-damage", EXIT_CORRUPT, f"{fr.kind} frame at piece offset {off}: "
+                return None, Finding(K.ARCHIVED_DAMAGE, EXIT_CORRUPT, f"{fr.kind} frame at piece offset {off}: "
                                      f"{fr.problem}", name, p.start + off)
             if not seqs or fr.entry.sequence > seqs[-1]:
                 seqs.append(fr.entry.sequence)
@@ -196,7 +196,7 @@ def describe_piece(name: str, data: bytes) -> tuple[Entry | None, Finding | None
         elif p.start >= FILE_HEADER.size:
             buf = encode_file_header() + data
         else:
-            return None, Finding("archived-damage", EXIT_CORRUPT, "a piece that starts inside the file header", name)
+            return None, Finding(K.ARCHIVED_DAMAGE, EXIT_CORRUPT, "a piece that starts inside the file header", name)
         stamps: list = [None]
 
         def visit(b, off, h, p_, q, nxt, payload):
@@ -206,15 +206,15 @@ def describe_piece(name: str, data: bytes) -> tuple[Entry | None, Finding | None
         s = fscan.scan_chunk(buf, visit)
         last_ms = stamps[0]
         if s.header != fscan.HEADER_OK:
-            return None, Finding("unsupported", EXIT_UNSUPPORTED, f"not a V2 chunk piece (file header {s.header})",
+            return None, Finding(K.UNSUPPORTED, EXIT_UNSUPPORTED, f"not a V2 chunk piece (file header {s.header})",
                                  name)
         if s.damage:
             d = s.damage[0]
-            return None, Finding("archived-damage", EXIT_CORRUPT, f"{d.kind} damage at piece offset "
+            return None, Finding(K.ARCHIVED_DAMAGE, EXIT_CORRUPT, f"{d.kind} damage at piece offset "
                                  f"{d.offset - (FILE_HEADER.size if p.start else 0)}: {d.reason}", name)
         got, rising = (s.first_seq, s.last_seq), len(s.runs) == 1
     if not rising or got != (p.first_sequence, p.last_sequence):
-        return None, Finding("manifest-mismatch", EXIT_CORRUPT, f"holds {got[0]}..{got[1]}"
+        return None, Finding(K.MANIFEST_MISMATCH, EXIT_CORRUPT, f"holds {got[0]}..{got[1]}"
                              f"{'' if rising else ' (not rising by one)'}, the name says "
                              f"{p.first_sequence}..{p.last_sequence}", name)
     return Entry(name, LIVE, len(data), hashlib.sha256(data).hexdigest(), p.first_sequence, p.last_sequence,

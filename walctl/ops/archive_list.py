@@ -11,6 +11,7 @@ from .archive import (
     CHECKPOINTS, CHUNKS, KINDS, LIVE, MANIFEST, WAL_KINDS, Entry, Manifest, _order, object_key, valid_namespace,
 )
 from .archive_pieces import wal_units
+from . import classes as K
 from .findings import Finding
 
 
@@ -88,7 +89,7 @@ def overlaps(ns: str, entries) -> list[Finding]:
                 what = "the same sequences as" if (a.first_sequence, a.last_sequence) == (b.first_sequence,
                                                                                          b.last_sequence) else \
                     "sequences already held by"
-                out.append(Finding("sequence-overlap", EXIT_SEQUENCE,
+                out.append(Finding(K.SEQUENCE_OVERLAP, EXIT_SEQUENCE,
                                    f"holds {b.first_sequence}..{b.last_sequence}, {what} {a.name} "
                                    f"({a.first_sequence}..{a.last_sequence}), which comes before it: restore would "
                                    "lay out a repeat or regression", object_key(ns, kind, b.name),

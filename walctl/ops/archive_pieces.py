@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..errors import EXIT_SEQUENCE
 from .archive import CHUNKS, SEGMENTS, WAL_KINDS, Entry
+from . import classes as K
 from .findings import Finding
 
 
@@ -33,7 +34,7 @@ def contiguous_pieces(pieces: list) -> tuple[list, list[Finding]]:
             used.append(e)
             at = p.end
             continue
-        kind = "piece-overlap" if p.start < at else "piece-hole"
+        kind = K.PIECE_OVERLAP if p.start < at else K.PIECE_HOLE
         findings.append(Finding(kind, EXIT_SEQUENCE, f"starts at byte {p.start} of {p.file}, "
                                 f"{'before' if p.start < at else 'after'} the end of the pieces before it ({at})",
                                 e.name, p.start, sequence_range=(p.first_sequence, p.last_sequence)))

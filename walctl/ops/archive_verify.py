@@ -12,6 +12,7 @@ from ..store.scratch import Scratch
 from .archive import LIVE, MANIFEST, Entry, _download, describe, object_key, with_views
 from .archive_list import gaps, namespaces, overlaps, summary
 from .archive_pieces import contiguous_pieces, live_files
+from . import classes as K
 from .findings import Finding
 
 
@@ -40,9 +41,9 @@ def verify_archive(dest: str, *, namespace: str | None = None, jobs: int = 4, en
 def _verify_view(store, ns: str, man, jobs: int, progress, checked: dict) -> tuple[dict, list[Finding]]:
     findings: list[Finding] = []
     if man.invalid:  # the archive's own index is damaged: its objects are judged from themselves
-        findings.append(Finding("manifest-invalid", EXIT_CORRUPT, man.invalid, f"{ns}/{MANIFEST}"))
+        findings.append(Finding(K.MANIFEST_INVALID, EXIT_CORRUPT, man.invalid, f"{ns}/{MANIFEST}"))
     for n in man.missing_objects:
-        findings.append(Finding("missing-object", EXIT_SEQUENCE, "listed by the manifest, absent from the store",
+        findings.append(Finding(K.MISSING_OBJECT, EXIT_SEQUENCE, "listed by the manifest, absent from the store",
                                 f"{ns}/{man.entries[n].kind}/{n}"))
     present = [e for n, e in sorted(man.entries.items()) if n not in man.missing_objects]
     todo = [e for e in present if (e.kind, e.name, e.sha256) not in checked]
@@ -52,7 +53,7 @@ def _verify_view(store, ns: str, man, jobs: int, progress, checked: dict) -> tup
                 checked[(e.kind, e.name, e.sha256)] = f
     findings += [checked[(e.kind, e.name, e.sha256)] for e in present if checked[(e.kind, e.name, e.sha256)]]
     for a, b in gaps(present):
-        findings.append(Finding("sequence-gap", EXIT_SEQUENCE, f"sequences {a}..{b} are in no archived object",
+        findings.append(Finding(K.SEQUENCE_GAP, EXIT_SEQUENCE, f"sequences {a}..{b} are in no archived object",
                                 f"{ns}", sequence_range=(a, b)))
     findings.extend(overlaps(ns, present))
     for ps in live_files(present).values():  # pieces of one file: laid out from byte 0, no hole, no overlap
@@ -73,11 +74,11 @@ def _check_object(store, ns: str, e: Entry, tmp, progress) -> Finding | None:
     if progress:
         progress(e.size)
     if sha != e.sha256:
-        return Finding("archived-sha256-mismatch", EXIT_CORRUPT, "the object's bytes are not the ones pushed", key,
+        return Finding(K.ARCHIVED_SHA256_MISMATCH, EXIT_CORRUPT, "the object's bytes are not the ones pushed", key,
                        stored=e.sha256, computed=sha)
     if f is not None:
         return f._replace(file=key)
     if (got.first_sequence, got.last_sequence) != (e.first_sequence, e.last_sequence):
-        return Finding("manifest-mismatch", EXIT_CORRUPT, f"holds {got.first_sequence}..{got.last_sequence}, the "
+        return Finding(K.MANIFEST_MISMATCH, EXIT_CORRUPT, f"holds {got.first_sequence}..{got.last_sequence}, the "
                        f"manifest says {e.first_sequence}..{e.last_sequence}", key)
     return None

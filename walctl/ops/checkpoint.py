@@ -12,12 +12,13 @@ from typing import NamedTuple
 
 from .. import __version__
 from ..errors import (
-    EXIT_CORRUPT, EXIT_OK, EXIT_UNSUPPORTED, NotClean, UnsupportedInput, UsageError, combine_exit_codes,
+    EXIT_CORRUPT, EXIT_UNSUPPORTED, NotClean, UnsupportedInput, UsageError, combine_exit_codes,
 )
 from ..format import checkpoint as ck
 from ..store import durable, quarantine
 from ..store.fs import DEFAULT_FS
 from .clock import utc_now
+from . import classes as K
 from .findings import Finding
 
 SUFFIX = ".ckpt"
@@ -26,7 +27,7 @@ CLASS_EXIT = {ck.CORRUPT: EXIT_CORRUPT, ck.UNSUPPORTED: EXIT_UNSUPPORTED}
 
 def checkpoint_class(failure_class: str) -> str:
     """The finding class of a checkpoint that fails a step (`checkpoint-corrupt`, `checkpoint-unsupported`)."""
-    return "checkpoint-" + failure_class
+    return {ck.CORRUPT: K.CHECKPOINT_CORRUPT, ck.UNSUPPORTED: K.CHECKPOINT_UNSUPPORTED}[failure_class]
 
 
 class CheckpointReport(NamedTuple):
@@ -48,7 +49,7 @@ class CheckpointReport(NamedTuple):
             out.append(Finding(checkpoint_class(f.cls), CLASS_EXIT[f.cls], f"step {f.step}: {f.reason}", self.file,
                                stored=f.stored, computed=f.computed, extra={"step": f.step}))
         for a in self.checked.anomalies:
-            out.append(Finding("anomaly", EXIT_CORRUPT if self.strict else EXIT_OK, a, self.file,
+            out.append(Finding(K.ANOMALY, K.strict_code(K.ANOMALY, self.strict), a, self.file,
                                extra={"code": "checkpoint"}))
         return tuple(out)
 

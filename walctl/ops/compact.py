@@ -27,8 +27,10 @@ from ..store.chunkdir import list_chunks
 from ..store.fs import DEFAULT_FS
 from ..store.contain import refuse_links
 from ..store.lock import DirectoryLock, holder_text
-from . import findings as F
+from .classes import NO_COMPACT, acted_on_by
 from .clock import utc_now
+
+NO_COMPACT_CLASSES = acted_on_by(NO_COMPACT)  # sequences that do not rise by one
 
 
 class ChunkBound(NamedTuple):
@@ -127,8 +129,8 @@ def plan(directory: str, hwm: int, fs=DEFAULT_FS, lock_held_by_us: bool = False)
     from .verify import require_recognised, verify_path
 
     report = require_recognised(verify_path(directory, fs=fs, lock_held_by_us=lock_held_by_us))
-    seq = [f for f in report.findings if f.exit_code == EXIT_SEQUENCE and f.cls in (
-        F.SEQUENCE_REPEAT, F.SEQUENCE_REGRESSION, F.SEQUENCE_BELOW_ONE)]  # a gap stops the plan below
+    seq = [f for f in report.findings if f.exit_code == EXIT_SEQUENCE and f.cls in NO_COMPACT_CLASSES]
+    # a repeat, a regression, a sequence below one (ops/classes.py); a gap stops the plan below
     if seq:
         err = NotClean(f"refusing to compact: {seq[0].one_line()} (see `{cmd('verify', directory)}`); compaction "
                        "cannot tell which records a chunk holds across it", directory, code=EXIT_SEQUENCE)

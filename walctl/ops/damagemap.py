@@ -12,53 +12,30 @@ from typing import NamedTuple
 
 from ..errors import WalctlError
 from ..store.fs import DEFAULT_FS
-from . import findings as F
+from .classes import (
+    MARK_ANOMALY, MARK_CORRUPT_TAIL, MARK_DAMAGED, MARK_GAP, MARK_IN_PROGRESS, MARK_MID_LOG, MARK_NOTE, MARK_REPEAT,
+    MARK_SHORT, MARK_TORN, MARK_UNDECODABLE, MARK_UNSUPPORTED, MARK_ZERO_FILL, row,
+)
 from .findings import Finding
 from .pieces import Piece, read_pieces
 from .report import PathReport
 from .verify import verify_path
 
-# What a region looks like on the map: a mark per kind of trouble (the legend, in this order).
-MARK_MID_LOG = "mid-log"
-MARK_TORN = "torn"
-MARK_ZERO_FILL = "zero-fill"
-MARK_CORRUPT_TAIL = "corrupt-tail"
-MARK_UNDECODABLE = "undecodable"
-MARK_SHORT = "short-chunk"
-MARK_UNSUPPORTED = "unsupported"
-MARK_IN_PROGRESS = "in-progress"
-MARK_GAP = "gap"
-MARK_REPEAT = "repeat"
-MARK_ANOMALY = "anomaly"
-MARK_NOTE = "note"  # foreign files, duplicate indices: nothing in a chunk's bytes
-MARK_DAMAGED = "damaged"  # other artifact kinds (segments, checkpoints, task logs): their own classes
-
+# What a region looks like on the map: a mark per kind of trouble (the legend, in this order). The marks
+# and the class each stands for are columns of the finding-class table (ops/classes.py).
 MARKS = (MARK_MID_LOG, MARK_TORN, MARK_ZERO_FILL, MARK_CORRUPT_TAIL, MARK_UNDECODABLE, MARK_SHORT,
          MARK_UNSUPPORTED, MARK_IN_PROGRESS, MARK_GAP, MARK_REPEAT, MARK_ANOMALY, MARK_NOTE, MARK_DAMAGED)
 
 
 def mark_of(f: Finding) -> str:
-    """The map's mark for a finding: verify's class, refined by what kind of tail it is."""
-    if f.cls == F.MID_LOG_DAMAGE:
-        return MARK_MID_LOG
-    if f.cls == F.TAIL_DAMAGE:
+    """The map's mark for a finding: its class's, a tail's refined by what kind of tail it is."""
+    mark = row(f.cls).mark
+    if mark == MARK_TORN:
         if f.tail_kind == "zero-fill":
             return MARK_ZERO_FILL
         return MARK_TORN if f.torn else MARK_CORRUPT_TAIL
-    if f.cls == F.UNDECODABLE_PAYLOAD:
-        return MARK_UNDECODABLE
-    if f.cls == F.SHORT_CHUNK:
-        return MARK_SHORT
-    if f.cls == F.IN_PROGRESS:
-        return MARK_IN_PROGRESS
-    if f.cls == F.SEQUENCE_GAP:
-        return MARK_GAP
-    if f.cls in (F.SEQUENCE_REPEAT, F.SEQUENCE_REGRESSION):
-        return MARK_REPEAT
-    if f.cls == F.ANOMALY:
-        return MARK_ANOMALY
-    if f.cls in (F.UNSUPPORTED, F.UNREADABLE):
-        return MARK_UNSUPPORTED
+    if mark is not None:
+        return mark
     if f.exit_code == 0:
         return MARK_NOTE
     # Other artifact kinds (segments, checkpoints, task logs) have their own classes: a torn end is

@@ -4,39 +4,15 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..errors import (
-    EXIT_CORRUPT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED,
+from ..errors import EXITS
+from .classes import (  # noqa: F401 (the class names, re-exported: F.TAIL_DAMAGE)
+    ACCEPTED_LOSS, ANOMALY, CHECKPOINT_META, DUPLICATE_INDEX, FOREIGN_FILE, IN_PROGRESS, LEDGER_LINE, LINKED_FILE,
+    MID_LOG_DAMAGE, SEAL_MISMATCH, SEALED_MISSING, SEQUENCE_BELOW_ONE, SEQUENCE_GAP, SEQUENCE_MISSING,
+    SEQUENCE_REGRESSION, SEQUENCE_REPEAT, SHORT_CHUNK, TAIL_DAMAGE, UNDECODABLE_PAYLOAD, UNREADABLE, UNSUPPORTED,
+    row,
 )
 
-# Finding classes (docs/format.md, "Damage classes"; man/walctl-verify.1)
-TAIL_DAMAGE = "tail-damage"
-MID_LOG_DAMAGE = "mid-log-damage"
-UNDECODABLE_PAYLOAD = "undecodable-payload"
-SHORT_CHUNK = "short-chunk"
-SEQUENCE_GAP = "sequence-gap"
-SEQUENCE_REPEAT = "sequence-repeat"
-SEQUENCE_REGRESSION = "sequence-regression"
-UNSUPPORTED = "unsupported"
-UNREADABLE = "unreadable"
-ANOMALY = "anomaly"
-IN_PROGRESS = "in-progress"
-FOREIGN_FILE = "foreign-file"
-DUPLICATE_INDEX = "duplicate-chunk-index"
-LINKED_FILE = "linked-file"  # a symbolic link: read through, never modified
-NO_CHUNKS = "no-chunks"
-# the directory ledger (docs/format.md, "The directory ledger")
-LEDGER_LINE = "ledger-line"
-SEALED_MISSING = "sealed-chunk-missing"
-SEAL_MISMATCH = "seal-mismatch"
-SEQUENCE_MISSING = "sequence-missing"
-SEQUENCE_BELOW_ONE = "sequence-below-one"
-ACCEPTED_LOSS = "accepted-loss"
-CHECKPOINT_META = "checkpoint-meta"
-
-SEVERITY_BY_EXIT = {
-    EXIT_OK: "warning", EXIT_TORN: "torn", EXIT_CORRUPT: "error", EXIT_SEQUENCE: "error",
-    EXIT_UNSUPPORTED: "error", EXIT_ENVIRONMENT: "error",
-}
+SEVERITY_BY_EXIT = {e.code: e.severity for e in EXITS}
 
 
 class Finding(NamedTuple):
@@ -69,9 +45,7 @@ class Finding(NamedTuple):
 
     @property
     def severity(self) -> str:
-        if self.cls == IN_PROGRESS:
-            return "note"
-        return SEVERITY_BY_EXIT.get(self.exit_code, "error")
+        return row(self.cls).severity or SEVERITY_BY_EXIT.get(self.exit_code, "error")
 
     def to_json(self) -> dict:
         d = {

@@ -23,18 +23,17 @@ from ..errors import EXIT_TORN, UnsupportedInput, UsageError
 from ..format import ledger as L
 from ..format.names import parse_chunk_name, parse_segment_name
 from ..store import ledger as SL
+from . import classes as K
 from . import findings as F
 from .archive import CHECKPOINTS, CHUNKS, LIVE, SEGMENTS, object_key
-from .checkpoint import CLASS_EXIT, checkpoint_class
 from .kinds import KIND_CHECKPOINTS, KIND_DIR, KIND_SEGMENTS
 
 # The directory kinds heal mends, and the archive's object kind for their files.
 HEAL_OBJECTS = {KIND_DIR: CHUNKS, KIND_SEGMENTS: SEGMENTS, KIND_CHECKPOINTS: CHECKPOINTS}
 # Findings that say a file's own bytes are damaged (a checkpoint's: any of its eleven steps).
-DAMAGE = frozenset({F.MID_LOG_DAMAGE, F.TAIL_DAMAGE, F.UNDECODABLE_PAYLOAD, F.SHORT_CHUNK, F.UNSUPPORTED,
-                    F.UNREADABLE, F.SEAL_MISMATCH} | {checkpoint_class(c) for c in CLASS_EXIT})
+DAMAGE = K.acted_on_by(K.HEAL)
 # Findings that say sequences are absent: the field that holds the range.
-ABSENT = {F.SEQUENCE_GAP: "missing", F.SEQUENCE_MISSING: "sequence_range", F.SEALED_MISSING: "sequence_range"}
+ABSENT = K.with_absent()
 REPLACE, RESTORE = "replace", "restore"
 PLANNED, HEALED, REFUSED = "planned", "healed", "refused"
 BY_SEAL, BY_MANIFEST, BY_PIECES = "ledger-seal", "manifest", "live-pieces"

@@ -18,6 +18,7 @@ from ..store import quarantine as Q
 from ..store.chunkread import SEAL_MISMATCH, Expect, usable_seal
 from ..store.fs import DEFAULT_FS
 from . import findings as F
+from .classes import strict_code
 from .findings import Finding
 
 CHECKPOINT_META = "checkpoint.meta"
@@ -157,7 +158,7 @@ def _sequence(view: View, a: int, b: int, reason: str, strict: bool, file=None, 
     if accepted is not None:
         extra["accepted_by"] = {"ledger_line": accepted.number, "time": accepted.ts,
                                 "reason": accepted.get("reason")}
-        return Finding(F.ACCEPTED_LOSS, EXIT_CORRUPT if strict else EXIT_OK,
+        return Finding(F.ACCEPTED_LOSS, strict_code(F.ACCEPTED_LOSS, strict),
                        f"{reason}; loss accepted at {accepted.ts}: {accepted.get('reason')}", file,
                        sequence_range=(a, b), extra=extra, missing=(a, b))
     from .advice import missing_step

@@ -19,6 +19,7 @@ from ..store import ledger as SL
 from ..store.contain import refuse_links
 from ..store.fs import DEFAULT_FS
 from ..store.lock import DirectoryLock, holder_text
+from . import classes as K
 from . import findings as F
 from .ledger_check import LEDGER_FILE
 from .clock import utc_now
@@ -124,7 +125,7 @@ def _plan_seal(directory: str, fs, locked: bool) -> SealReport:
 
 # ---- accept-loss ----
 
-MISSING_CLASSES = (F.SEQUENCE_MISSING, F.SEQUENCE_GAP, F.SEALED_MISSING, F.ACCEPTED_LOSS)
+MISSING_CLASSES = K.acted_on_by(K.UNHELD)
 
 
 class AcceptReport(NamedTuple):

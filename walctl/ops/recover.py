@@ -18,6 +18,7 @@ from ..format.segment import OPERATION_ALIASES
 from ..format.v2 import type_name
 from ..store.fs import DEFAULT_FS
 from .checkpoint import latest
+from . import classes as K
 from .findings import Finding
 from .kinds import KINDS
 from .report import PathReport
@@ -350,10 +351,10 @@ def _judge_log(report: PathReport, log: str, w: int, has_checkpoint: bool, warni
             torn += (f.end_offset or 0) - (f.offset or 0)
             continue
         if f.exit_code == EXIT_OK:
-            if f.cls != "foreign-file":  # duplicates and anomalies: said, as verify says them
+            if f.cls != K.FOREIGN_FILE:  # duplicates and anomalies: said, as verify says them
                 warnings.append(f"{f.cls}: {f.one_line()}")
             continue
-        if f.cls == "sequence-gap" and f.sequence_range and f.sequence_range[0] <= w + 1 <= f.sequence_range[1] + 1:
+        if f.cls == K.SEQUENCE_GAP and f.sequence_range and f.sequence_range[0] <= w + 1 <= f.sequence_range[1] + 1:
             continue  # the gap right after the checkpoint: the first-entry rule decides (--allow-gap)
         pos = _position(f)
         if pos is not None and pos <= w:

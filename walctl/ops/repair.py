@@ -25,6 +25,7 @@ from ..store.oserror import require_dir
 from ..store.contain import refuse_links
 from ..store.lock import DirectoryLock, holder_text
 from . import findings as F
+from .classes import REPAIR_SET_ASIDE, REPAIR_TRUNCATE, row
 from .advice import cmd as _cmd
 from .clock import utc_now
 from .report import PathReport
@@ -91,9 +92,10 @@ class RepairReport(NamedTuple):
 def plan_cuts(report: PathReport) -> tuple[list[Cut], list[F.Finding]]:
     cuts, left = [], []
     for f in report.findings:
-        if f.exit_code == EXIT_TORN and f.cls == F.TAIL_DAMAGE:
+        acts = row(f.cls).acts if f.exit_code == EXIT_TORN else ()
+        if REPAIR_TRUNCATE in acts:
             cuts.append(Cut(f.file, f.offset, f.end_offset, "truncate", f.reason))
-        elif f.exit_code == EXIT_TORN and f.cls == F.SHORT_CHUNK:
+        elif REPAIR_SET_ASIDE in acts:
             cuts.append(Cut(f.file, 0, f.end_offset, "quarantine-chunk", f.reason))
         elif f.exit_code != EXIT_OK:
             left.append(f)

@@ -32,6 +32,7 @@ from ..store.chunkread import ChunkOutcome, scan_chunk_file
 from ..store.fs import DEFAULT_FS
 from . import judge as J
 from .fdwrite import write_pieces_to_fd  # noqa: F401 (callers pass its result as `out` with out_fd)
+from . import classes as K
 from .findings import SEQUENCE_GAP
 from .ledger_check import accepted_gaps_only
 from .kinds import KINDS
@@ -261,8 +262,8 @@ def _emit_v2(path, kind, foreign, writer, opts: ReplayOptions, start: int, sourc
             continue
         block = _chunk_block(c.name, outcome)
         if block is not None:
-            judge.feed(c.name, J.Barrier(J.SHORT if block.cls == "short-chunk" else J.UNREADABLE, note=block))
-            if block.cls != "short-chunk":  # a short chunk waits for the next record: is it torn?
+            judge.feed(c.name, J.Barrier(J.SHORT if block.cls == K.SHORT_CHUNK else J.UNREADABLE, note=block))
+            if block.cls != K.SHORT_CHUNK:  # a short chunk waits for the next record: is it torn?
                 if not opts.skip_damaged:
                     stopped, ended_by = block, "damage"
                     continue
@@ -290,8 +291,8 @@ def _emit_chunk(c, outcome, enc, judge: J.Judge, accepted, opts: ReplayOptions, 
                 continue  # judged by the next record
             lost = (prev + 1, item.resync_sequence - 1) if prev is not None and item.resync_sequence \
                 and item.resync_sequence > prev + 1 else None
-            b = Blocked(c.name, item.offset, item.end, "mid-log-damage" if item.kind == fscan.MID_LOG
-                        else "undecodable-payload", item.reason, lost)
+            b = Blocked(c.name, item.offset, item.end, K.MID_LOG_DAMAGE if item.kind == fscan.MID_LOG
+                        else K.UNDECODABLE_PAYLOAD, item.reason, lost)
             if not opts.skip_damaged:
                 return b, "damage"
             skipped.append(b)
@@ -320,26 +321,26 @@ def _run_block(name: str, judged: J.Judged, blocker, prev: int) -> Blocked:
     """What stops the stream before a run the judge says may not follow what came before it."""
     run, gap = judged.item, judged.gap
     if blocker is judged:
-        return Blocked(name, run.offset, None, "sequence-gap" if gap else "sequence-regression",
+        return Blocked(name, run.offset, None, K.SEQUENCE_GAP if gap else K.SEQUENCE_REGRESSION,
                        f"sequence {run.first_seq} after {prev}", gap)
     where, item = blocker
-    pending = item.note if type(item) is J.Barrier else Blocked(where, item.offset, item.end, "tail-damage",
+    pending = item.note if type(item) is J.Barrier else Blocked(where, item.offset, item.end, K.TAIL_DAMAGE,
                                                                  item.reason, None)
-    return pending._replace(cls="tail-damage", lost_sequences=gap,
+    return pending._replace(cls=K.TAIL_DAMAGE, lost_sequences=gap,
                             reason=pending.reason + " (the next record does not continue the sequence)")
 
 
 def _chunk_block(name: str, outcome: ChunkOutcome) -> Blocked | None:
     """A chunk whose records cannot be read at all blocks the stream (a header-only chunk does not)."""
     if outcome.scan is None:
-        cls = "unreadable" if outcome.error.exit_code == EXIT_ENVIRONMENT else "unsupported"
+        cls = K.UNREADABLE if outcome.error.exit_code == EXIT_ENVIRONMENT else K.UNSUPPORTED
         return Blocked(name, None, None, cls, outcome.error.reason, None)
     s = outcome.scan
     if s.header == fscan.HEADER_OK:
         return None
     if s.header == fscan.HEADER_SHORT:
-        return Blocked(name, 0, s.size, "short-chunk", f"{s.size} bytes, shorter than the 8-byte file header", None)
-    return Blocked(name, 0, None, "unsupported", f"file header {s.header}", None)
+        return Blocked(name, 0, s.size, K.SHORT_CHUNK, f"{s.size} bytes, shorter than the 8-byte file header", None)
+    return Blocked(name, 0, None, K.UNSUPPORTED, f"file header {s.header}", None)
 
 
 def replay_segments(path: str, kind: str, out, opts: ReplayOptions, fs, out_fd: int | None = None,

@@ -7,15 +7,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..errors import (
-    EXIT_CORRUPT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED, combine_exit_codes,
-)
+from ..errors import EXITS, combine_exit_codes
 from .findings import Finding
 
-VERDICTS = {
-    EXIT_OK: "clean", EXIT_TORN: "torn", EXIT_CORRUPT: "corrupt", EXIT_SEQUENCE: "discontinuous",
-    EXIT_UNSUPPORTED: "unsupported", EXIT_ENVIRONMENT: "environment",
-}
+VERDICTS = {e.code: e.verdict for e in EXITS if e.verdict is not None}
 
 
 class ChunkReport(NamedTuple):

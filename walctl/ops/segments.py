@@ -21,6 +21,7 @@ from ..store.fs import DEFAULT_FS
 from ..store.lock import LOCK_NAME
 from . import findings as F
 from . import judge as J
+from .classes import strict_code
 from .findings import Finding
 from .segment_items import STEPS_BACK, SegmentItems
 from .kinds import KIND_SEGMENT, KIND_SEGMENTS, kind_of
@@ -131,7 +132,7 @@ class SegmentWalk:
                 continue
             if items.duplicate(q, e.checksum):
                 self.duplicates += 1
-                findings.append(Finding(F.ANOMALY, EXIT_CORRUPT if self.strict else EXIT_OK,
+                findings.append(Finding(F.ANOMALY, strict_code(F.ANOMALY, self.strict),
                                         f"sequence {q} repeated with the same checksum: skipped",
                                         s.name, off, off + e.size, (q, q), extra={"code": "duplicate"}))
                 off += e.size

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from .. import __version__
 from ..errors import (
-    EXIT_CORRUPT, EXIT_OK, EXIT_TORN, NotClean, Refused, UnsupportedInput, UsageError, combine_exit_codes,
+    EXIT_OK, EXIT_TORN, NotClean, Refused, UnsupportedInput, UsageError, combine_exit_codes,
 )
 from ..format import tasklog as tl
 from ..format import tasklog_entry as te
@@ -19,6 +19,7 @@ from ..store import durable, quarantine
 from ..store.fs import DEFAULT_FS
 from ..store.lock import DirectoryLock, holder_text
 from .clock import utc_now
+from . import classes as K
 from .findings import Finding
 
 SUFFIX = ".wal"
@@ -53,12 +54,12 @@ class TaskReport(NamedTuple):
     def findings(self) -> tuple[Finding, ...]:
         out = []
         for p in self.read.problems:
-            code = EXIT_CORRUPT if (p.code == te.ANOMALY and self.strict) else p.code
+            code = K.strict_code(p.kind, self.strict, p.code)
             out.append(Finding(p.kind, code, f"line {p.line}: {p.reason}", os.path.basename(self.path), p.offset,
                                p.end, extra={"line": p.line}))
         if self.read.torn:
             off, n = self.read.torn
-            out.append(Finding("tail-damage", EXIT_TORN, f"{n} bytes after the last newline: a torn last line "
+            out.append(Finding(K.TAIL_DAMAGE, EXIT_TORN, f"{n} bytes after the last newline: a torn last line "
                                "(never folded)", os.path.basename(self.path), off, off + n,
                                tail_kind="incomplete", torn=True))
         return tuple(out)

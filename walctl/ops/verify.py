@@ -22,6 +22,7 @@ from ..store.fs import DEFAULT_FS
 from . import findings as F
 from . import judge as J
 from .advice import no_ledger
+from .classes import strict_code
 from .findings import Finding
 from .kinds import (
     KIND_CHECKPOINT, KIND_CHECKPOINTS, KIND_CHUNK, KIND_DIR, KIND_SEGMENT, KIND_SEGMENTS, KIND_SUBSTRAT, KIND_TASKLOG,
@@ -387,7 +388,7 @@ def _damage_finding(c, j: J.Judged, entries, is_last, writer) -> Finding:
 
 
 def _anomaly_findings(c: ChunkFile, s: ChunkScan, strict: bool) -> list[Finding]:
-    code = EXIT_CORRUPT if strict else EXIT_OK
+    code = strict_code(F.ANOMALY, strict)
     out = [Finding(F.ANOMALY, code, a.detail, c.name, a.offset, None, (a.sequence, a.sequence),
                    extra={"code": a.code}) for a in s.anomalies]
     shown = len(s.anomalies)

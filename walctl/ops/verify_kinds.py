@@ -8,6 +8,7 @@ import os
 
 from ..errors import EXIT_CORRUPT, EXIT_OK, combine_exit_codes
 from ..store.fs import DEFAULT_FS
+from . import classes as K
 from .findings import Finding
 from .kinds import KIND_CHECKPOINT, KIND_CHECKPOINTS, KIND_WORKFLOWS, kind_of
 from .report import PathReport, file_row
@@ -58,7 +59,7 @@ def verify_workflows(root: str, fs=DEFAULT_FS) -> PathReport:
 
     store = DirectoryWorkflowStore(root, fs)
     states = store.list()
-    findings = [Finding("workflow-document", EXIT_CORRUPT, p.reason, p.file) for p in store.problems]
+    findings = [Finding(K.WORKFLOW_DOCUMENT, EXIT_CORRUPT, p.reason, p.file) for p in store.problems]
     chunks = [file_row(f"{s.checkpoint_id}.json", i, 0, "ok", EXIT_OK, version=1, records=1)
               for i, s in enumerate(states)]
     chunks += [file_row(p.file, len(chunks) + i, 0, "invalid", EXIT_CORRUPT) for i, p in enumerate(store.problems)]

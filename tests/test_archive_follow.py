@@ -798,12 +798,14 @@ def test_write_seal_on_close_then_a_killed_shipper_resumed_ships_the_sealed_chun
     w = subprocess.run([sys.executable, "-m", "walctl", "write", str(wal), "--seal-on-close", "--sync", "batch"],
                        input=_lines(40, 55), capture_output=True)
     assert w.returncode == 0, w.stderr
-    fin = _walctl("archive", "push", str(wal), d["url"], "--namespace", NS, "--follow", "--interval", "0.1",
-                  "--timeout", "3", "--json")
+    fin = _walctl("archive", "push", str(wal), d["url"], "--namespace", NS, "--follow", "--interval", "0.1", "--json")
+    _until(lambda: keys(d, "chunks") == ["wal-000000.bin"] and not keys(d, "live"), "the seal and its deletes", fin)
+    fin.send_signal(signal.SIGTERM)  # once the archive holds the sealed chunk (no timeout to outrun)
     out, err = fin.communicate(timeout=120)
     assert fin.returncode == 0, err
     rep = json.loads(out)
-    assert rep["sealed_uploaded"] == ["wal-000000.bin"] and rep["shipped_through"] == 55
+    assert rep["ended_by"] == "signal" and rep["sealed_uploaded"] == ["wal-000000.bin"]
+    assert rep["shipped_through"] == 55
     assert sorted(rep["pieces_deleted"]) == pieces and rep["pieces_uploaded"] == 0
     assert keys(d, "chunks") == ["wal-000000.bin"] and keys(d, "live") == []
     assert store.get_bytes(f"{NS}/chunks/wal-000000.bin") == chunk_bytes(wal, "wal-000000.bin")

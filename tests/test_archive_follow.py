@@ -515,7 +515,9 @@ def _kill_story(tmp_path, d, rounds, seed):
     # a last shipper catches up with what the writers left; stopped once the archive holds it all
     fin = _walctl("archive", "push", str(wal), d["url"], "--namespace", NS, "--follow", "--interval", "0.1",
                   "--json", *endpoint)
-    _until(lambda: _archived_through(d) == local[-1][0], "the last shipper to catch up", fin)
+    # (holding its lock, it has its SIGTERM handler: the archive may hold it all before it starts)
+    _until(lambda: _holds_lock(store, fin.pid) and _archived_through(d) == local[-1][0],
+           "the last shipper to catch up", fin)
     fin.send_signal(signal.SIGTERM)
     out, err = fin.communicate(timeout=120)
     assert fin.returncode == 0, err

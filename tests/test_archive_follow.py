@@ -86,6 +86,34 @@ def keys(d, kind):
     return sorted(o.key.rsplit("/", 1)[-1] for o in store.list(f"{NS}/{kind}/"))
 
 
+class Died(Exception):
+    """The shipper's process ended at this step (raised by CrashingStore)."""
+
+
+class CrashingStore:
+    """The archive as a store that fails the shipper at one step of its work: once `crash_at(op, part)` is
+    set, the first `op` (put_bytes, delete, ...) on a key containing `part` raises Died before it acts,
+    as a process killed there leaves the archive. Everything else reaches the real store."""
+
+    def __init__(self, d):
+        self.store, self.at = open_store(d["url"], d["endpoint"]), None
+
+    def crash_at(self, op, part):
+        self.at = (op, part)
+
+    def __getattr__(self, name):
+        real = getattr(self.store, name)
+        if self.at is None or name != self.at[0]:
+            return real
+
+        def op(key, *a, **kw):
+            if self.at is not None and self.at[1] in key:
+                self.at = None
+                raise Died(f"{name} {key}")
+            return real(key, *a, **kw)
+        return op
+
+
 def manifest(d):
     return json.loads(open_store(d["url"], d["endpoint"]).get_bytes(f"{NS}/MANIFEST.json"))
 
@@ -268,15 +296,17 @@ def test_resume_after_a_crash_between_the_seal_and_the_deletes_deletes_the_stale
     d = {"url": "file://" + str(tmp_path / "a"), "endpoint": None}
     wal = tmp_path / "wal"
     clock = Clock()
-    sh = shipper(wal, d, clock)
+    store = CrashingStore(d)
+    sh = shipper(wal, d, clock, store=store)
     with WalWriter(str(wal), sync="none", max_chunk_bytes=3000) as w:
         append(w, 0, 10)
         sh.poll()
         clock.t += 1
         append(w, 10, 40)
     stale = [k for k in keys(d, "live") if k.startswith("wal-000000.bin")]
-    sh._delete_pieces = lambda names: None  # dies after the manifest, before the deletes
-    sh.poll()
+    store.crash_at("delete", f"{NS}/live/")  # dies after the manifest, before the first delete
+    with pytest.raises(Died):
+        sh.poll()
     assert keys(d, "chunks") == ["wal-000000.bin"] and set(stale) <= set(keys(d, "live"))
     man = ar.read_manifest(open_store(d["url"]), NS)
     assert set(man.stale_pieces) == set(stale) and not set(stale) & set(man.entries)
@@ -414,38 +444,85 @@ def _walctl(*args, **kw):
                             stderr=subprocess.PIPE, **kw)
 
 
+def _until(cond, what, *procs, timeout=120.0):
+    """Waits for a condition (never for a guessed delay): fails naming it when a process it needs ended or
+    the (generous) deadline passed."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        for p in procs:
+            assert p.poll() is None, f"waiting for {what}: {p.args[:3]} ended with {p.returncode}"
+        assert time.monotonic() < deadline, f"still waiting for {what} after {timeout:.0f} s"
+        time.sleep(0.02)
+
+
+def _wal_files(wal):
+    return sorted(n for n in os.listdir(wal) if n.endswith(".bin"))
+
+
+def _archived_keys(store):
+    return {o.key for o in store.list(f"{NS}/")} - {f"{NS}/MANIFEST.json", f"{NS}/LOCK.json"}
+
+
+def _holds_lock(store, pid):
+    raw = store.get_bytes(f"{NS}/LOCK.json")
+    try:
+        return raw is not None and json.loads(raw)["pid"] == pid
+    except ValueError:
+        return False  # being written
+
+
+def _archived_through(d):
+    """The last sequence the archive holds (its manifest and the objects it does not list yet)."""
+    man = ar.read_manifest(open_store(d["url"], d["endpoint"]), NS)
+    return max((e.last_sequence for e in man.entries.values() if e.last_sequence is not None), default=None)
+
+
 def _kill_story(tmp_path, d, rounds, seed):
+    """Each round: a writer and a shipper run; once both are under way (the writer has rolled a chunk, the
+    shipper holds the namespace lock and has uploaded something), one or both are killed (-9) after a
+    seeded delay, then the writer. Every wait is for a condition, so a loaded machine only makes it slower.
+    A last shipper catches up (the archive holds the last local sequence) and is stopped with SIGTERM."""
     rng = random.Random(seed)
     wal = tmp_path / "wal"
     wal.mkdir()
-    env = dict(os.environ)
+    store = open_store(d["url"], d["endpoint"])
+    endpoint = ["--endpoint-url", d["endpoint"]] if d["endpoint"] else []
     next_i = 0
     for _ in range(rounds):
+        files, before = len(_wal_files(wal)), _archived_keys(store)
         writer = subprocess.Popen([sys.executable, "-c", WRITER, str(wal), str(next_i), "100000"])
         ship = _walctl("archive", "push", str(wal), d["url"], "--namespace", NS, "--follow", "--interval", "0.2",
-                       *(["--endpoint-url", d["endpoint"]] if d["endpoint"] else []), env=env)
-        time.sleep(rng.uniform(0.6, 1.6))
+                       *endpoint)
+        # A kill inside the shipper's lock write (O_EXCL, then the bytes) leaves a LOCK.json that does not
+        # parse, held (by design) until it is as old as a stale lock (30 s): not a moment this story kills at.
+        _until(lambda: len(_wal_files(wal)) >= files + 2 and _holds_lock(store, ship.pid)
+               and _archived_keys(store) - before, "the writer to roll and the shipper to upload", writer, ship)
+        time.sleep(rng.uniform(0.0, 0.5))  # where in their work the kill lands: any moment must do
         who = rng.choice(["writer", "shipper", "both"])
         if who in ("writer", "both"):
             writer.kill()
         if who in ("shipper", "both"):
             ship.kill()
-        time.sleep(rng.uniform(0.1, 0.4))
+        time.sleep(rng.uniform(0.0, 0.3))
         writer.kill()
         writer.wait()
         if ship.poll() is None:
             ship.send_signal(signal.SIGTERM)
-        ship.communicate(timeout=60)
+        ship.communicate(timeout=120)
         next_i = 100000 * 10  # any payloads; sequences come from the directory
-    # a last shipper catches up with what the writers left, then stops on its own
-    # (--timeout bounds the whole run: 5 s leaves a loaded two-core machine room to catch up)
+    local = events(wal)
+    assert local, "the writers wrote nothing"
+    # a last shipper catches up with what the writers left; stopped once the archive holds it all
     fin = _walctl("archive", "push", str(wal), d["url"], "--namespace", NS, "--follow", "--interval", "0.1",
-                  "--timeout", "5", "--json", *(["--endpoint-url", d["endpoint"]] if d["endpoint"] else []))
+                  "--json", *endpoint)
+    # (holding its lock, it has its SIGTERM handler: the archive may hold it all before it starts)
+    _until(lambda: _holds_lock(store, fin.pid) and _archived_through(d) == local[-1][0],
+           "the last shipper to catch up", fin)
+    fin.send_signal(signal.SIGTERM)
     out, err = fin.communicate(timeout=120)
     assert fin.returncode == 0, err
     rep = json.loads(out)
-    local = events(wal)
-    assert rep["shipped_through"] == local[-1][0]  # nothing skipped
+    assert rep["ended_by"] == "signal" and rep["shipped_through"] == local[-1][0]  # nothing skipped
     restored = tmp_path / "restored"
     r = restore(d["url"], str(restored), namespace=NS, endpoint_url=d["endpoint"])
     assert r.verdict == "clean" and r.last_sequence == rep["shipped_through"]
@@ -654,7 +731,8 @@ def test_resume_closes_a_chunk_its_writer_sealed_without_rolling(tmp_path, dies)
     d = {"url": "file://" + str(tmp_path / "a"), "endpoint": None}
     wal = tmp_path / "wal"
     clock = Clock()
-    sh = shipper(wal, d, clock)
+    store = CrashingStore(d)
+    sh = shipper(wal, d, clock, store=store)
     with WalWriter(str(wal), sync="none", seal_on_close=True) as w:
         append(w, 0, 10)
         sh.poll()
@@ -665,17 +743,10 @@ def test_resume_closes_a_chunk_its_writer_sealed_without_rolling(tmp_path, dies)
             clock.t += 1
         append(w, 20, 24)  # written, not shipped: the resumed shipper ships it in the sealed object
     pieces_before = keys(d, "live")
-
-    class Died(Exception):
-        pass
-
-    def die(*a):
-        raise Died()
-
-    if dies == "after-the-sealed-upload":
-        sh._write_manifest = die  # the sealed object is uploaded and verified, the manifest still lists pieces
+    if dies == "after-the-sealed-upload":  # the sealed object is uploaded and verified, the manifest still lists pieces
+        store.crash_at("put_bytes", f"{NS}/MANIFEST.json")
     elif dies == "before-the-deletes":
-        sh._delete_pieces = die
+        store.crash_at("delete", f"{NS}/live/")
     if dies != "before-the-seal":
         with pytest.raises(Died):
             sh.poll()
@@ -729,12 +800,14 @@ def test_write_seal_on_close_then_a_killed_shipper_resumed_ships_the_sealed_chun
     w = subprocess.run([sys.executable, "-m", "walctl", "write", str(wal), "--seal-on-close", "--sync", "batch"],
                        input=_lines(40, 55), capture_output=True)
     assert w.returncode == 0, w.stderr
-    fin = _walctl("archive", "push", str(wal), d["url"], "--namespace", NS, "--follow", "--interval", "0.1",
-                  "--timeout", "3", "--json")
+    fin = _walctl("archive", "push", str(wal), d["url"], "--namespace", NS, "--follow", "--interval", "0.1", "--json")
+    _until(lambda: keys(d, "chunks") == ["wal-000000.bin"] and not keys(d, "live"), "the seal and its deletes", fin)
+    fin.send_signal(signal.SIGTERM)  # once the archive holds the sealed chunk (no timeout to outrun)
     out, err = fin.communicate(timeout=120)
     assert fin.returncode == 0, err
     rep = json.loads(out)
-    assert rep["sealed_uploaded"] == ["wal-000000.bin"] and rep["shipped_through"] == 55
+    assert rep["ended_by"] == "signal" and rep["sealed_uploaded"] == ["wal-000000.bin"]
+    assert rep["shipped_through"] == 55
     assert sorted(rep["pieces_deleted"]) == pieces and rep["pieces_uploaded"] == 0
     assert keys(d, "chunks") == ["wal-000000.bin"] and keys(d, "live") == []
     assert store.get_bytes(f"{NS}/chunks/wal-000000.bin") == chunk_bytes(wal, "wal-000000.bin")

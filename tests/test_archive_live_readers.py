@@ -156,3 +156,31 @@ def test_archive_list_lag_is_a_number_or_says_why(tmp_path, cli):
                                     "seal or by an older walctl)"
     w.close()
     sh.close()
+
+
+class SealDuringListing(SealBeforeFirstPieceRead):
+    """The destination's store, except that its first listing lets the shipper seal the file after the
+    listing has passed `chunks/` and before it reaches `live/` (a listing is not a snapshot: the sealed
+    object is not in it, and the pieces it replaced are already gone)."""
+
+    def list(self, prefix=""):
+        for o in self.store.list(prefix):
+            if not self.fired and "/live/" in o.key:
+                self.fired = True
+                self.progress()
+            if self.fired and "/live/" in o.key and self.store.head(o.key) is None:
+                continue  # deleted by the seal: this listing no longer sees it
+            yield o
+
+
+def test_verify_whose_listing_straddles_a_seal_reports_no_missing_piece(tmp_path, dest):
+    wal, w, sh, progress = live_archive(tmp_path, dest)
+    store = SealDuringListing(open_store(dest["url"], dest["endpoint"]), progress)
+    summaries, findings, code = verify_archive(dest["url"], namespace=NS, endpoint_url=dest["endpoint"],
+                                               store=store, jobs=1)
+    assert store.fired  # the seal ran inside the listing
+    assert (code, findings) == (0, [])
+    rep = restore(dest["url"], str(tmp_path / "r"), namespace=NS, endpoint_url=dest["endpoint"])
+    assert rep.verdict == "clean" and events(tmp_path / "r" / "wal") == events(wal)[:rep.last_sequence]
+    w.close()
+    sh.close()

@@ -33,12 +33,18 @@ def test_verify_json_document_schema_and_findings(cli):
     assert good["summary"]["records"] == 49 and good["findings"] == []
 
 
-@pytest.mark.parametrize("case, code", [("basic", 0), ("torn-tail-mid-payload", 1),
-                                        ("payload-bitflip-midlog", 3), ("wrong-file-magic", 5)])
-def test_verify_exit_codes_on_vectors(cli, case, code):
+@pytest.mark.parametrize("case, code, classes, last", [
+    ("basic", 0, [], 49), ("torn-tail-mid-payload", 1, ["tail-damage"], 28),
+    ("payload-bitflip-midlog", 3, ["mid-log-damage"], 49), ("wrong-file-magic", 5, ["unsupported"], None)])
+def test_verify_exit_codes_on_vectors(cli, case, code, classes, last):
     r = cli("verify", case_dir(case))
     assert r.code == code
     assert r.err == ""  # findings are the output; stderr is for errors about the run
+    doc = cli("verify", "--json", case_dir(case)).json()  # the code comes from what verify found
+    (path,) = doc["paths"]
+    assert (doc["exit_code"], path["exit_code"]) == (code, code)
+    assert [f["class"] for f in path["findings"]] == classes and path["summary"]["last_sequence"] == last
+    assert all(f["exit_code"] == code for f in path["findings"])
 
 
 def test_verify_human_output_names_file_offset_and_values(cli):
@@ -69,6 +75,11 @@ def test_multiple_paths_exit_with_precedence(cli, tmp_path):
     gap = write_dir(tmp_path / "gap", {0: make_chunk([1, 2, 5])})
     r = cli("verify", case_dir("torn-tail-mid-payload"), gap, case_dir("wrong-file-magic"))
     assert r.code == 4  # 4 before 5 before 1
+    doc = cli("verify", "--json", case_dir("torn-tail-mid-payload"), gap, case_dir("wrong-file-magic")).json()
+    assert doc["exit_code"] == 4 and [p["exit_code"] for p in doc["paths"]] == [1, 4, 5]
+    (g,) = doc["paths"][1]["findings"]  # the gap: sequences 3 and 4 are in no chunk
+    assert (g["exit_code"], g["sequence_range"]) == (4, [3, 4])
+    assert doc["paths"][1]["summary"]["records"] == 3
 
 
 @pytest.mark.parametrize("args", [
@@ -197,6 +208,8 @@ def test_inspect_legacy_v1_chunk(cli, tmp_path):
     assert [(r["sequence"], r["memory_id"], bytes.fromhex(r["payload_hex"])) for r in rows] == \
         [(1, "a", b"one"), (2, "b", b"two")]
     assert cli("verify", d).code == 5  # readable, but not verifiable
+    (f,) = cli("verify", "--json", d).json()["paths"][0]["findings"]
+    assert (f["class"], f["exit_code"], f["file"]) == ("unsupported", 5, "wal-000000.bin")
 
 
 def test_stats_json(cli):
@@ -220,6 +233,11 @@ def test_stats_json(cli):
 def test_stats_human_and_damaged_exit_code(cli):
     r = cli("stats", case_dir("torn-tail-mid-payload"))
     assert r.code == 1 and "REMEMBER" in r.out and "torn" in r.out
+    doc = cli("stats", "--json", case_dir("torn-tail-mid-payload")).json()
+    # the vector: records 1..28 intact, record 29 torn at offset 3064 of a 3215-byte file (8-byte header)
+    assert (doc["exit_code"], doc["verdict"], doc["sequence_range"]) == (1, "torn", [1, 28])
+    assert doc["records"] == 28 and doc["file_bytes"] == 3215 and doc["record_bytes"] == 3064 - 8
+    assert sum(t["records"] for t in doc["types"]) == 28
 
 
 def test_version_and_python_m(tmp_path):
@@ -234,11 +252,19 @@ def test_version_and_python_m(tmp_path):
     assert "slow" not in out.stdout and out.stderr == ""
 
 
-def test_subprocess_exit_code_and_no_traceback_on_junk(tmp_path):
-    (tmp_path / "wal-000000.bin").write_bytes(b"SPEC\x00\x00\x00\x02" + os.urandom(5000))
-    out = subprocess.run([sys.executable, "-m", "walctl", "verify", str(tmp_path)], capture_output=True,
+@pytest.mark.parametrize("seed", range(3))
+def test_subprocess_exit_code_and_no_traceback_on_junk(tmp_path, cli, seed):
+    import random
+
+    (tmp_path / "wal-000000.bin").write_bytes(b"SPEC\x00\x00\x00\x02" + random.Random(seed).randbytes(5000))
+    out = subprocess.run([sys.executable, "-m", "walctl", "verify", "--json", str(tmp_path)], capture_output=True,
                          text=True, timeout=60)
-    assert out.returncode in (1, 3) and "Traceback" not in out.stderr + out.stdout
+    assert "Traceback" not in out.stderr + out.stdout and out.stderr == ""
+    doc = json.loads(out.stdout)  # the process exits with the code of what verify found in the junk
+    (f,) = doc["paths"][0]["findings"]
+    assert out.returncode == doc["exit_code"] == f["exit_code"] and doc["paths"][0]["summary"]["records"] == 0
+    assert (f["file"], f["offset"], f["end_offset"]) == ("wal-000000.bin", 8, 5008)
+    assert cli("verify", "--json", str(tmp_path)).json()["paths"] == doc["paths"]  # as the library says
 
 
 def test_help_ends_with_an_example_for_every_command(cli):

@@ -49,11 +49,25 @@ def test_rolled_case_keeps_header_only_last_chunk_as_normal():
     assert [c.records for c in report.chunks] == [17, 4, 12, 16, 10, 11, 0]
 
 
-def test_compressed_case_threshold_is_strictly_greater():
+def test_compressed_case_threshold_is_strictly_greater(tmp_path):
+    """walctl reads the Java writer's compression flag as stored, and its own writer, given the Java
+    constructor's threshold, compresses exactly the same records (strictly longer than the threshold)."""
+    from walctl.ops.write import WalWriter
+
     expected = load_expected("compressed")
     threshold = expected["constructor"]["compressionThreshold"]
-    for rec in expected["appended"]:
-        assert rec["stored_compressed"] == (rec["payload_len"] > threshold)
+    java = [r for r in RecordWalk(case_dir("compressed")) if isinstance(r, Record)]
+    assert [r.compressed for r in java] == [len(r.payload) > threshold for r in java]
+    at = {len(r.payload): r.compressed for r in java if abs(len(r.payload) - threshold) <= 1}
+    assert at == {threshold - 1: False, threshold: False, threshold + 1: True}  # the boundary, both sides
+    with WalWriter(str(tmp_path / "wal"), sync="none", compress_threshold=threshold) as w:
+        for r in java:
+            w.append(r.type_ordinal, r.memory_id, r.payload, r.timestamp_ms)
+    ours = [r for r in RecordWalk(str(tmp_path / "wal")) if isinstance(r, Record)]
+    def view(rs):
+        return [(r.sequence, r.type_ordinal, r.compressed, r.payload) for r in rs]
+
+    assert view(ours) == view(java)
 
 
 def test_damaged_midlog_bitflip_is_corruption_with_salvage_accounting():

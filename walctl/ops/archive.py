@@ -299,8 +299,7 @@ def read_manifest(store, ns: str, jobs: int = 4) -> Manifest:
 
 
 def _read_view(store, ns: str, jobs: int) -> Manifest:
-    warnings = []
-    invalid = None
+    warnings, invalid = [], None
     raw = store.get_bytes(f"{ns}/{MANIFEST}")
     entries: dict = {}
     listed, foreign = {}, []
@@ -315,27 +314,28 @@ def _read_view(store, ns: str, jobs: int) -> Manifest:
     if foreign:
         shown = ", ".join(repr(k) for k in foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         warnings.append(f"{ns}: {len(foreign)} foreign object(s) skipped (not walctl's names): {shown}")
-    if raw is None:
-        if listed:  # a new namespace has neither: nothing to say
-            warnings.append(f"{ns}: no {MANIFEST}: rebuilt from a listing")
-    else:
+    if raw is None and listed:  # a new namespace has neither: nothing to say
+        warnings.append(f"{ns}: no {MANIFEST}: rebuilt from a listing")
+    elif raw is not None:
         try:
             entries = {e.name: e for e in map(Entry.from_json, parse_objects(raw, MANIFEST_SCHEMA))}
-        except ValueError as e:
+        except ValueError as e:  # (entries stays empty)
             invalid = f"{MANIFEST} does not parse ({e}): rebuilt from a listing"
             warnings.append(f"{ns}: {invalid}")
-            entries = {}
     # A live piece of a file whose sealed object is archived was replaced by it (a shipper stopped
     # between the manifest and the deletes): not read, not listed again, deleted by the next shipper.
     # A piece the manifest lists but the (newer) listing lacks, beside its file's sealed object, was
-    # replaced between the two reads: not missing, just gone.
+    # replaced between the two reads: not missing, just gone. A listing is no snapshot: one that passed
+    # chunks/ before a seal and live/ after its deletes lacks both (the sealed object is there now): a new view.
     sealed = {k.rsplit("/", 1)[-1] for k in listed if k.split("/")[1] in WAL_KINDS}
     entries = {n: e for n, e in entries.items() if e.kind != LIVE or e.piece.file not in sealed}
     missing = tuple(sorted(n for n, e in entries.items() if object_key(ns, e.kind, n) not in listed))
-    unlisted = [k for k in listed if k.rsplit("/", 1)[-1] not in entries]
+    if any(store.head(object_key(ns, k, entries[n].piece.file)) for n in missing if entries[n].kind == LIVE
+           for k in WAL_KINDS):
+        raise Vanished(f"{ns}: a file was sealed while this reader listed it")
     stale = tuple(sorted(k.rsplit("/", 1)[-1] for k in listed if k.split("/")[1] == LIVE
                          and parse_piece_name(k.rsplit("/", 1)[-1]).file in sealed))
-    unlisted = [k for k in unlisted if k.rsplit("/", 1)[-1] not in stale]
+    unlisted = [k for k in listed if k.rsplit("/", 1)[-1] not in entries and k.rsplit("/", 1)[-1] not in stale]
     entries = {n: e for n, e in entries.items() if n not in stale}
     if unlisted:
         if raw is not None and entries:

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from test_archive import BUCKET, events, s3_server  # noqa: F401 - the fixture is used by `dest`
+from test_archive import BUCKET, dest, events, s3_server  # noqa: F401 - the archive fixtures: file:// and moto's S3
 from walctl.errors import NotClean, Refused
 from walctl.format.livepiece import Piece, parse_piece_name, piece_name
 from walctl.ops import archive as ar
@@ -26,14 +26,6 @@ from walctl.ops.write import WalWriter
 from walctl.store.objstore import open_store
 
 NS = "agent"
-
-
-@pytest.fixture(params=["file", "s3"])
-def dest(request, tmp_path):
-    if request.param == "file":
-        return {"url": "file://" + str(tmp_path / "archive"), "endpoint": None}
-    srv = request.getfixturevalue("s3_server")
-    return {"url": f"s3://{BUCKET}/{tmp_path.name}", "endpoint": srv["endpoint"]}
 
 
 class Clock:

@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-from test_archive import BUCKET, s3_server  # noqa: F401  (the moto server fixture)
+from test_archive import dest, s3_server  # noqa: F401  (the archive fixtures: file:// and moto's S3)
 from test_archive_follow import Clock, append, events
 from walctl.ops.archive_follow import Shipper
 from walctl.ops.archive_restore import restore
@@ -21,14 +21,6 @@ from walctl.ops.write import WalWriter
 from walctl.store.objstore import open_store
 
 NS = "agent"
-
-
-@pytest.fixture(params=["file", "s3"])
-def dest(request, tmp_path):
-    if request.param == "file":
-        return {"url": "file://" + str(tmp_path / "archive"), "endpoint": None}
-    srv = request.getfixturevalue("s3_server")
-    return {"url": f"s3://{BUCKET}/{tmp_path.name}", "endpoint": srv["endpoint"]}
 
 
 class SealBeforeFirstPieceRead:

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from test_archive import BUCKET, s3_server  # noqa: F401  (the moto server fixture)
+from test_archive import dest, s3_server  # noqa: F401  (the archive fixtures: file:// and moto's S3)
 from walctl.errors import EnvironmentProblem
 from walctl.ops.archive_follow import Shipper
 from walctl.ops.archive_lock import LOCK, STALE_BEATS, NamespaceLock
@@ -25,14 +25,6 @@ from walctl.store.objstore import open_store
 NS = "agent"
 HOST = socket.gethostname()
 GONE = (1 << 22) + 7  # above Linux's pid_max: no such process
-
-
-@pytest.fixture(params=["file", "s3"])
-def dest(request, tmp_path):
-    if request.param == "file":
-        return {"url": "file://" + str(tmp_path / "archive"), "endpoint": None}
-    srv = request.getfixturevalue("s3_server")
-    return {"url": f"s3://{BUCKET}/{tmp_path.name}", "endpoint": srv["endpoint"]}
 
 
 def wal_with(path, n=30):

@@ -256,16 +256,12 @@ def _crash_after_line(d, action):
     path = os.path.join(d, ".quarantine", "MANIFEST.jsonl")
     with open(path) as f:
         line = json.loads(f.readline())
-    with open(path, "a") as f:
-        f.write(json.dumps(dict(line, action=action)) + "\n")
+    said = {"restore": "file", "reason": f"moved back to {line['source']}"} if action == "restore" else {}
+    with open(path, "a") as f:  # the line as ops/quarantine.py writes it before the act
+        f.write(json.dumps(dict(line, action=action, **said)) + "\n")
 
 
-@pytest.mark.parametrize("action", [
-    pytest.param("restore", marks=pytest.mark.xfail(strict=True, reason=(
-        "issue 22, salvage/quarantine section: after a crash between a restore's manifest line and its move, "
-        "`quarantine list` advises `quarantine restore DIR NAME --apply`, which fails 'not a recorded item' "
-        "(exit 2): restore's rerun after a crash is that engineer's fix"))),
-    "purge"])
+@pytest.mark.parametrize("action", ["restore", "purge"])
 def test_quarantine_list_names_the_command_that_finishes_an_interrupted_act(cli, tmp_path, action):
     d = copy_example(tmp_path, "wal-healthy")
     assert cli("quarantine", "move", d, "wal-000001.bin", "--reason", "x", "--apply").code == 0
@@ -276,6 +272,23 @@ def test_quarantine_list_names_the_command_that_finishes_an_interrupted_act(cli,
     assert not os.path.exists(os.path.join(d, ".quarantine", "wal-000001.bin"))
     if action == "restore":
         assert cli("verify", d).code == 0  # it is back
+
+
+def test_quarantine_list_advises_no_restore_for_a_restore_line_walctl_did_not_write(cli, tmp_path):
+    """A last line saying `restore` without what it put back (no `restore` field: not walctl's) is no
+    restore to finish: list must not print a command that restore then refuses."""
+    import json
+
+    d = copy_example(tmp_path, "wal-healthy")
+    assert cli("quarantine", "move", d, "wal-000001.bin", "--reason", "x", "--apply").code == 0
+    path = os.path.join(d, ".quarantine", "MANIFEST.jsonl")
+    with open(path) as f:
+        line = json.loads(f.readline())
+    with open(path, "a") as f:
+        f.write(json.dumps(dict(line, action="restore")) + "\n")
+    listed = cli("quarantine", "list", d)
+    assert [c for c in printed_commands(listed.out + listed.err) if "--apply" in c] == []
+    assert os.path.exists(os.path.join(d, ".quarantine", "wal-000001.bin"))  # nothing acted on it
 
 
 def test_quarantine_dry_run_lines_do_it(cli, tmp_path):

@@ -71,7 +71,7 @@ def list_quarantine(directory: str, fs=DEFAULT_FS) -> Listing:
             problems.append(f"{f.name}: its purge is recorded but the file is still here (a crash mid-purge? "
                             f"`{cmd('quarantine', 'purge', directory, '--older-than', '36500d', '--apply')}` "
                             f"finishes it)")
-        elif last.get(f.name, {}).get("action") == "restore":
+        elif is_restore_line(last.get(f.name, {})):
             problems.append(f"{f.name}: its restore is recorded but the file is still here (a crash mid-restore? "
                             f"`{cmd('quarantine', 'restore', directory, f.name, '--apply')}` finishes it)")
         else:
@@ -209,12 +209,16 @@ def _check_evidence(directory: str, name: str, line: dict, fs) -> None:
                        f"differs): it is never put back; nothing was changed", directory, code=EXIT_CORRUPT)
 
 
+def is_restore_line(line: dict) -> bool:
+    """A `restore` line as walctl writes it (what it put back: bytes or a file): the one rule for list's
+    advice and for restore's rerun, so the command list prints is one restore accepts."""
+    return line.get("action") == "restore" and line.get("restore") in ("bytes", "file")
+
+
 def _restore_line(listing: Listing, name: str) -> dict | None:
     """The last manifest line about `name` when it is a restore."""
     last = q.last_lines(list(listing.history)).get(name)
-    if last is None or last.get("action") != "restore" or last.get("restore") not in ("bytes", "file"):
-        return None
-    return last
+    return last if last is not None and is_restore_line(last) else None
 
 
 def _restored(directory: str, name: str, line: dict, fs) -> bool:

@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import DATA, tree_digest
+from conftest import tree_digest
 
 LEAD, WORKER_A, HELPER, WORKER_B = ("1860aabdf4444c9ca26cda431ac886de", "faaba514c17e44579a7d91c660db03b8",
                                     "5dd933d2d33f4ee9a5bb96c197f82af0", "eef162ee784046bc85ba2501e4fa4f5d")
@@ -24,13 +23,9 @@ TS = "2026-11-21T23:09:38.000001+00:00"
 
 
 def vector_root(tmp_path, case="crashed-active") -> str:
-    root = str(tmp_path / case)
-    shutil.copytree(os.path.join(DATA, "substrat", case, "root"), root)
-    for d, _, files in os.walk(root):
-        os.chmod(d, 0o755)
-        for f in files:
-            os.chmod(os.path.join(d, f), 0o644)
-    return root
+    from test_agents import copy_root
+
+    return copy_root(case, tmp_path)
 
 
 def substrat_line(sid: str, event: str, data: dict) -> bytes:

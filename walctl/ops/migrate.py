@@ -22,6 +22,7 @@ from typing import Callable, NamedTuple
 from ..errors import Refused
 from ..format.v2 import check_memory_id, check_writable_type, compress_payload, encode_record
 from ..store import durable
+from ..store.marked import clear_marked
 from ..store.appender import SYNC_NONE, ChunkAppender
 from ..store.fs import DEFAULT_FS
 from .records import RawDamage, Record, RecordWalk
@@ -230,22 +231,6 @@ def _refuse_inside(source: str, out: str) -> None:
 
 
 def clear_own_leftover(tmp: str, fs, keep_dir: bool = False) -> None:
-    """Clears a directory an interrupted migrate left (it holds MIGRATE_MARK). An empty OUT.tmp is a crash
-    before the mark was durable: nothing in it to lose. `keep_dir`: OUT itself, whose absence of the
-    mark means it is the operator's (or a finished copy), never ours to touch."""
-    if not fs.exists(tmp) or fs.stat(tmp).kind != "dir":
-        return
-    names = {e.name for e in fs.listdir(tmp)}
-    if MIGRATE_MARK not in names:
-        if keep_dir:
-            return
-        if not names:
-            durable.remove_dir(tmp, fs)
-            return
-        raise Refused("exists and was not left by walctl migrate; nothing was changed", tmp)
-    for e in fs.listdir(tmp):  # copies of records that are still in the source: safe to clear
-        if e.name != MIGRATE_MARK:
-            durable.remove(e.path, fs)
-    durable.remove(os.path.join(tmp, MIGRATE_MARK), fs)
-    if keep_dir:
-        durable.remove_dir(tmp, fs)  # OUT: the rerun's copy takes the name again
+    clear_marked(tmp, MIGRATE_MARK, "migrate", fs, keep_dir)  # store/marked.py: the rule for both copies
+
+

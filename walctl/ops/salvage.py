@@ -21,6 +21,7 @@ from ..format import ledger as L
 from ..format.names import chunk_name
 from ..format.v2 import encode_file_header
 from ..store import durable
+from ..store.marked import clear_marked
 from ..store import ledger as SL
 from ..store.fs import DEFAULT_FS
 from . import findings as F
@@ -336,31 +337,6 @@ def _bytes_under(path: str, fs) -> int:
 
 
 def _clear_own_leftover(tmp: str, fs, keep_dir: bool = False) -> None:
-    """Clears a directory an interrupted salvage left (it holds OWNER_MARK). An empty OUT.tmp is a crash
-    before the mark was durable: nothing in it to lose. `keep_dir`: OUT itself, whose absence of the
-    mark means it is the operator's (or a finished copy), never ours to touch. Only what a salvage writes
-    is ever removed: chunk files, their staging files, the copy's ledger."""
-    if not fs.exists(tmp) or fs.stat(tmp).kind != "dir":
-        return
-    names = {e.name for e in fs.listdir(tmp)}
-    if OWNER_MARK not in names:
-        if keep_dir:
-            return
-        if names <= {OWNER_MARK + durable.TMP_SUFFIX}:  # interrupted while the mark itself was written
-            for n in names:
-                durable.remove(os.path.join(tmp, n), fs)
-            durable.remove_dir(tmp, fs)
-            return
-        raise Refused("exists and was not left by walctl salvage; nothing was changed", tmp)
-    for e in fs.listdir(tmp):  # copies of records that are still in the sources: safe to clear
-        if e.name == OWNER_MARK:
-            continue
-        if e.kind == "dir":  # the copy's ledger
-            for f in fs.listdir(e.path):
-                durable.remove(f.path, fs)
-            durable.remove_dir(e.path, fs)
-        else:
-            durable.remove(e.path, fs)
-    durable.remove(os.path.join(tmp, OWNER_MARK), fs)
-    if keep_dir:
-        durable.remove_dir(tmp, fs)  # OUT: the rerun's copy takes the name again
+    clear_marked(tmp, OWNER_MARK, "salvage", fs, keep_dir)  # store/marked.py: the rule for both copies
+
+

@@ -57,6 +57,22 @@ def paste(cli, line: str):
     return cli(*argv[1:])
 
 
+
+def shipped_live(wal: str, url: str, ns: str, n: int, endpoint: str | None = None) -> str:
+    """A writer's n events in one chunk, shipped by a follower's one poll as live pieces (never sealed)."""
+    from walctl.ops.archive_follow import Shipper
+    from walctl.ops.write import WalWriter
+
+    os.makedirs(wal)
+    sh = Shipper(wal, url, namespace=ns, endpoint_url=endpoint)
+    with WalWriter(wal, sync="always") as w:
+        for i in range(n):
+            w.append(i % 5, f"mem-{i % 7}", b"event %d " % i * (1 + i % 9), 1795300000000 + 10 * i)
+        w.flush()
+        sh.poll()
+    sh.close()
+    return wal
+
 def next_lines(out: str) -> list[str]:
     lines, on = [], False
     for line in out.splitlines():
@@ -195,18 +211,7 @@ def test_a_torn_tail_shipped_as_live_pieces_comes_back(tmp_path, dest, cli, repa
     """The writer died; its last chunk's tail had been shipped as live pieces. Torn (its `hwm` ledger line
     says more was issued: exit 4), or already cut by `repair --apply` (the same sequences missing): heal
     brings the records back from the pieces, byte for byte."""
-    from walctl.ops.archive_follow import Shipper
-    from walctl.ops.write import WalWriter
-
-    wal = str(tmp_path / "wal")
-    os.makedirs(wal)
-    sh = Shipper(wal, dest["url"], namespace=NS, endpoint_url=dest["endpoint"])
-    with WalWriter(wal, sync="always") as w:
-        for i in range(60):
-            w.append(i % 5, f"mem-{i % 7}", b"event %d " % i * (1 + i % 9), 1795300000000 + 10 * i)
-        w.flush()
-        sh.poll()
-    sh.close()
+    wal = shipped_live(str(tmp_path / "wal"), dest["url"], NS, 60, dest["endpoint"])
     whole = files(wal)
     evs = events(wal)
     (last,) = whole
@@ -308,19 +313,8 @@ def test_a_crash_at_every_operation_of_a_heal_is_finished_by_one_rerun(tmp_path,
 
 
 def test_a_crash_at_every_operation_of_a_torn_tail_heal_from_live_pieces(tmp_path):
-    from walctl.ops.archive_follow import Shipper
-    from walctl.ops.write import WalWriter
-
     url = "file://" + str(tmp_path / "a")
-    wal = str(tmp_path / "src" / "wal")
-    os.makedirs(wal)
-    sh = Shipper(wal, url, namespace="wal")
-    with WalWriter(wal, sync="always") as w:
-        for i in range(40):
-            w.append(i % 5, f"mem-{i % 7}", b"event %d " % i * (1 + i % 9), 1795300000000 + 10 * i)
-        w.flush()
-        sh.poll()
-    sh.close()
+    wal = shipped_live(str(tmp_path / "src" / "wal"), url, "wal", 40)
     original = files(wal)
     (last,) = original
     os.truncate(os.path.join(wal, last), len(original[last]) - 200)

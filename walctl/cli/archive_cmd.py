@@ -6,7 +6,7 @@ from typing import Optional
 import typer
 
 from ..errors import EXIT_OK, UsageError
-from .ages import seconds
+from .units import parse_duration, parse_time
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
 from .render import emit, error_line, json_document, plain_table, rerun, warn_line
 from .targets import existing_archive, existing_dir
@@ -54,7 +54,7 @@ def push(wal_dir: str = typer.Argument(..., help="A V2 chunk or ADR-003 segment 
          endpoint_url: Optional[str] = ENDPOINT,
          follow: bool = typer.Option(False, "--follow", "-f", help="Keep shipping the active file as it grows."),
          interval: str = typer.Option("1s", "--interval", help="--follow: at most one live piece per interval "
-                                                                "(s, m, h)."),
+                                                                "(500ms, 1s, 2m)."),
          min_piece_bytes: int = typer.Option(0, "--min-piece-bytes", min=0,
                                              help="--follow: a smaller piece waits up to --max-wait."),
          max_wait: Optional[str] = typer.Option(None, "--max-wait", help="--follow: the longest a piece under "
@@ -70,9 +70,9 @@ def push(wal_dir: str = typer.Argument(..., help="A V2 chunk or ADR-003 segment 
     if follow:
         if delete_local or apply:
             raise UsageError("--follow ships; --delete-local belongs to a one-shot push")
-        return _push_follow(wal_dir, dest, namespace, checkpoints, endpoint_url, seconds(interval, "--interval"),
-                            min_piece_bytes, None if max_wait is None else seconds(max_wait, "--max-wait"),
-                            None if timeout is None else seconds(timeout, "--timeout"), json_out)
+        return _push_follow(wal_dir, dest, namespace, checkpoints, endpoint_url, parse_duration(interval, "--interval", zero=False),
+                            min_piece_bytes, None if max_wait is None else parse_duration(max_wait, "--max-wait"),
+                            None if timeout is None else parse_duration(timeout, "--timeout"), json_out)
     with Bar("push", path_bytes(wal_dir, checkpoints), progress) as bar:
         rep = run_push(wal_dir, dest, namespace=namespace, checkpoints=checkpoints, jobs=jobs,
                        delete_local=delete_local, hwm_before=before, checkpoint_meta=checkpoint_meta, apply=apply,
@@ -209,7 +209,6 @@ def restore(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pr
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-restore/1)."),
             progress: Optional[bool] = PROGRESS):
     from ..ops.archive_restore import restore as run_restore
-    from .inspect_cmd import _parse_time
 
     if to_seq is not None and to_time is not None:
         raise UsageError("give --to-seq or --to-time, not both")
@@ -222,7 +221,7 @@ def restore(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pr
 
     with Bar("restore", None, progress) as bar:
         rep = run_restore(dest, out, namespace=namespace, to_seq=to_seq,
-                          to_time_ms=_parse_time(to_time, "--to-time"), jobs=jobs, endpoint_url=endpoint_url,
+                          to_time_ms=parse_time(to_time, "--to-time"), jobs=jobs, endpoint_url=endpoint_url,
                           progress=bar.callback, undone=undone)
     on_interrupt(None)
     for w in rep.warnings:
@@ -254,7 +253,7 @@ def prune(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pref
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-prune/1).")):
     from ..ops.archive_prune import prune as run_prune
 
-    rep = run_prune(dest, namespace=namespace, keep=keep, max_age_s=seconds(max_age), apply=apply, jobs=jobs,
+    rep = run_prune(dest, namespace=namespace, keep=keep, max_age_s=parse_duration(max_age, "--max-age"), apply=apply, jobs=jobs,
                     endpoint_url=endpoint_url)
     if json_out:
         emit(json_document("walctl.archive-prune/1", rep.to_json()))

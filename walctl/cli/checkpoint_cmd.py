@@ -6,7 +6,7 @@ from typing import List, Optional
 import typer
 
 from ..errors import EXIT_OK, UsageError
-from .ages import seconds
+from .units import parse_duration
 from .recover_cmd import REDUCER_HELP
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
 from .render import emit, json_document, plain_table, rerun, safe
@@ -156,7 +156,7 @@ def prune(directory: str = typer.Argument(..., help="The checkpoint directory.",
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-prune/1).")):
     from ..ops.checkpoint import prune as run_prune
 
-    rep = run_prune(directory, max_age_s=int(seconds(max_age)), keep=keep, apply=apply)
+    rep = run_prune(directory, max_age_s=int(parse_duration(max_age, "--max-age")), keep=keep, apply=apply)
     if json_out:
         emit(json_document("walctl.checkpoint-prune/1", rep.to_json()))
         raise typer.Exit(EXIT_OK)

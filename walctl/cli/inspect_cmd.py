@@ -12,6 +12,7 @@ from .inspect_listing import show_entries, show_records
 from .progress import PROGRESS, Bar, path_bytes
 from .render import warn_line
 from .targets import existing_path
+from .units import follow_durations, parse_time
 
 # Kept here, not imported: the command modules load their ops only when run (cold start of verify).
 PAYLOAD_MODES = ("auto", "text", "hex", "base64", "json", "msgpack")
@@ -29,23 +30,6 @@ bytes. A piece in DIR/.quarantine/ is read at the offset it was cut from.
 Example: walctl inspect wal/ --from-seq 100 --type REMEMBER --jsonl | jq .payload_hex
 Example: walctl inspect wal/ --damaged
 Example: walctl inspect wal/ --around wal-000003.bin:2368 --context 64"""
-
-
-def _parse_time(text: str | None, name: str) -> int | None:
-    if text is None:
-        return None
-    from datetime import datetime, timezone
-
-    t = text.strip()
-    if t.isascii() and t.lstrip("-").isdigit():  # ASCII digits only (never '١٢' nor '²')
-        return int(t)
-    try:
-        dt = datetime.fromisoformat(t[:-1] + "+00:00" if t.endswith(("Z", "z")) else t)
-    except ValueError:
-        raise UsageError(f"{name}: {text!r} is neither epoch milliseconds nor an ISO-8601 time") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return int(dt.timestamp() * 1000)
 
 
 def inspect(
@@ -72,8 +56,8 @@ def inspect(
                                                         "loss too) is corruption (3)."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing records as a live writer appends "
                                                               "(filters --from-seq/--to-seq/--limit apply)."),
-    interval: float = typer.Option(0.2, "--interval", min=0.01, max=60, help="--follow: poll every S seconds."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", min=0, help="--follow: stop after S seconds."),
+    interval: str = typer.Option("200ms", "--interval", help="--follow: poll this often (10ms to 60s)."),
+    timeout: Optional[str] = typer.Option(None, "--timeout", help="--follow: stop after this long (2m, 30s)."),
     progress: Optional[bool] = PROGRESS,
 ) -> int:
     from ..ops.records import RecordFilter
@@ -82,9 +66,9 @@ def inspect(
 
     if payload not in PAYLOAD_MODES + ("none",):
         raise UsageError(f"--payload must be one of {', '.join(PAYLOAD_MODES)}, none (got {payload!r})")
-    since_ms, until_ms = _parse_time(since, "--since"), _parse_time(until, "--until")
+    since_ms, until_ms = parse_time(since, "--since"), parse_time(until, "--until")
     if follow:
-        return _follow(path, jsonl, payload, from_seq, to_seq, limit, interval, timeout)
+        return _follow(path, jsonl, payload, from_seq, to_seq, limit, *follow_durations(interval, timeout))
     if around_offset is not None or seq is not None or damaged:
         return forensic_view(path, around_offset, seq, damaged, context, strict)
     piece = quarantined_piece(path)

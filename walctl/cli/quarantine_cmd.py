@@ -142,9 +142,9 @@ def purge(directory: str = typer.Argument(..., help="The directory whose .quaran
           apply: bool = typer.Option(False, "--apply", help="Delete them (default: print the plan only)."),
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine-purge/1).")):
     from ..ops.quarantine import purge as run_purge, said
-    from .ages import seconds
+    from .units import parse_duration
 
-    rep = run_purge(directory, older_than_s=seconds(older_than, "--older-than"), apply=apply)
+    rep = run_purge(directory, older_than_s=parse_duration(older_than, "--older-than"), apply=apply)
     if json_out:
         emit(json_document("walctl.quarantine-purge/1", rep.to_json()))
         raise typer.Exit(EXIT_OK)

@@ -10,6 +10,7 @@ from ..errors import UsageError
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
 from .render import error_line, json_document, seq_range, warn_line
 from .targets import existing_path
+from .units import follow_durations
 
 HELP = """Stream every event after a high-water mark, in order, for a follower or another tool. Read-only.
 
@@ -42,8 +43,8 @@ def replay(
     report_path: Optional[str] = typer.Option(None, "--report", help="Write the JSON report to FILE ('-': stderr)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary line (errors and skips are still shown)."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep streaming new events as they are appended."),
-    interval: float = typer.Option(0.2, "--interval", min=0.01, max=60, help="--follow: poll every S seconds."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", min=0, help="--follow: stop after S seconds."),
+    interval: str = typer.Option("200ms", "--interval", help="--follow: poll this often (10ms to 60s)."),
+    timeout: Optional[str] = typer.Option(None, "--timeout", help="--follow: stop after this long (2m, 30s)."),
     progress: Optional[bool] = PROGRESS,
 ) -> int:
     from ..format import events as ev
@@ -57,7 +58,7 @@ def replay(
     if follow:
         if out is not None or skip_damaged:
             raise UsageError("--follow writes to standard output and stops at damage; drop --out/--skip-damaged")
-        return _follow(path, form, after, to, limit, interval, timeout)
+        return _follow(path, form, after, to, limit, *follow_durations(interval, timeout))
     if form != ev.FORM_JSONL and out is None and sys.stdout.isatty():
         raise UsageError("a binary stream would go to the terminal; use --out or a pipe")
     from ..ops.replay import ReplayOptions, replay as run_replay

@@ -231,11 +231,11 @@ def cleanup(root: str = typer.Argument(..., help="The store's root directory.", 
             apply: bool = typer.Option(False, "--apply", help="Do it (default: list what would go)."),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-cleanup/1).")):
     from ..ops.workflow import cleanup as run_cleanup
-    from .ages import seconds
+    from .units import parse_duration
 
     # Unreadable documents are its own document's `problems` (exit 3); what stops it before a move (a link,
     # the lock, not a store) is walctl.error/1 (docs/json.md, the failure rule).
-    p = run_cleanup(root, seconds(max_age) / 3600, apply=apply)
+    p = run_cleanup(root, parse_duration(max_age, "--max-age") / 3600, apply=apply)
     if json_out:
         emit(json_document("walctl.workflow-cleanup/1", {"root": root, "applied": apply, "expired": list(p.expired),
                                                          "manifest": list(p.entries),

@@ -33,6 +33,11 @@ def workspace(ws: str) -> None:
     from conftest import make_chunk, write_dir
 
     write_dir(os.path.join(ws, "wal-repeat"), {0: make_chunk(range(1, 6)), 1: make_chunk(range(5, 9))})
+    from walctl.ops.write import WalWriter
+
+    with WalWriter(os.path.join(ws, "wal-sealed"), max_chunk_bytes=2048) as wr:  # verify --subset: seals
+        for i in range(300):
+            wr.append(1, "m-%d" % (i % 7), b"x" * 50)
     with open(os.path.join(ws, "state.json"), "w", encoding="utf-8") as f:
         json.dump({"memories": {"m1": {"text": "hi"}}}, f)
     from datetime import datetime, timedelta, timezone
@@ -99,6 +104,8 @@ def cases(ws: str):
          "doc", "walctl.verify/1"),
         ("verify kinds", ["verify", w("segments"), w("checkpoints"), w("tasks"), w("agents-crashed"), w("flows"),
                           w("wal-legacy-v1"), "--json"], "doc", "walctl.verify/1"),
+        ("verify subset", ["verify", w("wal-sealed"), w("wal-healthy"), "--subset", "2/3", "--resume",
+                           "--max-duration", "1h", "--json"], "doc", "walctl.verify/1"),
         ("verify map", ["verify", w("wal-midlog-corrupt"), w("wal-sequence-gap"), "--map", "--json"], "doc",
          "walctl.verify/1"),
         ("map", ["map", w("wal-midlog-corrupt"), "--json"], "doc", "walctl.map/1"),
@@ -174,6 +181,8 @@ def cases(ws: str):
          "walctl.heal/1"),
         ("heal nothing", ["heal", w("wal-sequence-gap"), "--from", arch, "--json"], "doc", "walctl.heal/1"),
         ("archive verify", ["archive", "verify", arch, "--json"], "doc", "walctl.archive-verify/1"),
+        ("archive verify subset", ["archive", "verify", arch, "--read-data-subset", "1/2", "--max-duration", "1h",
+                                   "--json"], "doc", "walctl.archive-verify/1"),
         ("archive restore", ["archive", "restore", arch, w("restored"), "--json"], "doc", "walctl.archive-restore/1"),
         ("archive prune", ["archive", "prune", arch, "--namespace", "wal-sequence-gap", "--keep", "1", "--max-age",
                            "0s", "--json"], "doc", "walctl.archive-prune/1"),

@@ -390,3 +390,18 @@ def test_next_steps_name_absolute_paths_so_they_run_from_anywhere(cli, tmp_path,
     assert printed == steps and seal == ["walctl", "seal", str(tmp_path / "rel wal"), "--apply"]
     monkeypatch.chdir(os.path.dirname(ROOT))  # a script that moved elsewhere
     assert run_printed(cli, steps[-1]).code == 0 and cli("verify", tmp_path / "rel wal").code == 0
+
+
+def test_verify_resume_next_line_pasted_goes_on_where_the_run_stopped(cli, tmp_path):
+    """verify --max-duration prints `next: walctl verify DIR ... --resume`; pasted, it reads the rest."""
+    from walctl.ops.write import WalWriter
+
+    d = odd_dir(tmp_path)
+    with WalWriter(d, max_chunk_bytes=2048) as w:
+        for i in range(400):
+            w.append(1, "m-%d" % (i % 7), b"x" * 50)
+    r = cli("verify", d, "--subset", "20%", "--max-duration", "1h")  # read the first fifth, recorded
+    nexts = [c for c in printed_commands(r.out) if "--resume" in c]
+    assert r.code == 0 and nexts == [["walctl", "verify", d, "--subset", "20%", "--max-duration", "1h", "--resume"]]
+    again = run_printed(cli, nexts[0])
+    assert again.code == 0 and "arc 0.200000..0.400000" in again.out

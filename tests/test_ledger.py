@@ -593,19 +593,24 @@ def test_crash_at_every_operation_of_accept_loss():
 
 
 def test_verify_chooses_jobs_by_the_work_and_an_explicit_jobs_wins(tmp_path, monkeypatch):
+    """A sealed chunk is hashed by a worker as an unsealed one is scanned (issue #27): a sealed directory
+    gets one process per core as its unsealed copy does; --quick's unchanged chunks are no work at all."""
+    import walctl.ops.chunkscan as CS
     import walctl.ops.verify as V
 
     d = written(tmp_path, 300)
     seen = []
     real = V.scan_chunks
     monkeypatch.setattr(V, "scan_chunks", lambda chunks, **kw: seen.append(kw["jobs"]) or real(chunks, **kw))
-    monkeypatch.setattr(V, "AUTO_JOBS_BYTES", 20_000)  # 7 chunks of ~4 KB: 28 KB unsealed, ~16 KB sealed
-    monkeypatch.setattr(V.os, "cpu_count", lambda: 3)
-    V.verify_path(d, jobs=None)
+    monkeypatch.setattr(CS, "AUTO_JOBS_BYTES", 20_000)  # 7 chunks of ~4 KB: 28 KB, sealed or not
+    monkeypatch.setattr(CS.os, "cpu_count", lambda: 3)
+    sealed = V.verify_path(d, jobs=None)
+    quick = V.verify_path(d, jobs=None, quick=True)
     shutil.rmtree(os.path.join(d, ".walctl"))
     V.verify_path(d, jobs=None)
     V.verify_path(d, jobs=1)
-    assert seen == [1, 3, 1]
+    assert seen == [3, 1, 3, 1]
+    assert len(sealed.ledger["verified_by_hash"]) == 6 and len(quick.ledger["trusted_by_stat"]) == 6
 
 
 @pytest.mark.parametrize("args, code", [

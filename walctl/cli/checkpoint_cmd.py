@@ -70,7 +70,7 @@ def verify(paths: List[str] = typer.Argument(..., help="Checkpoint files or dire
     from . import verify_cmd
 
     verify_cmd.verify(paths=paths, json_out=json_out, strict=strict, jobs=1, quick=False, verbose=True, quiet=False,
-                      show_map=False, archive=None, progress=None)
+                      show_map=False, archive=None, subset=None, resume=False, max_duration=None, progress=None)
 
 
 @app.command("inspect", help="""Header fields, sizes, compression ratio and the state's top-level keys, of a

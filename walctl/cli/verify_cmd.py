@@ -12,7 +12,7 @@ from ..ops.report import VerifyReport
 
 from ..ops.verify import verify_paths
 from .progress import PROGRESS, Bar, path_bytes
-from .render import emit, json_document, next_lines, paint, plain_table, seq_range
+from .render import emit, json_document, next_lines, paint, plain_table, rerun, safe, seq_range
 
 HELP = f"""Check WAL chunk files or directories and say exactly what is damaged. Read-only.
 
@@ -21,7 +21,11 @@ file, byte offset, sequences, class and the stored vs computed values. The exit 
 finding (order {precedence_text()}): 0 clean, 1 torn tail only, 3 corruption, 4 sequence gap/repeat,
 5 unsupported, 6 environment/locked.
 
-Example: walctl verify /var/lib/agent/wal --json | jq .exit_code"""
+--subset K/N (or P%) reads a slice of the sealed chunks; --max-duration stops at a chunk boundary and
+--resume goes on where the last run stopped (kept in DIR/.walctl/verify.jsonl, the one thing verify writes).
+
+Example: walctl verify /var/lib/agent/wal --json | jq .exit_code
+Example: walctl verify /var/lib/agent/wal --resume --max-duration 10m"""
 
 _SEVERITY_COLOR = {"error": "red", "torn": "yellow", "warning": "yellow", "note": "dim"}
 _VERDICT_COLOR = {"clean": "green", "torn": "yellow"}
@@ -45,12 +49,22 @@ def verify(
     archive: Optional[str] = typer.Option(None, "--from", metavar="DEST", help="An archive (file:///path, "
                                           "s3://bucket/prefix; default: $WALCTL_ARCHIVE): when it can heal a "
                                           "finding, next: names the walctl heal command."),
+    subset: Optional[str] = typer.Option(None, "--subset", metavar="K/N|P%", help="Read only slice K of N of the "
+                                         "sealed chunks (by a hash of each name: K = 1..N read each exactly once), "
+                                         "or P% of them; unsealed chunks are always read. The others are judged by "
+                                         "their seals, unread; the report lists them."),
+    resume: bool = typer.Option(False, "--resume", help="Start where the last --resume or --max-duration run "
+                                "stopped (recorded in DIR/.walctl/verify.jsonl; this run's line is added)."),
+    max_duration: Optional[str] = typer.Option(None, "--max-duration", metavar="DURATION", help="Start no sealed "
+                                               "chunk after this long (500ms, 90s, 10m, 1h); stops at a chunk "
+                                               "boundary and records where, for --resume."),
     progress: Optional[bool] = PROGRESS,
 ) -> int:
     if jobs == 0:
         jobs = os.cpu_count() or 1
+    cover = _cover(subset, resume, max_duration)
     with Bar("verify", path_bytes(*paths), progress) as bar:
-        report = verify_paths(paths, strict=strict, jobs=jobs, progress=bar.callback, quick=quick)
+        report = verify_paths(paths, strict=strict, jobs=jobs, progress=bar.callback, quick=quick, cover=cover)
     maps = _maps(report) if show_map else None
     if json_out:
         doc = to_json(report, archive)
@@ -67,6 +81,17 @@ def verify(
                 emit("")
                 render_text(m)
     raise typer.Exit(report.exit_code)
+
+
+def _cover(subset, resume, max_duration):
+    """The request of ops/coverage.py, or None for a verify that reads everything and writes nothing."""
+    if subset is None and not resume and max_duration is None:
+        return None
+    from ..ops.coverage import Deadline, Request, parse_subset
+    from .units import parse_duration
+
+    deadline = None if max_duration is None else Deadline(parse_duration(max_duration, "--max-duration"))
+    return Request(None if subset is None else parse_subset(subset), resume, deadline)
 
 
 def _maps(report: VerifyReport):
@@ -99,6 +124,9 @@ def render_human(report: VerifyReport, verbose: bool, archive: str | None = None
                     + ", ".join(p.ledger["trusted_by_stat"]) if p.ledger["trusted_by_stat"] else ""))
         if p.ledger and p.ledger.get("note"):
             emit(f"  note: {p.ledger['note']}")
+        if p.coverage is not None:
+            for line in coverage_lines(p):
+                emit(line)
         shown = [c for c in p.chunks if verbose or c.exit_code != 0]
         if shown:
             rows = [[c.file, c.size, c.records, seq_range(c.first_sequence, c.last_sequence), c.damaged_bytes,
@@ -126,3 +154,21 @@ def _units(kind: str | None) -> tuple[str, str]:
     """What a row is called and what it counts, by the kinds table (a path not recognised: chunks)."""
     k = kind_of(kind)
     return (k.item, k.counted) if k is not None else ("chunk", "records")
+
+
+def coverage_lines(p) -> list[str]:
+    """What this run read and did not (verify --subset / --resume / --max-duration)."""
+    c = p.coverage
+    if c["window"] is None:
+        return ["  coverage: every file read (no sealed chunks to sample)"]
+    a, b = c["window"]
+    out = [f"  coverage: {c['sealed_checked']} of {c['sealed']} sealed chunks read (arc {a:.6f}..{b:.6f}"
+           + (f", subset {c['subset']}" if c["subset"] else "") + f"), {c['unsealed_checked']} unsealed read; "
+           f"{len(c['not_checked'])} sealed not read ({c['bytes_not_checked']} bytes: their seals stand in)"]
+    if c["stopped"] == "max-duration":
+        out.append("  stopped: --max-duration reached (at a chunk boundary)")
+    # --resume goes on where this run stopped: within its slice after a deadline, or with the next P%
+    if c["state"] is not None and (c["stopped"] == "max-duration" or (
+            str(c["subset"]).endswith("%") and not c["circle_done"])):
+        out.append(f"  next: {safe(rerun('--resume'))}")
+    return out

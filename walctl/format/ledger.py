@@ -93,9 +93,10 @@ class LedgerRead(NamedTuple):
     size: int
 
 
-def encode_line(event: str, ts: str, **fields) -> bytes:
-    """One ledger line, newline included. Raises ValueError for a field the table does not allow."""
-    problem = _check(event, fields)
+def encode_line(event: str, ts: str, check=None, **fields) -> bytes:
+    """One ledger line, newline included. Raises ValueError for a field the table does not allow.
+    `check`: as decode_line's."""
+    problem = (check or _check)(event, fields)
     if problem:
         raise ValueError(problem)
     obj = dict(fields, v=LEDGER_VERSION, ts=ts, event=event)
@@ -173,8 +174,10 @@ def _impossible(event, f: dict) -> str | None:
     return None
 
 
-def decode_line(raw: bytes, number: int = 1, offset: int = 0) -> Line | BadLine:
-    """One line without its newline -> Line, or BadLine saying why it cannot be used."""
+def decode_line(raw: bytes, number: int = 1, offset: int = 0, check=None) -> Line | BadLine:
+    """One line without its newline -> Line, or BadLine saying why it cannot be used. `check(event,
+    fields)`: the problem with the event's fields, or None (default: the ledger's events; another file
+    of lines CRC'd alike, `.walctl/verify.jsonl`, passes its own)."""
     if len(raw) > MAX_LINE_BYTES:
         return BadLine(number, offset, f"line of {len(raw)} bytes, longer than any ledger line")
     try:  # a line is at most 64 KiB: json's own recursion bound is the depth bound here
@@ -201,14 +204,15 @@ def decode_line(raw: bytes, number: int = 1, offset: int = 0) -> Line | BadLine:
         return BadLine(number, offset, "no ts or event")
     if not is_iso_time(ts):
         return BadLine(number, offset, f"ts {json.dumps(ts)[:40]} is not an ISO 8601 time")
-    problem = _check(event, obj)
+    problem = (check or _check)(event, obj)
     if problem:
         return BadLine(number, offset, problem)
     return Line(number, event, ts, obj)
 
 
-def decode_ledger(data) -> LedgerRead:
-    """`data`: the ledger's bytes, or a buffer over them (a mapping: a large ledger is not copied)."""
+def decode_ledger(data, check=None) -> LedgerRead:
+    """`data`: the ledger's bytes, or a buffer over them (a mapping: a large ledger is not copied).
+    `check`: as decode_line's (another file of lines CRC'd alike)."""
     lines, bad = [], []
     pos, number, torn = 0, 0, None
     while pos < len(data):
@@ -225,7 +229,7 @@ def decode_ledger(data) -> LedgerRead:
             break
         raw = data[pos:end]
         if raw.strip():
-            got = decode_line(raw, number, pos)
+            got = decode_line(raw, number, pos, check)
             (lines if isinstance(got, Line) else bad).append(got)
         pos = end + 1
     return LedgerRead(tuple(lines), tuple(bad), torn, len(data))

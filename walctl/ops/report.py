@@ -55,6 +55,7 @@ class PathReport(NamedTuple):
     chunks: tuple[ChunkReport, ...]
     findings: tuple[Finding, ...]
     ledger: dict | None = None  # seals used: {"lines", "verified_by_hash", "trusted_by_stat"}
+    coverage: dict | None = None  # verify --subset/--resume/--max-duration: what was and was not read
 
     @property
     def verdict(self) -> str:
@@ -87,6 +88,7 @@ class PathReport(NamedTuple):
                 "findings": len(self.findings),
             },
             "ledger": self.ledger,
+            **({"coverage": self.coverage} if self.coverage is not None else {}),
             "chunks": [c.to_json() for c in self.chunks],
             "findings": [f.to_json() for f in self.findings],
         }

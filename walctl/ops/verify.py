@@ -6,7 +6,7 @@ then stitched in directory order, which is where torn-vs-corrupt and sequence co
 from __future__ import annotations
 
 import os
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import (
     EXIT_CORRUPT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED, REASON_IO,
@@ -17,11 +17,12 @@ from ..format import scan as fscan
 from ..format.scan import ChunkScan, Run
 from ..format.v2 import FILE_MAGIC
 from ..store.chunkdir import ChunkFile, list_chunks
-from ..store.chunkread import ChunkOutcome, scan_chunk_file
+from ..store.chunkread import ChunkOutcome
 from ..store.fs import DEFAULT_FS
 from . import findings as F
 from . import judge as J
 from .advice import no_ledger
+from .chunkscan import AUTO_JOBS_BYTES, auto_jobs, not_a_file, scan_chunks  # noqa: F401 - AUTO_JOBS_BYTES, not_a_file: re-exported
 from .classes import strict_code
 from .findings import Finding
 from .kinds import (
@@ -30,14 +31,22 @@ from .kinds import (
 )
 from .report import VERDICTS, ChunkReport, PathReport, VerifyReport, file_row
 
-AUTO_JOBS_BYTES = 256 << 20  # this much scanning is spread over one process per core (forks cost ~10 ms)
-
+if TYPE_CHECKING:
+    from .coverage import Request
 
 def verify_paths(paths, *, strict: bool = False, jobs: int | None = 1, fs=DEFAULT_FS,
-                 progress: Callable[[int], None] | None = None, quick: bool = False) -> VerifyReport:
-    """jobs None: chosen per directory (one per core for large directories); an explicit number wins."""
-    return VerifyReport(tuple(verify_path(p, strict=strict, jobs=jobs, fs=fs, progress=progress, quick=quick)
-                              for p in paths), strict)
+                 progress: Callable[[int], None] | None = None, quick: bool = False,
+                 cover: Request | None = None) -> VerifyReport:
+    """jobs None: chosen per directory (one per core for large directories); an explicit number wins.
+    `cover`: which sealed chunks to read (--subset, --resume, --max-duration: ops/coverage.py)."""
+    if cover is not None and cover.writes:  # refused before anything is checked, never half-way
+        from .coverage import check_writable, has_state_home
+
+        for p in paths:
+            if fs.exists(p) and has_state_home(p, fs):
+                check_writable(p, fs)
+    return VerifyReport(tuple(verify_path(p, strict=strict, jobs=jobs, fs=fs, progress=progress, quick=quick,
+                                          cover=cover) for p in paths), strict)
 
 
 def detect_kind(path: str, fs=DEFAULT_FS) -> str:
@@ -86,10 +95,20 @@ def detect_kind(path: str, fs=DEFAULT_FS) -> str:
 
 def verify_path(path: str, *, strict: bool = False, jobs: int | None = 1, fs=DEFAULT_FS,
                 progress: Callable[[int], None] | None = None, lock_held_by_us: bool = False,
-                quick: bool = False) -> PathReport:
+                quick: bool = False, cover: Request | None = None) -> PathReport:
     """`lock_held_by_us`: the caller holds the directory's lock itself (a writer opening, a repair), so
     an incomplete tail is not somebody else's append in flight. `quick`: trust sealed chunks whose size,
-    inode and mtime are unchanged (ledger rule 3)."""
+    inode and mtime are unchanged (ledger rule 3). `cover`: read only some sealed chunks (ops/coverage.py);
+    the report's `coverage` says which."""
+    report = _verify_path(path, strict, jobs, fs, progress, lock_held_by_us, quick, cover)
+    if cover is not None and report.coverage is None and report.kind is not None:
+        from .coverage import full
+
+        report = report._replace(coverage=full(cover, report))
+    return report
+
+
+def _verify_path(path, strict, jobs, fs, progress, lock_held_by_us, quick, cover) -> PathReport:
     try:
         kind = detect_kind(path, fs)
         entry = KINDS[kind]
@@ -107,7 +126,7 @@ def verify_path(path: str, *, strict: bool = False, jobs: int | None = 1, fs=DEF
         # No ledger, no quarantine manifest, no checkpoint.meta: nothing expects anything of this directory
         # beyond what the scan sees, so the ledger rules have nothing to add unless a gap needs explaining
         # or a sequence is below 1 (then they run, on the same scan). Keeps cron's verify from loading them.
-        outcomes = scan_chunks(chunks, jobs=_auto_jobs(jobs, chunks, None), fs=fs, progress=progress)
+        outcomes = scan_chunks(chunks, jobs=auto_jobs(jobs, chunks, None), fs=fs, progress=progress)
         report = assemble(path, kind, chunks, outcomes, foreign, writer, strict)
         if not any(f.cls == F.SEQUENCE_GAP for f in report.findings) and \
                 all(c.first_sequence is None or c.first_sequence >= 1 for c in report.chunks):
@@ -120,16 +139,27 @@ def verify_path(path: str, *, strict: bool = False, jobs: int | None = 1, fs=DEF
 
         view = ledger_check.load_view(path, fs) if KINDS[kind].is_dir else None  # a V2 directory has a ledger
         expects = ledger_check.expects_for(chunks, view, quick) if view is not None else None
-        outcomes = scan_chunks(chunks, jobs=_auto_jobs(jobs, chunks, expects), fs=fs, progress=progress,
-                               expects=expects)
+        if cover is not None and view is not None and view.ledger is not None:
+            from .coverage import sample
+
+            outcomes, sampled = sample(path, chunks, expects, cover, jobs, fs, progress)
+        else:
+            outcomes = scan_chunks(chunks, jobs=auto_jobs(jobs, chunks, expects), fs=fs, progress=progress,
+                                   expects=expects)
         report = assemble(path, kind, chunks, outcomes, foreign, writer, strict)
     if view is None:
         return report
     seals, verified, trusted = ledger_check.seal_summary(outcomes, chunks)
     report = ledger_check.judge(report, view, seals, strict, fs)
-    return report._replace(ledger=dict(no_ledger(path) if view.ledger is None else {}, lines=len(
+    report = report._replace(ledger=dict(no_ledger(path) if view.ledger is None else {}, lines=len(
         view.ledger.lines) if view.ledger else 0, sealed=len(view.exp.sealed), verified_by_hash=verified,
         trusted_by_stat=trusted))
+    if cover is None or view.ledger is None:
+        return report
+    from .coverage import finish
+
+    return report._replace(coverage=finish(path, sampled, cover, report.exit_code, fs))
+
 
 
 def require_recognised(report: PathReport) -> PathReport:
@@ -145,14 +175,6 @@ def require_recognised(report: PathReport) -> PathReport:
 
 
 EXPECTATION_FILES = (LEDGER_DIR, QUARANTINE_DIR, "checkpoint.meta")  # what can expect more than the scan sees
-
-
-def _auto_jobs(jobs: int | None, chunks, expects) -> int:
-    if jobs is not None:
-        return jobs
-    # by the work to do: hashing a sealed chunk costs about half a scan
-    work = sum(c.size if e is None else c.size // 2 for c, e in zip(chunks, expects or [None] * len(chunks)))
-    return (os.cpu_count() or 1) if work >= AUTO_JOBS_BYTES else 1
 
 
 def resolve_chunks(path: str, fs=DEFAULT_FS):
@@ -192,31 +214,6 @@ def resolve_chunks(path: str, fs=DEFAULT_FS):
 
 def _unsupported_dir(path):
     return UnsupportedInput("no Spector V2 chunk files (wal-NNNNNN.bin) in this directory", path)
-
-
-def not_a_file(c: ChunkFile) -> ChunkOutcome:
-    """The one judgement of an entry with a chunk's name that is not a regular file (a directory, a FIFO,
-    a dangling link): unsupported (exit 5) for verify, inspect, stats, map and replay alike."""
-    return ChunkOutcome(None, UnsupportedInput("not a regular file", c.path))
-
-
-def scan_chunks(chunks: list[ChunkFile], *, jobs: int = 1, fs=DEFAULT_FS,
-                progress: Callable[[int], None] | None = None, expects=None) -> list[ChunkOutcome]:
-    expect_of = dict(zip((c.path for c in chunks), expects or [None] * len(chunks)))
-    readable = [c for c in chunks if c.kind == "file"]
-    if jobs > 1 and len(readable) > 1 and fs.real and hasattr(os, "fork"):
-        from .parallel import parallel_scan
-
-        outcomes = parallel_scan([c.path for c in readable], [c.size for c in readable], jobs, progress,
-                                 [expect_of[c.path] for c in readable], fs)
-        results = dict(zip((c.path for c in readable), outcomes))
-    else:
-        results = {}
-        for c in readable:
-            results[c.path] = scan_chunk_file(c.path, fs, expect=expect_of[c.path])
-            if progress:
-                progress(c.size)
-    return [results[c.path] if c.kind == "file" else not_a_file(c) for c in chunks]
 
 
 def assemble(path, kind, chunks, outcomes, foreign, writer, strict) -> PathReport:

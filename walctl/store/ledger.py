@@ -29,21 +29,23 @@ def has_ledger(directory: str, fs=DEFAULT_FS) -> bool:
     return fs.exists(ledger_path(directory))
 
 
-def read_ledger(directory: str, fs=DEFAULT_FS) -> L.LedgerRead | None:
-    """The decoded ledger, or None when the directory has none."""
-    path = ledger_path(directory)
+def read_ledger(directory: str, fs=DEFAULT_FS, name: str = L.LEDGER_NAME, check=None) -> L.LedgerRead | None:
+    """The decoded ledger, or None when the directory has none. `name`, `check`: another file of lines
+    CRC'd alike in `.walctl/` (verify's runs), with its own fields."""
+    path = os.path.join(ledger_dir(directory), name)
     if not fs.exists(path):
         return None
     with fs.map_read(path) as buf:
-        return L.decode_ledger(buf)  # the mapping itself: every line is copied out, never the whole file
+        return L.decode_ledger(buf, check)  # the mapping itself: every line is copied out, never the whole file
 
 
-def append_lines(directory: str, lines: list[bytes], fs=DEFAULT_FS) -> None:
-    """Durably appends whole lines (the caller holds the directory's lock)."""
+def append_lines(directory: str, lines: list[bytes], fs=DEFAULT_FS, name: str = L.LEDGER_NAME) -> None:
+    """Durably appends whole lines (the caller holds the directory's lock; `name`: verify's runs file,
+    see ops/coverage.py for why it needs no lock)."""
     if not lines:
         return
     durable.make_dir(ledger_dir(directory), fs)
-    path = ledger_path(directory)
+    path = os.path.join(ledger_dir(directory), name)
     if fs.exists(path):
         size = fs.stat(path).size
         if size and fs.read_range(path, size - 1, 1) != b"\n":

@@ -299,3 +299,24 @@ def test_other_kinds_and_directories_without_a_ledger_are_read_in_full(tmp_path,
     cov = r.json()["paths"][0]["coverage"]
     assert r.code == 0 and cov["complete"] and cov["window"] is None and cov["unsealed_checked"] >= 5
     assert not os.path.exists(os.path.join(d, ".walctl"))  # nothing to resume: nothing written
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="--jobs forks")
+def test_a_worker_that_dies_costs_its_chunk_only_and_a_stop_leaves_the_rest_unstarted(tmp_path, monkeypatch):
+    """Workers are handed one chunk at a time (ops/parallel.py): a worker that dies mid-chunk leaves that
+    chunk reported as not scanned (exit 6), and the other worker scans the rest."""
+    from walctl.ops import parallel as P
+
+    d = written(tmp_path / "w", 300)
+    names = sorted(n for n in os.listdir(d) if n.endswith(".bin"))
+    paths = [os.path.join(d, n) for n in names]
+    real = P.scan_chunk_file
+    monkeypatch.setattr(P, "scan_chunk_file", lambda p, fs, expect=None: os._exit(9) if p == paths[2] else
+                        real(p, fs, expect=expect))
+    out = P.parallel_scan(paths, [os.path.getsize(p) for p in paths], 2)
+    assert out[2].scan is None and out[2].error.exit_code == 6 and "worker process died" in out[2].error.reason
+    assert all(o.scan is not None and o.scan.records > 0 for i, o in enumerate(out) if i != 2 and i < len(out) - 1)
+    order = list(range(len(paths)))
+    out = P.parallel_scan(paths, [os.path.getsize(p) for p in paths], 2, order=order, stop=lambda k: k >= 5)
+    assert [o is not None for o in out] == [i < 5 for i in range(len(paths))]  # a prefix of the order
+    assert out[2].error is not None and all(out[i].scan is not None for i in (0, 1, 3, 4))

@@ -31,9 +31,9 @@ def largest_first(sizes: list[int]) -> list[int]:
 def parallel_scan(paths: list[str], sizes: list[int], jobs: int, progress=None, expects=None,
                   fs=DEFAULT_FS, order: list[int] | None = None, stop=None) -> list[ChunkOutcome | None]:
     """Outcomes by position. `order`: the positions to scan, in the order to hand them out (default: all,
-    largest first); `stop(k)`: asked before position k is handed out, True to start nothing more (a position it kept
-    from being handed out stays None). `fs`: a confined file system's workers read through the target's
-    descriptor, which they inherit."""
+    largest first); `stop(k)`: asked before position k is handed out, True to start nothing more (what it
+    kept from being handed out stays None). `fs`: a confined file system's workers read through the
+    target's descriptor, which they inherit."""
     expects = expects or [None] * len(paths)
     todo = list(largest_first(sizes) if order is None else order)
     todo.reverse()  # popped from the end
@@ -74,7 +74,7 @@ def parallel_scan(paths: list[str], sizes: list[int], jobs: int, progress=None, 
     sel.close()
     for w in workers:
         os.waitpid(w[0], 0)
-    if not stopped[0]:  # every worker died before the work ran out: what is left was not scanned either
+    if not stopped[0]:  # left over without a stop: the workers died first, so it was not scanned either
         for pos in todo:
             out[pos] = ChunkOutcome(None, EnvironmentProblem("worker process died before reporting this chunk",
                                                              paths[pos]))
@@ -86,18 +86,15 @@ def _hand_out(w: list, todo: list[int], busy: dict, stop, stopped: list) -> None
     _pid, rfd, wfd = w
     if wfd is None:
         return
-    while todo and not stopped[0]:
+    if todo and not stopped[0]:
         if stop is not None and stop(todo[-1]):
-            stopped[0] = True
-            break
-        pos = todo.pop()
-        if _send(wfd, _POS.pack(pos)):
-            busy[rfd] = pos
-            return
-        todo.append(pos)  # the worker is gone: another one takes it
-        break
-    else:
-        stopped[0] = stopped[0] or not todo
+            stopped[0] = True  # (only a stop leaves positions unreported on purpose)
+        else:
+            pos = todo.pop()
+            if _send(wfd, _POS.pack(pos)):
+                busy[rfd] = pos
+                return
+            todo.append(pos)  # this worker is gone: another one takes it, or it is reported as not scanned
     _send(wfd, _POS.pack(_STOP))
     _close_quietly(wfd)
     w[2] = None

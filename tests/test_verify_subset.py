@@ -320,3 +320,25 @@ def test_a_worker_that_dies_costs_its_chunk_only_and_a_stop_leaves_the_rest_unst
     out = P.parallel_scan(paths, [os.path.getsize(p) for p in paths], 2, order=order, stop=lambda k: k >= 5)
     assert [o is not None for o in out] == [i < 5 for i in range(len(paths))]  # a prefix of the order
     assert out[2].error is not None and all(out[i].scan is not None for i in (0, 1, 3, 4))
+
+
+def test_sealed_segments_are_hashed_on_every_core_with_the_same_findings(tmp_path, monkeypatch):
+    """Segments are scanned, and their seals checked by a hash besides (ops/ledger_check.py): by one
+    thread per core past AUTO_JOBS_BYTES, with the findings of one thread."""
+    import walctl.ops.chunkscan as CS
+
+    d = str(tmp_path / "s")
+    with WalWriter(d, format="segments", sync="none") as w:
+        for i in range(20_003):
+            w.append_entry("memory_add", {"i": i}, 1)
+    with open(os.path.join(d, "wal_00000002.log"), "r+b") as f:
+        f.seek(100)
+        b = f.read(1)
+        f.seek(100)
+        f.write(bytes([b[0] ^ 0x20]))
+    one = verify_path(d)
+    monkeypatch.setattr(CS, "AUTO_JOBS_BYTES", 1)
+    monkeypatch.setattr(CS.os, "cpu_count", lambda: 2)
+    many = verify_path(d)
+    assert one.exit_code == many.exit_code == 3 and one.findings == many.findings
+    assert [(f.cls, f.file) for f in many.findings if f.cls == "seal-mismatch"] == [("seal-mismatch", "wal_00000002.log")]

@@ -216,6 +216,8 @@ def _seal_findings(report, view: View, seals: dict, strict: bool, fs) -> list[Fi
     """Each sealed chunk against its seal: absent with no line moving it, size or SHA-256 changed."""
     out: list[Finding] = []
     present = {c.file: c for c in report.chunks}
+    hashed = _hashes(report.path, [(n, present[n].size) for n, ln in view.exp.sealed.items() if n in present
+                                   and present[n].size == ln.get("size") and seals.get(n) is None], fs)
     for name, line in sorted(view.exp.sealed.items()):
         c = present.get(name)
         a, b = line.get("first_seq"), line.get("last_seq")
@@ -234,8 +236,8 @@ def _seal_findings(report, view: View, seals: dict, strict: bool, fs) -> list[Fi
                                computed=c.size, extra=where, field="size"))
         else:
             got = seals.get(name)
-            if got is None:  # not hashed by the scan (segments): hash here
-                sha = SL.sha256_file(os.path.join(report.path, name), fs)[0]
+            if got is None:  # not hashed by the scan (segments): hashed above
+                sha = hashed[name]
                 got = (SEAL_MISMATCH if sha != line.get("sha256") else "verified", sha)
             if got is not None and got[0] == SEAL_MISMATCH:
                 out.append(Finding(F.SEAL_MISMATCH, EXIT_CORRUPT, f"SHA-256 differs from its seal (ledger line "
@@ -243,6 +245,23 @@ def _seal_findings(report, view: View, seals: dict, strict: bool, fs) -> list[Fi
                                    name, sequence_range=rng, stored=line.get("sha256"), computed=got[1],
                                    extra=where, field="sha256"))
     return out
+
+
+def _hashes(directory: str, files: list[tuple[str, int]], fs) -> dict:
+    """SHA-256 of the sealed files the scan did not hash (segments), one thread per core when there is
+    enough to read (ops/chunkscan.py's rule; hashlib releases the GIL on large buffers)."""
+    from .chunkscan import AUTO_JOBS_BYTES
+
+    def sha(name: str) -> str:
+        return SL.sha256_file(os.path.join(directory, name), fs)[0]
+
+    names = [n for n, _ in files]
+    if sum(size for _, size in files) < AUTO_JOBS_BYTES or not getattr(fs, "real", False) or len(names) < 2:
+        return {n: sha(n) for n in names}
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        return dict(zip(names, pool.map(sha, names)))
 
 
 def _unheld_findings(report, view: View, strict: bool) -> list[Finding]:

@@ -342,3 +342,17 @@ def test_sealed_segments_are_hashed_on_every_core_with_the_same_findings(tmp_pat
     many = verify_path(d)
     assert one.exit_code == many.exit_code == 3 and one.findings == many.findings
     assert [(f.cls, f.file) for f in many.findings if f.cls == "seal-mismatch"] == [("seal-mismatch", "wal_00000002.log")]
+
+
+def test_a_state_write_that_fails_after_the_check_keeps_the_report(tmp_path, monkeypatch, cli):
+    from walctl.errors import EnvironmentProblem
+
+    d = written(tmp_path / "w", 200)
+
+    def full_disk(*a, **kw):
+        raise EnvironmentProblem("no space left on device", d, kind="no-space")
+
+    monkeypatch.setattr(C.SL, "append_lines", full_disk)
+    r = cli("verify", d, "--resume", "--subset", "50%")
+    assert r.code == 0 and "note: this run was not recorded in .walctl/verify.jsonl: no space left" in r.out
+    assert not runs(d).lines  # nothing recorded: the next --resume starts over

@@ -167,6 +167,8 @@ def coverage_lines(p) -> list[str]:
            f"{len(c['not_checked'])} sealed not read ({c['bytes_not_checked']} bytes: their seals stand in)"]
     if c["stopped"] == "max-duration":
         out.append("  stopped: --max-duration reached (at a chunk boundary)")
+    if c.get("state_error"):
+        out.append(f"  note: {c['state_error']} (the next --resume starts where the last recorded run stopped)")
     # --resume goes on where this run stopped: within its slice after a deadline, or with the next P%
     if c["state"] is not None and (c["stopped"] == "max-duration" or (
             str(c["subset"]).endswith("%") and not c["circle_done"])):

@@ -161,7 +161,12 @@ def sample(path: str, chunks, expects, request: Request, jobs, fs, progress):
 def finish(path: str, sampled, request: Request, exit_code: int, fs) -> dict:
     """The report's coverage; with --resume or --max-duration, after this run's line is written."""
     cov, span = sampled
-    return record(path, cov, span, exit_code, fs) if request.writes else cov
+    if not request.writes:
+        return cov
+    try:
+        return record(path, cov, span, exit_code, fs)
+    except WalctlError as e:  # tried writable before the check; a full disk now loses the place, not the report
+        return dict(cov, state_error=f"this run was not recorded in {STATE_FILE}: {e.reason}")
 
 
 def full(request: Request, report) -> dict:

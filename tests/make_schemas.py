@@ -39,6 +39,8 @@ TITLES = {
     "walctl.repair/1": ("walctl repair --json", "The plan (dry run) or what was cut, with the evidence kept."),
     "walctl.heal/1": ("walctl heal --json", "The plan (dry run) or what was put back from the archive, per file, "
                       "with what was refused, what the archive cannot heal and what stays lost."),
+    "walctl.fingerprint/1": ("walctl fingerprint --json", "The SHA-256 of the canonical folded state at a "
+                             "sequence, the canonical form's name, and how the state was reached."),
     "walctl.seal/1": ("walctl seal --json", "Closed chunks sealed in the directory ledger (or the plan)."),
     "walctl.tasklog-resume/1": ("walctl tasklog resume --json", "Where the task resumes, and the torn line cut."),
     "walctl.workflow-delete/1": ("walctl workflow delete --json", "One workflow checkpoint set aside (or the plan)."),

@@ -37,6 +37,7 @@ COMMANDS = {
     "replay": ("replay_cmd", "replay", "command"),
     "import": ("import_cmd", "import_", "command"),
     "merge": ("merge_cmd", "merge", "command"),
+    "fingerprint": ("fingerprint_cmd", "fingerprint", "command"),
     "archive": ("archive_cmd", "app", "group"),
     "workflow": ("workflow_cmd", "app", "group"),
     "tasklog": ("tasklog_cmd", "app", "group"),

@@ -99,6 +99,9 @@ def inspect(path: str = typer.Argument(..., help="A checkpoint file or directory
             emit(f"  {k:<20} {v}")
         for k, v in (body["top_level_keys"] or {}).items():
             emit(f"  state.{k:<14} {v}")
+        if body["fingerprint"]:
+            emit(f"  {'fingerprint':<20} {body['fingerprint']['sha256']} ({body['fingerprint']['form']} at sequence "
+                 f"{body['fingerprint']['sequence']})")
         for f in rep.findings:
             emit(f"  {f.cls}: {f.reason}")
     raise typer.Exit(code)
@@ -111,7 +114,18 @@ def _inspect_body(rep) -> dict:
     return {"file": rep.file, "valid": rep.checked.ok, "exit_code": rep.exit_code,
             "header": header_json(rep.header) if rep.header else None,
             "top_level_keys": {k: _describe(v) for k, v in sorted(st.items())} if st is not None else None,
+            "fingerprint": _fingerprint(st, rep.header.wal_sequence) if st is not None and rep.header else None,
             "findings": [f.to_json() for f in rep.findings]}
+
+
+def _fingerprint(state: dict, sequence: int) -> dict | None:
+    """What `walctl fingerprint` says of this state (None when it has no canonical form)."""
+    from ..ops.fingerprint import FORM_STATE, state_sha256
+
+    try:
+        return {"form": FORM_STATE, "sha256": state_sha256(state, sequence), "sequence": sequence}
+    except UsageError:
+        return None
 
 
 def _describe(v) -> str:

@@ -58,14 +58,31 @@ def recover(
     written = out is not None and (rep.outcome != OUTCOME_HISTORY_LOST or allow_gap)
     if written:
         write_state(out, rep.state, fmt)
+    fp = _fingerprint(rep, written or out is None)
     if json_out:
-        emit(json_document("walctl.recover/1", dict(rep.to_json(), state_written=out if written else None)))
+        emit(json_document("walctl.recover/1", dict(rep.to_json(), state_written=out if written else None,
+                                                    fingerprint=fp)))
     else:
-        _render_text(rep, out, written, strict)
+        _render_text(rep, out, written, strict, fp)
     raise typer.Exit(rep.exit_code)
 
 
-def _render_text(rep, out, written: bool, strict: bool) -> None:
+def _fingerprint(rep, shown: bool) -> dict | None:
+    """The fingerprint of the state recover wrote (or would write), as `walctl fingerprint` computes it:
+    None when nothing was written (history lost) or the state has no canonical form."""
+    from ..errors import UsageError
+    from ..ops.fingerprint import FORM_STATE, state_sha256
+
+    if not shown:
+        return None
+    try:
+        return {"form": FORM_STATE, "sha256": state_sha256(rep.state, rep.final_sequence),
+                "sequence": rep.final_sequence}
+    except UsageError:
+        return None
+
+
+def _render_text(rep, out, written: bool, strict: bool, fp: dict | None = None) -> None:
     from ..ops.recover import OUTCOME_FALLBACK
 
     used = rep.checkpoint
@@ -85,6 +102,8 @@ def _render_text(rep, out, written: bool, strict: bool) -> None:
         emit(f"  warning: {w}")
     if written:
         emit(f"  state written to {out}")
+    if fp:
+        emit(f"  fingerprint: {fp['sha256']} ({fp['form']} at sequence {fp['sequence']})")
     elif out:
         emit(f"  state NOT written to {out}: history lost (--allow-gap writes the empty state)")
     for line in next_lines(rep.next_steps(), "  "):

@@ -209,13 +209,18 @@ class Latest(NamedTuple):
     rejected: tuple[CheckpointReport, ...]
 
 
-def latest(directory: str, *, max_state_bytes: int = ck.DEFAULT_MAX_STATE_BYTES, fs=DEFAULT_FS) -> Latest:
-    """The newest checkpoint that fully verifies (its state decoded), with the ones passed over and why."""
+def latest(directory: str, *, max_state_bytes: int = ck.DEFAULT_MAX_STATE_BYTES, fs=DEFAULT_FS,
+           at_most: int | None = None) -> Latest:
+    """The newest checkpoint that fully verifies (its state decoded), with the ones passed over and why.
+    `at_most`: only checkpoints whose wal_sequence is at or below it are candidates (the others are not
+    passed over: they hold a later state)."""
     if not fs.exists(directory):
         return Latest(None, (), ())
     listing = list_checkpoints(directory, fs=fs)
     fallbacks = []
     for cand in listing.candidates:
+        if at_most is not None and cand.header.wal_sequence > at_most:
+            continue
         full = check_path(cand.path, check_canonical=False, max_state_bytes=max_state_bytes, fs=fs)
         if full.checked.ok:
             return Latest(full, tuple(fallbacks), listing.rejected)

@@ -28,6 +28,7 @@ class Folded(NamedTuple):
     folded: int  # events that describe a memory
     exit_code: int
     stopped: str | None  # where a damaged WAL's fold stopped
+    last_sequence: int | None = None  # of the last event folded (a WAL)
 
 
 def id_key(mid: bytes) -> str:
@@ -43,30 +44,32 @@ def key_id(key: str) -> bytes:
     return bytes.fromhex(key[4:]) if key.startswith("hex:") else key.encode("utf-8")
 
 
-def fold_wal(path: str, fs=DEFAULT_FS) -> Folded:
+def fold_wal(path: str, fs=DEFAULT_FS, to: int | None = None) -> Folded:
+    """`to`: fold the events up to that sequence only (walctl fingerprint --at)."""
     import msgpack
 
     from .replay import ReplayOptions, replay
 
     states: dict = {}
-    counts = [0, 0]
+    counts = [0, 0, None]
 
     def take(pieces: list) -> None:
         for piece in pieces:
             e = msgpack.unpackb(piece, raw=False)
             counts[0] += 1
+            counts[2] = e["sequence"]
             if e["type_ordinal"] in ms.FOLDED_TYPES:
                 counts[1] += 1
                 mid = e["memory_id"]
                 states[mid] = ms.fold_event(states.get(mid, ms.EMPTY), e["type_ordinal"], e["timestamp_ms"],
                                             e["payload"])
 
-    rep = replay(path, take, ReplayOptions(form="msgpack"), fs)
+    rep = replay(path, take, ReplayOptions(form="msgpack", to=to), fs)
     stopped = None
     if rep.stopped is not None:
         s = rep.stopped
         stopped = f"{s.file} offset {s.offset}: {s.cls}: {s.reason}"
-    return Folded(path, "wal", states, counts[0], counts[1], rep.exit_code, stopped)
+    return Folded(path, "wal", states, counts[0], counts[1], rep.exit_code, stopped, counts[2])
 
 
 def load_state(path: str) -> Folded:

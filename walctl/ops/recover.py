@@ -8,13 +8,11 @@ replayed onto the empty state, no log at all is a fresh start, anything else is 
 """
 from __future__ import annotations
 
-import importlib
 import time
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, NotClean, UsageError
-from ..format.checkpoint import DEFAULT_MAX_STATE_BYTES, empty_state
-from ..format.segment import OPERATION_ALIASES
+from ..format.checkpoint import DEFAULT_MAX_STATE_BYTES
 from ..format.v2 import type_name
 from ..store.fs import DEFAULT_FS
 from .checkpoint import latest
@@ -22,6 +20,7 @@ from . import classes as K
 from .findings import Finding
 from .kinds import KINDS
 from .report import PathReport
+from .reducers import AUTO, REDUCERS, Skip, empty_for, load_reducer, pick_reducer, reduce_adr003, reduce_spector  # noqa: F401
 from .verify import detect_kind
 
 OUTCOME_CHECKPOINT = "checkpoint+replay"
@@ -33,90 +32,6 @@ OUTCOME_STOPPED_AT_CHECKPOINT = "checkpoint-only:gap-after-it-allowed"
 # exit 0, but distinct from the outcomes above, so that automation sees it (3 under --strict).
 OUTCOME_FALLBACK = "recovered-with-fallback"
 OUTCOME_FAILED = "failed"  # nothing was recovered (the report of a NotClean: what was tried)
-
-
-# ---- reducers ------------------------------------------------------------------------------------
-
-class Skip(Exception):
-    """A reducer raises Skip(reason) for an entry it does not apply (counted, with a warning)."""
-
-
-def reduce_adr003(state: dict, entry: dict) -> dict:
-    op = entry.get("operation")
-    op = OPERATION_ALIASES.get(op, op)
-    data = entry["data"] if "data" in entry else entry.get("params")
-    if op == "memory_add":
-        blocks = state.get("memory_blocks")
-        if blocks is None:
-            blocks = state["memory_blocks"] = []
-        blocks.append({"content": data.get("content") if type(data) is dict else None,
-                       "sequence": entry["sequence"], "timestamp": entry.get("timestamp")})
-    elif op == "tool_register":
-        tool = data.get("tool") if isinstance(data, dict) else None
-        if not isinstance(tool, dict) or "name" not in tool:
-            raise Skip("tool_register without tool.name")
-        state.setdefault("tool_registry", {})[tool["name"]] = tool
-    elif op == "state_update":
-        new = data.get("new_state") if isinstance(data, dict) else None
-        if not isinstance(new, dict):
-            raise Skip("state_update without a new_state map")
-        state.setdefault("agent_state", {}).update(new)  # a null value is stored, not deleted
-    else:
-        raise Skip(f"unknown operation {entry.get('operation')!r}")
-    return state
-
-
-def reduce_spector(state: dict, event: dict) -> dict:
-    """Spector's replayer: REMEMBER puts id -> payload, FORGET removes, REINFORCE sets the valence to the
-    signed payload byte."""
-    mems = state.setdefault("memories", {})
-    valence = state.setdefault("valence", {})
-    kind, mid, payload = event["type"], event["memory_id"], event["payload"]
-    if kind == "REMEMBER":
-        mems[mid] = payload
-    elif kind == "FORGET":
-        mems.pop(mid, None)
-        valence.pop(mid, None)
-    elif kind == "REINFORCE":
-        if not payload:
-            raise Skip("REINFORCE without a valence byte")
-        valence[mid] = payload[0] - 256 if payload[0] > 127 else payload[0]
-    else:
-        raise Skip(f"event type {kind} does not change this state")
-    return state
-
-
-REDUCERS = {"adr003": reduce_adr003, "spector": reduce_spector}
-AUTO = "auto"
-
-
-def pick_reducer(spec: str, log: str | None, fs=DEFAULT_FS) -> str:
-    """`auto`: the reducer for the log's own events: spector for Spector V2 chunks, adr003 otherwise (segments,
-    or no log). Anything else is kept as given."""
-    if spec != AUTO:
-        return spec
-    if log is not None and fs.exists(log) and KINDS[detect_kind(log, fs)].is_v2:
-        return "spector"
-    return "adr003"
-
-
-def load_reducer(spec: str) -> Callable[[dict, dict], dict]:
-    if spec in REDUCERS:
-        return REDUCERS[spec]
-    if ":" not in spec:
-        raise UsageError(f"reducer {spec!r}: use auto, adr003, spector, or module:function")
-    module, _, func = spec.partition(":")
-    try:
-        fn = getattr(importlib.import_module(module), func)
-    except (ImportError, AttributeError) as e:
-        raise UsageError(f"reducer {spec!r} cannot be loaded: {e}") from None
-    if not callable(fn):
-        raise UsageError(f"reducer {spec!r} is not callable")
-    return fn
-
-
-def empty_for(reducer: str) -> dict:
-    return {"memories": {}, "valence": {}, "wal_sequence": 0} if reducer == "spector" else empty_state()
 
 
 # ---- the log ------------------------------------------------------------------------------------
@@ -236,8 +151,9 @@ class RecoverReport(NamedTuple):
 
 def recover(checkpoints: str | None, log: str | None, *, reducer: str = AUTO, allow_gap: bool = False,
             max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, fs=DEFAULT_FS, progress=None,
-            strict: bool = False) -> RecoverReport:
-    """The state, and how it was reached. A recovery that passed over a checkpoint file wrote a complete
+            strict: bool = False, until: int | None = None) -> RecoverReport:
+    """The state, and how it was reached. `until`: the state at that sequence (walctl fingerprint --at):
+    the newest checkpoint at or below it, the log's entries up to it; damage after it does not matter. A recovery that passed over a checkpoint file wrote a complete
     state all the same: its outcome is `recovered-with-fallback` (exit 0; 3 when `strict`, as verify
     --strict alerts on any anomaly). A failure raises NotClean carrying the report of what was tried
     (`examined`: outcome `failed`, the checkpoint used, fallbacks, rejected files, the log's findings)."""
@@ -245,7 +161,7 @@ def recover(checkpoints: str | None, log: str | None, *, reducer: str = AUTO, al
     no_log = log is None or not fs.exists(log) or is_empty_log_dir(log, fs)
     reducer = pick_reducer(reducer, None if no_log else log, fs)
     fold = load_reducer(reducer)
-    found = latest(checkpoints, max_state_bytes=max_state_bytes, fs=fs) if checkpoints else None
+    found = latest(checkpoints, max_state_bytes=max_state_bytes, fs=fs, at_most=until) if checkpoints else None
     t1 = time.perf_counter()
     fallbacks = _failures(found.fallbacks if found else ())
     rejected = _failures(found.rejected if found else ())
@@ -259,7 +175,7 @@ def recover(checkpoints: str | None, log: str | None, *, reducer: str = AUTO, al
     tried = RecoverReport(state, OUTCOME_FAILED, EXIT_OK, used, fallbacks, rejected, 0, (), 0, 0, w, (), {},
                           checkpoints, log=log)
     try:
-        rep = _recover(tried, base, log, no_log, fold, allow_gap, warnings, fs, progress, (t0, t1))
+        rep = _recover(tried, base, log, no_log, fold, allow_gap, warnings, fs, progress, (t0, t1), until)
     except NotClean as e:
         e.examined = tried._replace(exit_code=e.exit_code, warnings=tuple(warnings), error=e.reason,
                                     findings=getattr(e, "findings", ()), seconds=_secs(t0, t1, time.perf_counter())
@@ -270,7 +186,7 @@ def recover(checkpoints: str | None, log: str | None, *, reducer: str = AUTO, al
     return rep
 
 
-def _recover(tried: RecoverReport, base, log, no_log, fold, allow_gap, warnings, fs, progress, times):
+def _recover(tried: RecoverReport, base, log, no_log, fold, allow_gap, warnings, fs, progress, times, until=None):
     t0, t1 = times
     state, w, used, fallbacks, rejected = tried.state, tried.final_sequence, tried.checkpoint, tried.fallbacks, \
         tried.rejected
@@ -283,8 +199,10 @@ def _recover(tried: RecoverReport, base, log, no_log, fold, allow_gap, warnings,
         return tried._replace(outcome=OUTCOME_CHECKPOINT if base else OUTCOME_FRESH, warnings=tuple(warnings),
                               seconds=_secs(t0, t1, time.perf_counter()))
     entries, report, dups, _ = read_log(log, w, fs, progress)
+    if until is not None:
+        entries = [e for e in entries if e["sequence"] <= until]
     t_read = time.perf_counter()
-    torn, history_gap = _judge_log(report, log, w, base is not None, warnings)
+    torn, history_gap = _judge_log(report, log, w, base is not None, warnings, until)
     if dups:
         warnings.append(f"{dups} duplicate entries (a sequence repeated with the same checksum) were skipped")
     if base is None:
@@ -340,7 +258,8 @@ def _failures(reports) -> tuple[dict, ...]:
                  for r in reports)
 
 
-def _judge_log(report: PathReport, log: str, w: int, has_checkpoint: bool, warnings: list[str]):
+def _judge_log(report: PathReport, log: str, w: int, has_checkpoint: bool, warnings: list[str],
+               until: int | None = None):
     """(torn bytes, the first finding that breaks "contiguous from 1" when there is no checkpoint) from the
     log's findings; damage after the checkpoint's sequence `w` refuses the recovery (NotClean)."""
     warnings.extend(set_aside_warnings(report))
@@ -359,6 +278,9 @@ def _judge_log(report: PathReport, log: str, w: int, has_checkpoint: bool, warni
         pos = _position(f)
         if pos is not None and pos <= w:
             warnings.append(f"at or below the checkpoint's sequence {w}: {f.cls}: {f.one_line()}")
+            continue
+        if until is not None and pos is not None and pos > until:
+            warnings.append(f"after sequence {until} (not folded): {f.cls}: {f.one_line()}")
             continue
         if not has_checkpoint and f.exit_code == EXIT_SEQUENCE:
             history_gap = history_gap or f  # step 2: not contiguous from 1 (a separate outcome)

@@ -26,6 +26,7 @@ def workspace(ws: str) -> None:
     with open(os.path.join(ws, "segments-rot", "wal_00000002.log"), "r+b") as f:
         f.seek(10)
         f.write(b"\xff")
+    shutil.copytree(os.path.join(EXAMPLES, "wal-healthy"), os.path.join(ws, "wal-cut"))
     shutil.copytree(os.path.join(EXAMPLES, "wal-healthy"), os.path.join(ws, "wal-bad-ledger"))
     os.mkdir(os.path.join(ws, "wal-bad-ledger", ".walctl"))
     with open(os.path.join(ws, "wal-bad-ledger", ".walctl", "ledger.jsonl"), "wb") as f:
@@ -122,6 +123,8 @@ def cases(ws: str):
         ("repair plan", ["repair", w("wal-torn-tail"), "--json"], "doc", "walctl.repair/1"),
         ("repair apply", ["repair", w("wal-torn-tail"), "--apply", "--json"], "doc", "walctl.repair/1"),
         ("seal", ["seal", w("wal-healthy"), "--json"], "doc", "walctl.seal/1"),
+        ("cut plan", ["cut", w("wal-torn-tail"), "--after", "3", "--json"], "doc", "walctl.cut/1"),
+        ("cut", ["cut", w("wal-cut"), "--after", "3", "--apply", "--json"], "doc", "walctl.cut/1"),
         ("seal failed", ["seal", w("wal-bad-ledger"), "--apply", "--json"], "doc", "walctl.seal/1"),
         ("accept loss refused", ["repair", w("wal-sequence-gap"), "--accept-loss", "1..5", "--reason", "no", "--json"],
          "doc", "walctl.repair/1"),

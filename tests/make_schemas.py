@@ -41,6 +41,8 @@ TITLES = {
                       "with what was refused, what the archive cannot heal and what stays lost."),
     "walctl.fingerprint/1": ("walctl fingerprint --json", "The SHA-256 of the canonical folded state at a "
                              "sequence, the canonical form's name, and how the state was reached."),
+    "walctl.cut/1": ("walctl cut --json", "Records kept through a point, the rest set aside in .quarantine/ and "
+                     "the cut recorded in the ledger (or the plan)."),
     "walctl.seal/1": ("walctl seal --json", "Closed chunks sealed in the directory ledger (or the plan)."),
     "walctl.tasklog-resume/1": ("walctl tasklog resume --json", "Where the task resumes, and the torn line cut."),
     "walctl.workflow-delete/1": ("walctl workflow delete --json", "One workflow checkpoint set aside (or the plan)."),

@@ -69,6 +69,10 @@ COMMANDS = [
     (["agents", "set-aside", "PATH", "0" * 32, "--session", "--json"], "dir"),
     (["merge", "PATH", "PATH2", "--out", "OUT", "--json"], "path"),
     (["import", "FOLLOWER", "--from", "PATH", "--json"], "path"),
+    (["fingerprint", "PATH", "--json"], "path"),
+    (["fingerprint", "CK", "--checkpoints", "PATH", "--json"], "dir"),
+    (["cut", "PATH", "--after", "1", "--json"], "dir"),
+    (["cut", "PATH", "--after", "1", "--apply", "--json"], "dir"),
 ]
 
 # Commands whose target is created when missing (or that take no path): not in the table, on purpose.

@@ -27,6 +27,7 @@ COMMANDS = {
     "write": ("write_cmd", "write", "command"),
     "repair": ("repair_cmd", "repair", "command"),
     "seal": ("seal_cmd", "seal", "command"),
+    "cut": ("cut_cmd", "cut", "command"),
     "salvage": ("salvage_cmd", "salvage", "command"),
     "migrate": ("migrate_cmd", "migrate", "command"),
     "heal": ("heal_cmd", "heal", "command"),

@@ -20,6 +20,7 @@ LEDGER_NAME = "ledger.jsonl"
 LEDGER_VERSION = 1
 
 SEAL, HWM, MOVED, RESTORED, CUT, ACCEPT_LOSS = "seal", "hwm", "moved", "restored", "cut", "accept-loss"
+REWIND = "rewind"  # walctl cut: sequences after last_seq_kept were set aside on purpose and are issued again
 MOVED_WHY = ("quarantine", "compact", "archive")
 HORIZON_WHY = ("compact", "archive")  # sequences moved for these reasons are below a horizon, not lost
 
@@ -33,6 +34,7 @@ EVENTS: dict[str, dict[str, str]] = {
     RESTORED: {"file": _FILE},
     CUT: {"file": _FILE, "offset": _INT, "bytes": _INT, "last_seq_kept": _INT, "evidence": _STR},
     ACCEPT_LOSS: {"first_seq": _INT, "last_seq": _INT, "reason": _STR},
+    REWIND: {"last_seq_kept": _INT, "last_seq": _INT, "reason": _STR},
 }
 NULLABLE = {(SEAL, "first_seq"), (SEAL, "last_seq"), (MOVED, "first_seq"), (MOVED, "last_seq"),
             (CUT, "last_seq_kept")}  # a header-only chunk has no sequences
@@ -171,6 +173,8 @@ def _impossible(event, f: dict) -> str | None:
             return "seal: stat.ino is negative"
     if event == CUT and f["last_seq_kept"] is not None and f["last_seq_kept"] < 0:
         return f"cut: last_seq_kept {f['last_seq_kept']} is negative"
+    if event == REWIND and not 0 <= f["last_seq_kept"] < f["last_seq"]:
+        return "rewind: the range is not 0 <= last_seq_kept < last_seq"
     return None
 
 
@@ -250,6 +254,7 @@ class Expectations(NamedTuple):
     hwm: int  # highest sequence any line says was issued (0: none)
     horizon: int  # highest sequence moved away by compaction or archiving (0: none)
     first_seq: int | None  # lowest first_seq of any seal or moved line
+    rewinds: tuple = ()  # the `rewind` Lines (walctl cut), in order
 
     def explain(self, a: int, b: int) -> Line | None:
         """The line that accounts for sequences a..b going missing: a moved line overlapping them."""
@@ -277,6 +282,7 @@ def fold(lines) -> Expectations:
     moved: dict = {}
     cut: dict = {}
     accepted = []
+    rewinds = []
     hwm = horizon = 0
     first = None
 
@@ -312,4 +318,11 @@ def fold(lines) -> Expectations:
             ever.pop(f, None)
         elif line.event == ACCEPT_LOSS:
             accepted.append(Loss(line.get("first_seq"), line.get("last_seq"), line))
-    return Expectations(sealed, moved, cut, tuple(accepted), hwm, horizon, first)
+        elif line.event == REWIND:
+            # What was issued after the kept sequence was set aside on purpose: from here on it is issued
+            # again (an accepted, recorded reuse), and a loss accepted in that range no longer describes it.
+            keep = line.get("last_seq_kept")
+            hwm = min(hwm, keep)
+            accepted = [x._replace(last_seq=min(x.last_seq, keep)) for x in accepted if x.first_seq <= keep]
+            rewinds.append(line)
+    return Expectations(sealed, moved, cut, tuple(accepted), hwm, horizon, first, tuple(rewinds))

@@ -254,3 +254,22 @@ def after_repair(rep) -> list[Step]:
                             note=f"{f.file} is not a V2 chunk and is left alone: the plan to set it aside; "
                                  "--apply does it"))
     return _unique(out)
+
+
+# ---- after cut -------------------------------------------------------------------------------------
+
+def after_cut(rep) -> list[Step]:
+    """A plan: its apply. A cut: verify, then the way back (what cut set aside, the cut bytes first: they go
+    back onto the end they came from, then the files in order), while no writer has gone on from the cut."""
+    d = os.path.abspath(rep.path)
+    if rep.nothing:
+        return []
+    if not rep.applied:
+        return [step("cut", d, "--after", rep.after, "--apply",
+                     note=f"keeps sequences through {rep.after}; {rep.cut_bytes} bytes go to .quarantine/")]
+    out = [step("verify", d, note="clean, and says where the cut was")]
+    pieces = sorted(rep.evidence, key=lambda e: (e.get("offset") == 0, e.get("source", "")))
+    for e in pieces:
+        out.append(step("quarantine", "restore", d, e["evidence"].split("/", 1)[1], "--apply",
+                        note="the way back, before a writer goes on from the cut"))
+    return out

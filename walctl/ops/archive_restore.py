@@ -82,7 +82,7 @@ def _restore(store, dest, namespace, out_dir, to_seq, to_time_ms, jobs, progress
                                                                    progress, scratch))
     staging = scratch.dir
     if to_time_ms is not None:
-        target = _last_before(staging, to_time_ms)
+        target = last_before(staging, to_time_ms)
         if target is None:
             raise NotClean("no archived event is at or before that time", store.url, code=EXIT_SEQUENCE)
     keep = [e for e in needed if e.first_sequence <= target]
@@ -213,16 +213,19 @@ def _end_of_event(path: str, kind: str, seq: int) -> int | None:
     return None
 
 
-def _last_before(staging: str, to_time_ms: int) -> int | None:
-    """The last sequence before the first event stamped after the time (V2: ms; segments: seconds)."""
+def last_before(staging: str, to_time_ms: int, fs=None) -> int | None:
+    """The last sequence before the first event stamped after the time (V2: ms; segments: seconds). The one
+    rule for a point given as a time (archive restore --to-time, cut --until)."""
+    from ..store.fs import DEFAULT_FS
     from .kinds import KINDS
     from .verify import detect_kind
 
+    fs = DEFAULT_FS if fs is None else fs
     last = None
-    if KINDS[detect_kind(staging)].is_v2:
+    if KINDS[detect_kind(staging, fs)].is_v2:
         from .records import Record, RecordWalk
 
-        for item in RecordWalk(staging, payloads=False):  # times only: nothing inflated
+        for item in RecordWalk(staging, payloads=False, fs=fs):  # times only: nothing inflated
             if isinstance(item, Record):
                 if item.timestamp_ms > to_time_ms:
                     break
@@ -230,7 +233,7 @@ def _last_before(staging: str, to_time_ms: int) -> int | None:
         return last
     from .segments import iter_entries
 
-    for _, e in iter_entries(staging):
+    for _, e in iter_entries(staging, fs):
         if float(e.value.get("timestamp", 0)) * 1000 > to_time_ms:
             break
         last = e.sequence

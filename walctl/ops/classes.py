@@ -93,6 +93,7 @@ SEQUENCE_MISSING = _row("sequence-missing", Q, absent="sequence_range", acts=(UN
 SEQUENCE_BELOW_ONE = _row("sequence-below-one", Q, acts=(NO_COMPACT,))
 ACCEPTED_LOSS = _row("accepted-loss", OK, C, strict=C, acts=(UNHELD,))
 CHECKPOINT_META = _row("checkpoint-meta", C, OK)
+CUT_RECORDED = _row("cut-recorded", OK, severity="note")  # walctl cut: sequences after N set aside, issued again
 # checkpoints (ops/checkpoint.py: a step that fails, by the format's failure class)
 CHECKPOINT_CORRUPT = _row("checkpoint-corrupt", C, acts=(HEAL,))
 CHECKPOINT_UNSUPPORTED = _row("checkpoint-unsupported", U, acts=(HEAL,))

@@ -97,11 +97,12 @@ def _manifest_moves(directory: str, fs, exp: L.Expectations) -> list[Moved]:
         return []
     entries, _ = Q.read_manifest(directory, fs)
     out = []
+    rewound = exp.rewinds[-1] if exp.rewinds else None
     for name, e in Q.holding_lines(entries).items():
         src = e.get("source")
         if e.get("offset") != 0 or not L.is_log_file_name(src) or parse_chunk_name(src) is None:
             continue
-        if "/" in name or name in ("", ".", "..") or e.get("action") in HORIZON_ACTIONS:
+        if "/" in name or name in ("", ".", "..") or e.get("action") in HORIZON_ACTIONS + Q.CUT_ACTIONS:
             continue
         known = exp.moved.get(src)
         if known is not None and known.get("to") == f"{Q.QUARANTINE_DIR}/{name}":
@@ -112,6 +113,8 @@ def _manifest_moves(directory: str, fs, exp: L.Expectations) -> list[Moved]:
         o = scan_chunk_file(path, fs)
         if o.scan is None or o.scan.first_seq is None:
             continue
+        if rewound is not None and str(e.get("time")) <= rewound.ts and o.scan.first_seq > rewound.get("last_seq_kept"):
+            continue  # set aside before a cut below it: its sequences are issued again (walctl cut)
         out.append(Moved(src, o.scan.first_seq, o.scan.last_seq, e.get("action") in HORIZON_ACTIONS,
                          str(e.get("time")), str(e.get("reason")), f"{Q.QUARANTINE_DIR}/{name}"))
     return out
@@ -190,6 +193,7 @@ def judge(report, view: View, seals: dict, strict: bool, fs=DEFAULT_FS):
                                "sequences start at 1", c.file, sequence_range=(c.first_sequence,
                                                                                min(c.last_sequence, 0))))
     out += _unheld_findings(report, view, strict)
+    out += [_cut_note(line, report) for line in view.exp.rewinds]
     findings = list(judge_gaps(report.findings, view, strict)) + out
     return _with_findings(report, findings)
 
@@ -289,6 +293,19 @@ def _unheld_findings(report, view: View, strict: bool) -> list[Finding]:
                                  f"the last present sequence {last}{said})", strict,
                                  report.chunks[-1].file if report.chunks else None))
     return out
+
+
+def _cut_note(line, report) -> Finding:
+    """A cut the ledger records (walctl cut): said every time, so that sequences issued again after it are
+    never a silent reuse."""
+    keep, was = line.get("last_seq_kept"), line.get("last_seq")
+    last = report.last_sequence
+    now = ("; sequences after it are present again" if last is not None and last > keep
+           else f"; the next sequence issued is {keep + 1}")
+    return Finding(F.CUT_RECORDED, EXIT_OK, f"cut after sequence {keep} at {line.ts} ({line.get('reason')}): sequences "
+                   f"{keep + 1}..{was} were set aside in {Q.QUARANTINE_DIR}/ and are issued again{now}", LEDGER_FILE,
+                   sequence_range=(keep + 1, was), extra={"ledger_line": line.number, "time": line.ts,
+                                                         "last_seq_kept": keep})
 
 
 def judge_gaps(findings, view: View, strict: bool, explain: bool = True) -> tuple:

@@ -179,7 +179,9 @@ def restore(directory: str, name: str, *, apply: bool = False, fs=DEFAULT_FS) ->
     refuse_links(directory, [e["source"], f"{q.QUARANTINE_DIR}/{name}"], fs, what="restore")
     _check_evidence(directory, name, e, fs)
     dest = os.path.join(directory, e["source"])
-    kind = "bytes" if e["action"] == "truncate" else "file"
+    kind = "bytes" if e["action"] in q.BYTE_ACTIONS else "file"
+    if e["action"] in q.CUT_ACTIONS:
+        _refuse_reuse(directory, e, fs)
     if kind == "bytes":
         # Bytes cut from a tail go back only onto the very same end of that chunk.
         size = fs.stat(dest).size if fs.exists(dest) else None
@@ -198,6 +200,20 @@ def restore(directory: str, name: str, *, apply: bool = False, fs=DEFAULT_FS) ->
         q.record(directory, entry, fs)
         _restore_act(directory, name, entry, fs)
     return Action(directory, f"restore-{kind}", True, name, e["source"], entry)
+
+
+def _refuse_reuse(directory: str, line: dict, fs) -> None:
+    """What walctl cut set aside goes back only while its sequences were not issued again: once a writer
+    went on from the cut, putting the old ones back would repeat sequences."""
+    keep = line.get("cut_after")
+    read = ledger.read_ledger(directory, fs)
+    if not isinstance(keep, int) or read is None:
+        return
+    exp = fold(read.lines)
+    issued = exp.hwm
+    if any(r.get("last_seq_kept") == keep for r in exp.rewinds) and issued > keep:
+        raise Refused(f"{line['source']} was cut after sequence {keep}, and sequences up to {issued} were issued here "
+                      f"since: putting the cut part back would repeat them; nothing was changed", directory)
 
 
 def _check_evidence(directory: str, name: str, line: dict, fs) -> None:

@@ -86,6 +86,9 @@ def quarantine_sources(directory: str, fs) -> tuple[list[Source], list[str]]:
         if e["action"] in HORIZON_ACTIONS:
             notes.append(f"{label}: not read: compaction retired its sequences (below the horizon, not lost)")
             continue
+        if e["action"] in q.CUT_ACTIONS:
+            notes.append(f"{label}: not read: walctl cut set it aside on purpose (its sequences are issued again)")
+            continue
         path = os.path.join(qd, name)
         if fs.is_symlink(path):
             notes.append(f"{label}: a symbolic link: never followed")

@@ -14,6 +14,11 @@ from . import durable
 from .fs import DEFAULT_FS
 
 MANIFEST = "MANIFEST.jsonl"
+# walctl cut's actions: what it set aside was cut on purpose (its sequences are issued again), so no reader
+# takes it for what the log lacks (recover's set-aside reading, salvage, verify's accounting).
+CUT_BYTES, CUT_FILE = "cut-truncate", "cut-move"
+CUT_ACTIONS = (CUT_BYTES, CUT_FILE)
+BYTE_ACTIONS = ("truncate", CUT_BYTES)  # lines whose evidence is bytes cut from a file's end
 
 
 def qdir(directory: str) -> str:
@@ -44,7 +49,7 @@ def sha256_file(path: str, fs=DEFAULT_FS) -> str:
 
 
 def keep_bytes(directory: str, source: str, offset: int, data: bytes, *, action: str, reason: str,
-               now: str, version: str, fs=DEFAULT_FS) -> dict:
+               now: str, version: str, fs=DEFAULT_FS, extra: dict | None = None) -> dict:
     """Preserves bytes about to be cut from `source` (a name in `directory`), durably, and records it.
     Returns the manifest entry. Safe to repeat after a crash: identical bytes are not copied twice."""
     durable.make_dir(qdir(directory), fs)
@@ -59,20 +64,23 @@ def keep_bytes(directory: str, source: str, offset: int, data: bytes, *, action:
         if done is not None and done.get("action") == action and done.get("source") == source \
                 and done.get("offset") == offset and done.get("sha256") == sha:
             return done
-    line = entry(now, action, source, offset, len(data), sha, f"{QUARANTINE_DIR}/{name}", reason, version)
+    line = dict(entry(now, action, source, offset, len(data), sha, f"{QUARANTINE_DIR}/{name}", reason, version),
+                **(extra or {}))
     record(directory, line, fs)
     return line
 
 
 def move_in_recorded(directory: str, source: str, *, action: str, reason: str, now: str, version: str,
-                     manifest: list[dict] | None = None, fs=DEFAULT_FS, before_move=None) -> dict:
+                     manifest: list[dict] | None = None, fs=DEFAULT_FS, before_move=None,
+                     extra: dict | None = None) -> dict:
     """Moves the file `source` of `directory` into the quarantine under a name never used before, so that a
     rerun after a crash finishes the same move: the line goes first, then the move. A crash between the two leaves a line for a file still
     in place; the rerun finds that line (same action, source and sha256, its move not finished) and
     finishes the move under the name it gives, so every move has exactly one line and no file is unrecorded.
     `manifest`: the manifest's lines as read before a batch of moves (a pending line can only come from an
     earlier run), so that moving N files reads the manifest once rather than N times.
-    before_move(evidence): called once the name is known, before the move (the ledger's `moved` line)."""
+    before_move(evidence): called once the name is known, before the move (the ledger's `moved` line).
+    extra: keys the line carries besides the usual ones (walctl cut's `cut_after`)."""
     durable.make_dir(qdir(directory), fs)
     src = os.path.join(directory, source)
     sha = sha256_file(src, fs)
@@ -85,7 +93,8 @@ def move_in_recorded(directory: str, source: str, *, action: str, reason: str, n
                     and e.get("sha256") == sha and unfinished(name)), None)
     if pending is None:
         name, _ = _free_name(directory, source, fs)
-        pending = entry(now, action, source, 0, fs.stat(src).size, sha, f"{QUARANTINE_DIR}/{name}", reason, version)
+        pending = dict(entry(now, action, source, 0, fs.stat(src).size, sha, f"{QUARANTINE_DIR}/{name}", reason,
+                             version), **(extra or {}))
         record(directory, pending, fs)
     dst = os.path.join(directory, pending["evidence"])
     if before_move is not None:

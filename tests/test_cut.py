@@ -91,6 +91,18 @@ def test_cut_keeps_through_n_sets_the_rest_aside_and_verify_is_clean_and_says_so
     assert len(q.read_manifest(d)[0]) == len(entries)
 
 
+def test_a_segment_writer_continues_at_n_plus_1_and_the_state_at_n_is_the_one_before_the_cut(tmp_path, cli):
+    d = seg_dir(tmp_path / "seg")
+    at = cli("fingerprint", d, "--at", "33", "--json").json()["sha256"]
+    assert cli("cut", d, "--after", "33", "--apply").code == 0
+    assert cli("fingerprint", d, "--json").json()["sha256"] == at
+    with WalWriter(d, format="segments") as w:
+        assert [w.append_entry("memory_add", {"content": f"new {i}"}) for i in range(40)] == list(range(34, 74))
+    assert sequences(d) == list(range(1, 74))
+    v = cli("verify", d, "--json").json()
+    assert v["exit_code"] == 0 and {f["class"] for f in v["paths"][0]["findings"]} == {"cut-recorded"}
+
+
 def test_the_next_writer_continues_at_n_plus_1_and_verify_stays_clean(tmp_path, cli):
     d = v2_dir(tmp_path / "wal")
     assert cli("cut", d, "--after", "25", "--apply").code == 0
@@ -131,7 +143,7 @@ def test_the_advice_works_when_pasted_and_restore_brings_the_cut_part_back(tmp_p
     now = {k: v[:3] for k, v in tree_digest(d).items() if not k.startswith((".walctl", ".quarantine"))}
     assert now == {k: v for k, v in digest.items() if not k.startswith(".quarantine")}
     v = cli("verify", d, "--json").json()
-    assert v["exit_code"] == 0 and "present again" in next(
+    assert v["exit_code"] == 0 and "31..60 are here again" in next(
         f["reason"] for f in v["paths"][0]["findings"] if f["class"] == "cut-recorded")
 
 

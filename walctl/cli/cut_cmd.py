@@ -31,7 +31,7 @@ def cut(
 ) -> int:
     from ..errors import EXIT_OK, UsageError, WalctlError
     from ..ops.cut import cut as run_cut
-    from .inspect_cmd import _parse_time
+    from .units import parse_time
 
     if at_time is not None:
         warn_line("note: --at-time is now --until")
@@ -41,7 +41,7 @@ def cut(
     if (after is None) == (until is None):
         raise UsageError("give --after N or --until T")
     try:
-        rep = run_cut(directory, after=after, until_ms=_parse_time(until, "--until"), apply=apply)
+        rep = run_cut(directory, after=after, until_ms=parse_time(until, "--until"), apply=apply)
     except WalctlError as e:
         examined_document("walctl.cut/1", e, json_out)
         raise

@@ -300,8 +300,8 @@ def _cut_note(line, report) -> Finding:
     never a silent reuse."""
     keep, was = line.get("last_seq_kept"), line.get("last_seq")
     last = report.last_sequence
-    now = ("; sequences after it are present again" if last is not None and last > keep
-           else f"; the next sequence issued is {keep + 1}")
+    now = (f"; sequences {keep + 1}..{last} are here again (written after the cut, or put back)"
+           if last is not None and last > keep else f"; the next sequence issued is {keep + 1}")
     return Finding(F.CUT_RECORDED, EXIT_OK, f"cut after sequence {keep} at {line.ts} ({line.get('reason')}): sequences "
                    f"{keep + 1}..{was} were set aside in {Q.QUARANTINE_DIR}/ and are issued again{now}", LEDGER_FILE,
                    sequence_range=(keep + 1, was), extra={"ledger_line": line.number, "time": line.ts,

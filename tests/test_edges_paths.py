@@ -70,7 +70,6 @@ COMMANDS = [
     (["merge", "PATH", "PATH2", "--out", "OUT", "--json"], "path"),
     (["import", "FOLLOWER", "--from", "PATH", "--json"], "path"),
     (["fingerprint", "PATH", "--json"], "path"),
-    (["fingerprint", "CK", "--checkpoints", "PATH", "--json"], "dir"),
     (["cut", "PATH", "--after", "1", "--json"], "dir"),
     (["cut", "PATH", "--after", "1", "--apply", "--json"], "dir"),
 ]

@@ -107,6 +107,14 @@ def _render_seq(path: str, sequence: int, strict: bool = False) -> int:
     from ..ops.forensics import find_sequence
 
     sv = find_sequence(path, sequence, strict=strict)
+    for f in sv.index:
+        warn_line(shown(f"{path}: {f.file + ': ' if f.file else ''}{f.reason}"))
+    if sv.record is not None and not hasattr(sv.record, "type_ordinal"):  # an ADR-003 entry
+        e = sv.record
+        emit(f"== sequence {sequence}: {shown(sv.path)} offset {e.offset} ({e.size} bytes, {e.encoding}, "
+             f"operation {shown(str(e.operation))})")
+        emit_view(sv.view)
+        return EXIT_OK
     if sv.record is not None:
         r = sv.record
         emit(f"== sequence {sequence}: {shown(sv.path)} offset {r.offset} ({r.size} bytes, {r.type}, "

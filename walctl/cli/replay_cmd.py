@@ -112,6 +112,8 @@ def _summarise(report, report_path: str | None, quiet: bool = False) -> None:
     for c in report.set_aside_read():
         warn_line(f"read {c['file']} (set aside in .quarantine/) in place of the chunk the directory "
                   f"lacks: {c['records']} events, sequences {seq_range(c['first_sequence'], c['last_sequence'])}")
+    for f in report.index.findings:
+        warn_line(f"{report.path}: {f.file + ': ' if f.file else ''}{f.reason}")
     for s in report.skipped:
         warn_line(f"skipped {_where(s, ':')}: {s.cls}: {s.reason}"
                   + (f"; lost sequences {s.lost_sequences[0]}..{s.lost_sequences[1]}" if s.lost_sequences else ""))

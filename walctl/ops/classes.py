@@ -94,6 +94,8 @@ SEQUENCE_BELOW_ONE = _row("sequence-below-one", Q, acts=(NO_COMPACT,))
 ACCEPTED_LOSS = _row("accepted-loss", OK, C, strict=C, acts=(UNHELD,))
 CHECKPOINT_META = _row("checkpoint-meta", C, OK)
 CUT_RECORDED = _row("cut-recorded", OK, severity="note")  # walctl cut: sequences after N set aside, issued again
+# the sequence index (docs/format.md, "The sequence index"; ops/seek.py): a hint found wrong, read past
+INDEX_STALE = _row("index-stale", OK)
 # checkpoints (ops/checkpoint.py: a step that fails, by the format's failure class)
 CHECKPOINT_CORRUPT = _row("checkpoint-corrupt", C, acts=(HEAL,))
 CHECKPOINT_UNSUPPORTED = _row("checkpoint-unsupported", U, acts=(HEAL,))

@@ -11,6 +11,7 @@ from ..format.hexdump import Field, file_header_fields, hex_lines, record_fields
 from ..format.v2 import FILE_HEADER, RECORD_HEADER
 from ..store.fs import DEFAULT_FS
 from . import findings as F
+from .kinds import kind_of
 
 
 class RecordAnnotation(NamedTuple):
@@ -41,9 +42,11 @@ def around(path: str, offset: int, context: int, fs=DEFAULT_FS) -> AroundView:
     return window(path, max(0, offset - context), offset + context + 1, offset, fs)
 
 
-def window(path: str, lo: int, hi: int, mark: int | None = None, fs=DEFAULT_FS, annotate: bool = True) -> AroundView:
+def window(path: str, lo: int, hi: int, mark: int | None = None, fs=DEFAULT_FS, annotate: bool = True,
+           from_record: bool = False) -> AroundView:
     """Annotates every record whose header overlaps file bytes [lo, hi) and dumps them; `mark` is
-    bracketed in the dump. `annotate=False`: bytes only (a file that is not a V2 chunk)."""
+    bracketed in the dump. `annotate=False`: bytes only (a file that is not a V2 chunk). `from_record`:
+    `lo` is a record boundary known to be intact, and the scan starts there instead of at the file's start."""
     with fs.map_read(path) as buf:
         size = len(buf)
         lo, hi = max(0, min(lo, size)), max(0, min(hi, size))
@@ -59,7 +62,8 @@ def window(path: str, lo: int, hi: int, mark: int | None = None, fs=DEFAULT_FS, 
                 starts.append((off, False))
             return off >= hi
 
-        scan = fscan.scan_chunk(buf, visit)
+        scan = fscan.scan_chunk(buf, visit) if not (from_record and lo >= fscan.LOOK_BEHIND) else \
+            fscan.ChunkScan(size, fscan.HEADER_OK, items=tuple(fscan.scan_records(buf, lo, visit)))
         if scan.header != fscan.HEADER_OK:
             note = (note + "; " if note else "") + f"file header: {scan.header}"
         for d in scan.damage:
@@ -183,22 +187,56 @@ class SequenceView(NamedTuple):
     view: AroundView | None
     where: str  # when no valid record carries it: the damage or piece that does, or why not
     exit_code: int = EXIT_OK  # verify's code for what became of it: that of the finding that lost, missed or accepted it
+    index: tuple = ()  # what was wrong with the sequence index the record was sought through (warnings)
+
+
+def _v2_record(path: str, sequence: int, fs, is_dir: bool) -> SequenceView | None:
+    """The valid V2 record carrying `sequence`, sought through the index, with its annotated bytes."""
+    from .records import RecordFilter, RecordWalk
+
+    walk = RecordWalk(path, RecordFilter(from_seq=sequence, to_seq=sequence, limit=1), fs=fs, seek_from=sequence)
+    rec = next((r for r in walk if not hasattr(r, "damage")), None)
+    if rec is None:
+        return None
+    chunk = os.path.join(path, rec.file) if is_dir else path
+    view = window(chunk, rec.offset, rec.offset + rec.size, rec.offset, fs, from_record=True)
+    return SequenceView(sequence, chunk, rec, view, f"{rec.file} offset {rec.offset}",
+                        index=walk.seek.findings if walk.seek else ())
+
+
+def _segment_entry(path: str, sequence: int, fs) -> SequenceView | None:
+    """The ADR-003 entry carrying `sequence`, sought through the index, with its frame's bytes (None: no
+    intact entry carries it)."""
+    from .segments import SegmentWalk
+
+    walk = SegmentWalk(path, fs, seek_from=sequence)
+    for name, e in walk:
+        if e.sequence == sequence:
+            seg_path = os.path.join(path, name) if fs.stat(path).kind == "dir" else path
+            view = window(seg_path, e.offset, e.offset + e.size, e.offset, fs, annotate=False)
+            return SequenceView(sequence, seg_path, e, view, f"{name} offset {e.offset}",
+                                index=walk.seek.findings if walk.seek else ())
+        if e.sequence > sequence and not walk.findings:
+            break  # past it, nothing to account for yet: verify says what became of it
+    return None
 
 
 def find_sequence(path: str, sequence: int, fs=DEFAULT_FS, *, strict: bool = False) -> SequenceView:
     """The bytes of the record carrying `sequence` in a directory (or chunk); when no valid record does,
     the damaged region that lost it, the ledger line that accepted its loss, or the quarantined piece that
     holds it, with the exit code verify (`strict`: verify --strict) gives the finding that accounts for it."""
-    from .records import RecordFilter, RecordWalk
+    from .verify import detect_kind, verify_path
 
-    walk = RecordWalk(path, RecordFilter(from_seq=sequence, to_seq=sequence, limit=1), fs=fs)
-    rec = next((r for r in walk if not hasattr(r, "damage")), None)
     is_dir = fs.stat(path).kind == "dir"
-    if rec is not None:
-        chunk = os.path.join(path, rec.file) if is_dir else path
-        return SequenceView(sequence, chunk, rec, window(chunk, rec.offset, rec.offset + rec.size, rec.offset, fs),
-                            f"{rec.file} offset {rec.offset}")
-    from .verify import verify_path
+    kind = detect_kind(path, fs)
+    if kind_of(kind).replay == "replay:replay_segments":  # ADR-003 entries
+        found = _segment_entry(path, sequence, fs)
+        if found is not None:
+            return found
+    else:
+        found = _v2_record(path, sequence, fs, is_dir)
+        if found is not None:
+            return found
 
     report = verify_path(path, fs=fs, strict=strict)
 
@@ -207,6 +245,7 @@ def find_sequence(path: str, sequence: int, fs=DEFAULT_FS, *, strict: bool = Fal
         return bool(rng and rng[0] <= sequence <= rng[1]) or f.claimed_sequence == sequence
 
     covering = [f for f in report.findings if covers(f)]
+    v2 = report.kind is not None and kind_of(report.kind).is_v2
     # Damage that lost it first; then the ledger's acceptance of its loss; then a piece set aside that
     # holds it; a bare gap says least.
     for f in covering:
@@ -215,7 +254,7 @@ def find_sequence(path: str, sequence: int, fs=DEFAULT_FS, *, strict: bool = Fal
             view = None
             if f.offset is not None and fs.exists(chunk):
                 view = window(chunk, f.offset, min(f.end_offset or f.offset + 64, f.offset + MAX_REGION_BYTES),
-                              f.offset, fs)
+                              f.offset, fs, v2)
             return SequenceView(sequence, chunk, None, view, f"lost: {f.cls} in {f.file}: {f.one_line()}",
                                 f.exit_code)
     for f in covering:

@@ -86,6 +86,9 @@ def seal(directory: str, *, apply: bool = False, fs=DEFAULT_FS) -> SealReport:
             SL.append_lines(directory, lines, fs)
         except NotClean as e:  # the ledger itself is damaged: seal's own document says what it found
             raise examined(e, dict(rep.to_json(), sealed=[]), rep.before)
+        from ..store.seqindex import refresh_index
+
+        refresh_index(directory, fs)  # after the seals it repeats: a crash before it leaves files unindexed
         # each item reports the hash and size its ledger line records, not the plan's unknown hash
         items = tuple(i._replace(sha256=written[i.file].get("sha256"), size=written[i.file].get("size"))
                       if i.file in written else i for i in rep.items)

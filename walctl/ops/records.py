@@ -108,13 +108,16 @@ class RecordWalk:
 
     def __init__(self, path: str, flt: RecordFilter | None = None, fs=DEFAULT_FS, keep_raw: bool = False,
                  payloads: bool = True, progress: Callable[[int], None] | None = None, strict: bool = False,
-                 set_aside: bool = False):
+                 set_aside: bool = False, seek_from: int = 0):
         """`payloads=False`: compressed records carry no payload (b""), only `decoded_len` (stats: memory
         stays bounded by one inflate piece, whatever a payload inflates to). `progress` is called with each
         chunk's size once it is read. `strict`: the report judged as verify --strict judges. `set_aside`: whole
         chunks `.quarantine/` holds for indexes the directory lacks are read in their place (recover)."""
         self.path = path
         self.strict = strict
+        # > 1: only sequences >= seek_from are wanted; the sequence index may let the walk start past the
+        # chunks and records before them (ops/seek.py), and the report then covers what was read
+        self.seek_from, self.seek = seek_from, None
         self.set_aside = set_aside
         self.payloads = payloads
         self.progress = progress
@@ -127,10 +130,12 @@ class RecordWalk:
 
     def __iter__(self) -> Iterator[Record | RawDamage]:
         chunks, foreign, kind, writer = resolve_chunks(self.path, self.fs)
+        own = len(chunks)
         if self.set_aside:
             from .salvage_sources import with_set_aside
 
             chunks = with_set_aside(self.path, chunks, self.fs)
+        chunks, offset = self._seek(chunks) if len(chunks) == own else (chunks, 0)  # the index knows no pieces
         outcomes: list[ChunkOutcome] = []
         for c in chunks:
             if self.truncated:
@@ -141,7 +146,8 @@ class RecordWalk:
             found: list = []
             # The scan decodes a compressed payload only when it fits one inflate piece; the walk inflates
             # a larger one it keeps when it hands the record on, so at most one is alive at a time.
-            outcome = scan_chunk_file(c.path, self.fs, self._visitor(c.name, found))
+            outcome = scan_chunk_file(c.path, self.fs, self._visitor(c.name, found), start=offset)
+            offset = 0
             outcomes.append(outcome)
             if self.progress is not None:
                 self.progress(c.size)
@@ -158,6 +164,17 @@ class RecordWalk:
         if not self.truncated:
             self.report = accepted_gaps_only(assemble(self.path, kind, chunks, outcomes, foreign, writer,
                                                       self.strict), self.fs, strict=self.strict)
+
+    def _seek(self, chunks: list) -> tuple[list, int]:
+        """(the chunks to read, the record offset to start the first at): all from 0 unless the index says less."""
+        from .seek import seek
+
+        if self.seek_from <= 1 or not chunks or any(c.kind != "file" for c in chunks) \
+                or self.fs.stat(self.path).kind != "dir":
+            return chunks, 0
+        self.seek = seek(self.path, [(c.name, c.path) for c in chunks], self.seek_from, True, self.fs)
+        start = self.seek.start
+        return (chunks, 0) if start is None else (chunks[start.file:], start.offset)
 
     def _visitor(self, name: str, found: list):
         flt = self.filter

@@ -22,6 +22,7 @@ from .kinds import KINDS
 from .report import PathReport
 from .reducers import AUTO, REDUCERS, Skip, empty_for, load_reducer, pick_reducer, reduce_adr003, reduce_spector  # noqa: F401
 from .verify import detect_kind
+from .seek import with_index
 
 OUTCOME_CHECKPOINT = "checkpoint+replay"
 OUTCOME_FROM_EMPTY = "replayed-from-empty"
@@ -51,9 +52,9 @@ def segment_events(log: str, after: int, fs=DEFAULT_FS, progress=None) -> tuple[
     """ADR-003 entries after a sequence, as their maps (KINDS: events); duplicates are counted."""
     from .segments import SegmentWalk
 
-    walk = SegmentWalk(log, fs, progress=progress)
+    walk = SegmentWalk(log, fs, progress=progress, seek_from=after + 1)
     out = [e.value for _, e in walk if e.sequence > after]
-    return out, walk.report, walk.duplicates
+    return out, with_index(walk.report, walk.seek), walk.duplicates
 
 
 def v2_events(log: str, after: int, fs=DEFAULT_FS, progress=None) -> tuple[list[dict], PathReport, int]:
@@ -61,13 +62,13 @@ def v2_events(log: str, after: int, fs=DEFAULT_FS, progress=None) -> tuple[list[
     from .records import Record, RecordWalk
 
     out: list[dict] = []
-    rwalk = RecordWalk(log, fs=fs, progress=progress, set_aside=True)
+    rwalk = RecordWalk(log, fs=fs, progress=progress, set_aside=True, seek_from=after + 1)
     for r in rwalk:
         if isinstance(r, Record) and r.sequence > after:
             out.append({"sequence": r.sequence, "type": type_name(r.type_ordinal) or r.type_ordinal,
                         "type_ordinal": r.type_ordinal, "memory_id": r.memory_id_text,
                         "timestamp_ms": r.timestamp_ms, "payload": r.payload})
-    return out, rwalk.report, 0
+    return out, with_index(rwalk.report, rwalk.seek), 0
 
 
 def set_aside_warnings(report: PathReport) -> list[str]:

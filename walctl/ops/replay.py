@@ -37,7 +37,7 @@ from .findings import SEQUENCE_GAP
 from .ledger_check import accepted_gaps_only
 from .kinds import KINDS
 from .report import PathReport
-from .tail import covered_prefix
+from .seek import NO_INDEX, v2_start
 from .verify import assemble, detect_kind, not_a_file, resolve_chunks
 
 
@@ -76,6 +76,7 @@ class ReplayReport(NamedTuple):
     chunks_read: int
     chunks_skipped: int
     verify: PathReport | None
+    index: object = NO_INDEX  # ops.seek.Seek: how the sequence index was used, and what was wrong with it
 
     @property
     def exit_code(self) -> int:
@@ -99,7 +100,8 @@ class ReplayReport(NamedTuple):
                 "chunks_skipped_below_after": self.chunks_skipped, "exit_code": self.exit_code,
                 "set_aside_read": self.set_aside_read(),
                 "verdict": self.verify.verdict if self.verify is not None else "clean",
-                "findings": [f.to_json() for f in self.verify.findings] if self.verify is not None else []}
+                "index": self.index.to_json(), "findings": [f.to_json() for f in
+                                                            (self.verify.findings if self.verify else ()) + self.index.findings]}
 
 
 class _Encoder:
@@ -187,14 +189,14 @@ def replay_v2(path: str, kind: str, out, opts: ReplayOptions, fs, out_fd: int | 
         from .salvage_sources import with_set_aside
 
         chunks = with_set_aside(path, chunks, fs)
-    start = covered_prefix([c.path if c.kind == "file" else None for c in chunks], opts.after,
-                           lambda p: None if p is None else first_record_seq(p, fs))
+    start, offset, sk = v2_start(path, chunks, opts.after, opts.skip_damaged, fs, lambda p: first_record_seq(p, fs))
     todo = chunks[start:]
+    enter = todo[0].name if offset and todo else None  # the chunk the index lets the scan enter at `offset`
 
     def encode_chunk(c, draining: bool = False):
         enc = _Encoder(opts.form, c.name, opts.after, opts.to)
         outcome = not_a_file(c) if c.kind != "file" else \
-            scan_chunk_file(c.path, fs, None if draining else enc.visit)
+            scan_chunk_file(c.path, fs, None if draining else enc.visit, start=offset if c.name == enter else 0)
         return outcome, enc.pieces, enc.marks
 
     parallel = None
@@ -205,7 +207,7 @@ def replay_v2(path: str, kind: str, out, opts: ReplayOptions, fs, out_fd: int | 
     else:
         source = _Sequential(todo, encode_chunk, out)
     try:
-        return _emit_v2(path, kind, foreign, writer, opts, start, source, progress)
+        return _emit_v2(path, kind, foreign, writer, opts, start, source, progress)._replace(index=sk)
     finally:
         if parallel is not None:
             parallel.close()
@@ -352,7 +354,7 @@ def replay_segments(path: str, kind: str, out, opts: ReplayOptions, fs, out_fd: 
 
     if opts.form == ev.FORM_SYNC:
         raise UsageError("the sync blob carries V2 events; replay ADR-003 segments as --jsonl or --msgpack")
-    walk = SegmentWalk(path, fs, progress=progress)
+    walk = SegmentWalk(path, fs, progress=progress, seek_from=opts.after + 1)
     sink_events = 0
     first = last = None
     stopped = None
@@ -392,4 +394,5 @@ def replay_segments(path: str, kind: str, out, opts: ReplayOptions, fs, out_fd: 
         for _ in it:  # the verdict needs the whole walk
             pass
     return ReplayReport(path, kind, sink_events, first, last, stopped, tuple(skipped), ended_by,
-                        len(walk.report.chunks), 0, accepted_gaps_only(walk.report, fs))
+                        len(walk.report.chunks), (walk.seek.start.file if walk.seek and walk.seek.start else 0),
+                        accepted_gaps_only(walk.report, fs), walk.seek or NO_INDEX)

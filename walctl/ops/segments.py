@@ -63,8 +63,11 @@ class SegmentWalk:
     PathReport once the walk is done."""
 
     def __init__(self, path: str, fs=DEFAULT_FS, strict: bool = False, lock_held_by_us: bool = False,
-                 progress=None):
+                 progress=None, seek_from: int = 0):
         self.path, self.fs, self.strict = path, fs, strict
+        # > 1: only sequences >= seek_from are wanted; the sequence index may let the walk start past the
+        # segments and entries before them (ops/seek.py), and the report then covers what was read
+        self.seek_from, self.seek = seek_from, None
         self.progress = progress  # called with each segment's size once it is read
         self.lock_held_by_us = lock_held_by_us
         self.report: PathReport | None = None
@@ -80,10 +83,11 @@ class SegmentWalk:
         self.findings = list(foreign)  # grows as the walk goes: replay stops at the first blocking one
         self._items, self._held, self._writer = SegmentItems(), {}, writer
         stats: list[_SegmentStats] = []
+        segs, offset = self._seek(segs, kind)
         for i, s in enumerate(segs):
             st = _SegmentStats()
             with self.fs.map_read(s.path) as buf:
-                yield from self._segment(s, buf, i == len(segs) - 1, st)
+                yield from self._segment(s, buf, i == len(segs) - 1, st, offset if i == 0 else 0)
             stats.append(st)
             if self.progress is not None:
                 self.progress(s.size)
@@ -96,11 +100,22 @@ class SegmentWalk:
         self.report = PathReport(self.path, kind, combine_exit_codes(f.exit_code for f in self.findings), writer,
                                  self._chunk_reports(segs, stats), tuple(self.findings))
 
-    def _segment(self, s: SegmentFile, buf, is_last: bool, st: "_SegmentStats") -> Iterator[tuple[str, seg.Entry]]:
-        """One segment's frames: intact entries go to the judge through the adapter (and, accepted, out);
-        damage is held with a placeholder in `findings` until the judge's verdict on it."""
+    def _seek(self, segs: list, kind: str) -> tuple[list, int]:
+        """(the segments to read, the offset to start the first at): all from 0 unless the index says less."""
+        from .seek import seek
+
+        if self.seek_from <= 1 or not kind_of(kind).is_dir:
+            return segs, 0
+        self.seek = seek(self.path, [(s.name, s.path) for s in segs], self.seek_from, False, self.fs)
+        start = self.seek.start
+        return (segs, 0) if start is None else (segs[start.file:], start.offset)
+
+    def _segment(self, s: SegmentFile, buf, is_last: bool, st: "_SegmentStats",
+                 off: int = 0) -> Iterator[tuple[str, seg.Entry]]:
+        """One segment's frames from `off`: intact entries go to the judge through the adapter (and, accepted,
+        out); damage is held with a placeholder in `findings` until the judge's verdict on it."""
         findings, items = self.findings, self._items
-        off, end = 0, len(buf)
+        end = len(buf)
         view = memoryview(buf)
         budget = [16 * end + (1 << 20)]
         while off < end:

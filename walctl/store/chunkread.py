@@ -31,9 +31,14 @@ class ChunkOutcome(NamedTuple):
     seal: tuple | None = None  # (SEAL_*, computed sha256 or None) when the file was sealed
 
 
-def scan_chunk_file(path: str, fs=DEFAULT_FS, visit=None, expect: Expect | None = None) -> ChunkOutcome:
-    """Scans the chunk; a sealed one (`expect`) is hashed instead, and scanned only when its hash differs."""
+def scan_chunk_file(path: str, fs=DEFAULT_FS, visit=None, expect: Expect | None = None, start: int = 0) -> ChunkOutcome:
+    """Scans the chunk; a sealed one (`expect`) is hashed instead, and scanned only when its hash differs.
+    `start` > 0: only the records from that record boundary on (a reader the sequence index let skip the
+    rest, ops/seek.py); the scan then says nothing of the bytes before it."""
     try:
+        if start:
+            with fs.map_read(path) as buf:
+                return ChunkOutcome(_scan_from(buf, start, visit))
         if expect is not None and expect.quick and _stat_matches(path, expect, fs):
             return ChunkOutcome(sealed_scan(expect), None, (SEAL_TRUSTED, None))
         with fs.map_read(path) as buf:
@@ -45,6 +50,16 @@ def scan_chunk_file(path: str, fs=DEFAULT_FS, visit=None, expect: Expect | None 
             return ChunkOutcome(scan_chunk(buf, visit), None, (SEAL_MISMATCH, sha))
     except WalctlError as e:
         return ChunkOutcome(None, e)
+
+
+def _scan_from(buf, start: int, visit) -> ChunkScan:
+    from ..format.scan import HEADER_OK, scan_records
+    from ..format.v2 import FILE_MAGIC, FORMAT_VERSION
+
+    items = tuple(scan_records(buf, start, visit))
+    runs = [i for i in items if type(i) is Run]
+    return ChunkScan(len(buf), HEADER_OK, FORMAT_VERSION, FILE_MAGIC, items, sum(r.count for r in runs),
+                     sum(r.end - r.offset for r in runs))
 
 
 def _stat_matches(path: str, expect: Expect, fs) -> bool:

@@ -13,9 +13,11 @@ import os
 from ..errors import Refused
 from .lock import LOCK_NAME
 from ..format.ledger import LEDGER_DIR, LEDGER_NAME
+from ..format.seqindex import INDEX_NAME
 from .quarantine import MANIFEST, QUARANTINE_DIR
 
-ALWAYS = (LOCK_NAME, QUARANTINE_DIR, f"{QUARANTINE_DIR}/{MANIFEST}", LEDGER_DIR, f"{LEDGER_DIR}/{LEDGER_NAME}")
+ALWAYS = (LOCK_NAME, QUARANTINE_DIR, f"{QUARANTINE_DIR}/{MANIFEST}", LEDGER_DIR, f"{LEDGER_DIR}/{LEDGER_NAME}",
+          f"{LEDGER_DIR}/{INDEX_NAME}")
 
 
 def refuse_links(directory: str, names, fs, *, what: str = "modify") -> None:

@@ -120,6 +120,10 @@ class Sealer:
             lines.append(L.encode_line(L.HWM, ts, seq=hwm))
         append_lines(self.directory, lines, self.fs)
         self.hwm_written = max(self.hwm_written, hwm)
+        if items:  # the sequence index follows the seals it repeats (store/seqindex.py)
+            from .seqindex import refresh_index
+
+            refresh_index(self.directory, self.fs)
 
     def _run(self) -> None:
         while True:

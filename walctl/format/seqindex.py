@@ -1,0 +1,191 @@
+"""The sequence index `.walctl/index.jsonl` (docs/format.md, "The sequence index"). Pure: bytes <-> entries,
+and the marks of a chunk or segment built from its bytes.
+
+One line per sealed log file: `v` (1), `file`, what the ledger's seal of it says (`size`, `sha256`,
+`records`, `first_seq`, `last_seq`), `marks` ([sequence, offset] of a record every MARK_RECORDS records
+or MARK_BYTES bytes, the first record always), and `crc32c` as a ledger line has it. The index is a hint
+for readers: nothing in it is believed until the reader has checked it against the ledger's seal, the
+file's stat data and the record at the offset (ops/seek.py). A line that does not decode is reported by
+number and never used.
+"""
+from __future__ import annotations
+
+import json
+from typing import NamedTuple
+
+from .ledger import crc32c, is_log_file_name
+from .record import HEADER_SIZE, Invalid, check_header, record_size
+from .v2 import FILE_HEADER
+
+INDEX_NAME = "index.jsonl"
+INDEX_VERSION = 1
+MARK_RECORDS = 256  # a reader seeking a sequence reads at most this many records past a mark
+MARK_BYTES = 1 << 20  # ... or this many bytes, whichever comes first
+MAX_MARKS = 1 << 16  # per file: a longer list is not one walctl wrote
+MAX_LINE_BYTES = 4 << 20
+_KEYS = ("v", "file", "size", "sha256", "records", "first_seq", "last_seq", "marks", "crc32c")
+_I64 = 1 << 63
+
+
+class IndexEntry(NamedTuple):
+    file: str
+    size: int
+    sha256: str
+    records: int
+    first_seq: int | None
+    last_seq: int | None
+    marks: tuple  # (sequence, offset), both strictly rising
+
+    def mark_at_or_before(self, sequence: int) -> tuple[int, int] | None:
+        """The last mark whose sequence is <= `sequence` (the record carrying it is at or after it)."""
+        best = None
+        lo, hi = 0, len(self.marks)
+        while lo < hi:  # bisect on the sequence
+            mid = (lo + hi) // 2
+            if self.marks[mid][0] <= sequence:
+                best, lo = self.marks[mid], mid + 1
+            else:
+                hi = mid
+        return best
+
+
+class BadIndexLine(NamedTuple):
+    number: int
+    reason: str
+
+
+class IndexRead(NamedTuple):
+    entries: dict  # file -> IndexEntry (a later line for a file replaces an earlier one)
+    bad: tuple  # BadIndexLine
+
+
+def _compact(obj: dict) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def encode_entry(e: IndexEntry) -> bytes:
+    """One index line, newline included."""
+    obj = {"v": INDEX_VERSION, "file": e.file, "size": e.size, "sha256": e.sha256, "records": e.records,
+           "first_seq": e.first_seq, "last_seq": e.last_seq, "marks": [list(m) for m in e.marks]}
+    obj["crc32c"] = f"{crc32c(_compact(obj)):08x}"
+    return _compact(obj) + b"\n"
+
+
+def _int(v, lo: int = 0) -> bool:
+    return type(v) is int and lo <= v < _I64
+
+
+def _problem(obj) -> str | None:
+    """Why a decoded line is not an entry walctl wrote (its shape only: what it claims is checked by readers)."""
+    if not isinstance(obj, dict) or sorted(obj) != sorted(_KEYS):
+        return "not an index line (keys)"
+    if obj["v"] != INDEX_VERSION:
+        return f"unknown version {obj['v']!r}"
+    if not is_log_file_name(obj["file"]) or not isinstance(obj["sha256"], str):
+        return "file or sha256 is not what walctl writes"
+    if not (_int(obj["size"]) and _int(obj["records"])):
+        return "size or records is not an integer >= 0"
+    a, b, marks = obj["first_seq"], obj["last_seq"], obj["marks"]
+    if (a is None) != (b is None) or (a is not None and not (_int(a) and _int(b) and a <= b)):
+        return "first_seq..last_seq is not a range"
+    if not isinstance(marks, list) or len(marks) > MAX_MARKS or (a is None and marks):
+        return "marks is not a list of at most 65536 marks"
+    prev = (-1, -1)
+    for m in marks:
+        if not (isinstance(m, list) and len(m) == 2 and _int(m[0]) and _int(m[1])):
+            return "a mark is not [sequence, offset]"
+        if not (m[0] > prev[0] and m[1] > prev[1] and a <= m[0] <= b and m[1] < obj["size"]):
+            return f"mark {m} is out of order or outside the file"
+        prev = (m[0], m[1])
+    return None
+
+
+def decode_line(raw: bytes, number: int) -> IndexEntry | BadIndexLine:
+    if len(raw) > MAX_LINE_BYTES:
+        return BadIndexLine(number, f"longer than {MAX_LINE_BYTES} bytes")
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        return BadIndexLine(number, f"not JSON: {str(e)[:80]}")
+    if not isinstance(obj, dict) or not isinstance(obj.get("crc32c"), str):
+        return BadIndexLine(number, "no crc32c")
+    stored = obj.pop("crc32c")
+    computed = f"{crc32c(_compact(obj)):08x}"
+    if stored != computed:
+        return BadIndexLine(number, f"CRC-32C mismatch (stored {stored[:8]!r}, computed {computed})")
+    obj["crc32c"] = stored
+    problem = _problem(obj)
+    if problem:
+        return BadIndexLine(number, problem)
+    return IndexEntry(obj["file"], obj["size"], obj["sha256"], obj["records"], obj["first_seq"], obj["last_seq"],
+                      tuple((s, o) for s, o in obj["marks"]))
+
+
+def decode_index(data) -> IndexRead:
+    """Every line of the index; a torn last line (no newline) is a bad line like any other."""
+    entries: dict = {}
+    bad = []
+    pos, number, size = 0, 0, len(data)
+    while pos < size:
+        nl = data.find(b"\n", pos)
+        end = size if nl < 0 else nl
+        number += 1
+        got = decode_line(bytes(data[pos:end]), number) if nl >= 0 else BadIndexLine(number, "torn (no newline)")
+        if type(got) is BadIndexLine:
+            bad.append(got)
+        else:
+            entries[got.file] = got
+        pos = end + 1
+    return IndexRead(entries, tuple(bad))
+
+
+def _marks(points, every_records: int, every_bytes: int) -> list:
+    """Of (sequence, offset) in file order: the first, then one every `every_records` or `every_bytes`."""
+    out: list = []
+    n = 0
+    for seq, off in points:
+        if not out or n >= every_records or off - out[-1][1] >= every_bytes:
+            out.append((seq, off))
+            n = 0
+        n += 1
+    return out
+
+
+def v2_points(buf):
+    """(sequence, offset) of each record of a clean V2 chunk, hopping header to header (the caller has
+    verified the chunk: only headers are read; a header that does not check ends the walk)."""
+    off, end = FILE_HEADER.size, len(buf)
+    while end - off >= HEADER_SIZE:
+        h = check_header(buf, off, end)
+        if type(h) is Invalid:
+            return
+        yield h.sequence, off
+        off += record_size(h)
+
+
+def segment_points(buf):
+    """(sequence, offset) of each intact entry of a clean segment."""
+    from .segment import read_frame
+
+    off, end = 0, len(buf)
+    view = memoryview(buf)
+    while off < end:
+        fr = read_frame(buf, off, view)
+        if fr.entry is None:
+            return
+        yield fr.entry.sequence, off
+        off += fr.entry.size
+
+
+def build_entry(buf, is_v2: bool, seal: dict, every_records: int = MARK_RECORDS,
+                every_bytes: int = MARK_BYTES) -> IndexEntry | None:
+    """The entry of a sealed file (`seal`: its ledger seal's fields) from its bytes, or None when the bytes
+    are not what the seal says (size, first and last sequence, record count)."""
+    points = list((v2_points if is_v2 else segment_points)(buf))
+    first = points[0][0] if points else None
+    last = points[-1][0] if points else None
+    if (len(buf), len(points), first, last) != (seal.get("size"), seal.get("records"), seal.get("first_seq"),
+                                                seal.get("last_seq")):
+        return None
+    return IndexEntry(seal["file"], len(buf), seal["sha256"], len(points), first, last,
+                      tuple(_marks(points, every_records, every_bytes)))

@@ -1,0 +1,70 @@
+"""Reading and rewriting `.walctl/index.jsonl` (format in walctl/format/seqindex.py).
+
+  read:    no lock, no writes: a read-only command that finds no index (or a damaged one) scans instead
+  rewrite: the caller holds the directory's lock (seal, the writer's sealer): the whole index is written
+           again as NAME.tmp, synced and renamed over the old one (durable.create_file), so a crash leaves
+           the old index or the new one, never a torn line
+  index:   the entries of sealed files not yet indexed, built from their bytes and their seal lines
+"""
+from __future__ import annotations
+
+import os
+
+from ..format import ledger as L
+from ..format import seqindex as X
+from ..format.names import parse_chunk_name
+from . import durable
+from .fs import DEFAULT_FS
+
+
+def index_path(directory: str) -> str:
+    return os.path.join(directory, L.LEDGER_DIR, X.INDEX_NAME)
+
+
+def read_index(directory: str, fs=DEFAULT_FS) -> X.IndexRead | None:
+    """The decoded index, or None when the directory has none."""
+    path = index_path(directory)
+    if not fs.exists(path):
+        return None
+    with fs.map_read(path) as buf:
+        return X.decode_index(buf)
+
+
+def refresh_index(directory: str, fs=DEFAULT_FS) -> list[str]:
+    """Indexes every file the ledger seals that the index lacks or describes otherwise (another hash or
+    size), drops entries of files no longer sealed, and rewrites the index when that changed anything.
+    Returns the names newly indexed. The caller holds the directory's lock."""
+    sealed = _sealed(directory, fs)
+    old = read_index(directory, fs)
+    have = old.entries if old is not None else {}
+    keep = {f: e for f, e in have.items() if f in sealed and _describes(e, sealed[f].fields)}
+    added = []
+    for name in sorted(set(sealed) - set(keep)):
+        path = os.path.join(directory, name)
+        if not fs.exists(path) or fs.stat(path).kind != "file":
+            continue
+        with fs.map_read(path) as buf:
+            e = X.build_entry(buf, parse_chunk_name(name) is not None, sealed[name].fields)
+        if e is not None:
+            keep[name] = e
+            added.append(name)
+    dropped = old is not None and (len(keep) - len(added) != len(have) or old.bad)
+    if added or dropped or (old is None and keep):
+        durable.make_dir(os.path.join(directory, L.LEDGER_DIR), fs)
+        durable.create_file(index_path(directory), b"".join(X.encode_entry(keep[f]) for f in sorted(keep)), fs,
+                            replace=True)
+    return added
+
+
+def _sealed(directory: str, fs) -> dict:
+    """file -> its seal line, read here (store/ledger.py calls this module: the arrow points one way)."""
+    path = os.path.join(directory, L.LEDGER_DIR, L.LEDGER_NAME)
+    if not fs.exists(path):
+        return {}
+    with fs.map_read(path) as buf:
+        return L.fold(L.decode_ledger(buf).lines).sealed
+
+
+def _describes(e: X.IndexEntry, seal: dict) -> bool:
+    return (e.size, e.sha256, e.records, e.first_seq, e.last_seq) == (
+        seal.get("size"), seal.get("sha256"), seal.get("records"), seal.get("first_seq"), seal.get("last_seq"))

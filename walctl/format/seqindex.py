@@ -2,7 +2,7 @@
 and the marks of a chunk or segment built from its bytes.
 
 One line per sealed log file: `v` (1), `file`, what the ledger's seal of it says (`size`, `sha256`,
-`records`, `first_seq`, `last_seq`), `marks` ([sequence, offset] of a record every MARK_RECORDS records
+`records`, `first_seq`, `last_seq`), the file's `mtime_ns` when it was indexed, `marks` ([sequence, offset] of a record every MARK_RECORDS records
 or MARK_BYTES bytes, the first record always), and `crc32c` as a ledger line has it. The index is a hint
 for readers: nothing in it is believed until the reader has checked it against the ledger's seal, the
 file's stat data and the record at the offset (ops/seek.py). A line that does not decode is reported by
@@ -23,7 +23,7 @@ MARK_RECORDS = 256  # a reader seeking a sequence reads at most this many record
 MARK_BYTES = 1 << 20  # ... or this many bytes, whichever comes first
 MAX_MARKS = 1 << 16  # per file: a longer list is not one walctl wrote
 MAX_LINE_BYTES = 4 << 20
-_KEYS = ("v", "file", "size", "sha256", "records", "first_seq", "last_seq", "marks", "crc32c")
+_KEYS = ("v", "file", "size", "sha256", "mtime_ns", "records", "first_seq", "last_seq", "marks", "crc32c")
 _I64 = 1 << 63
 
 
@@ -31,6 +31,7 @@ class IndexEntry(NamedTuple):
     file: str
     size: int
     sha256: str
+    mtime_ns: int  # the file's, when indexed (0: a file system without one, the simulated one)
     records: int
     first_seq: int | None
     last_seq: int | None
@@ -65,7 +66,8 @@ def _compact(obj: dict) -> bytes:
 
 def encode_entry(e: IndexEntry) -> bytes:
     """One index line, newline included."""
-    obj = {"v": INDEX_VERSION, "file": e.file, "size": e.size, "sha256": e.sha256, "records": e.records,
+    obj = {"v": INDEX_VERSION, "file": e.file, "size": e.size, "sha256": e.sha256, "mtime_ns": e.mtime_ns,
+           "records": e.records,
            "first_seq": e.first_seq, "last_seq": e.last_seq, "marks": [list(m) for m in e.marks]}
     obj["crc32c"] = f"{crc32c(_compact(obj)):08x}"
     return _compact(obj) + b"\n"
@@ -83,8 +85,8 @@ def _problem(obj) -> str | None:
         return f"unknown version {obj['v']!r}"
     if not is_log_file_name(obj["file"]) or not isinstance(obj["sha256"], str):
         return "file or sha256 is not what walctl writes"
-    if not (_int(obj["size"]) and _int(obj["records"])):
-        return "size or records is not an integer >= 0"
+    if not (_int(obj["size"]) and _int(obj["records"]) and _int(obj["mtime_ns"])):
+        return "size, mtime_ns or records is not an integer >= 0"
     a, b, marks = obj["first_seq"], obj["last_seq"], obj["marks"]
     if (a is None) != (b is None) or (a is not None and not (_int(a) and _int(b) and a <= b)):
         return "first_seq..last_seq is not a range"
@@ -117,7 +119,8 @@ def decode_line(raw: bytes, number: int) -> IndexEntry | BadIndexLine:
     problem = _problem(obj)
     if problem:
         return BadIndexLine(number, problem)
-    return IndexEntry(obj["file"], obj["size"], obj["sha256"], obj["records"], obj["first_seq"], obj["last_seq"],
+    return IndexEntry(obj["file"], obj["size"], obj["sha256"], obj["mtime_ns"], obj["records"], obj["first_seq"],
+                      obj["last_seq"],
                       tuple((s, o) for s, o in obj["marks"]))
 
 
@@ -177,15 +180,17 @@ def segment_points(buf):
         off += fr.entry.size
 
 
-def build_entry(buf, is_v2: bool, seal: dict, every_records: int = MARK_RECORDS,
+def build_entry(buf, is_v2: bool, seal: dict, mtime_ns: int, every_records: int = MARK_RECORDS,
                 every_bytes: int = MARK_BYTES) -> IndexEntry | None:
     """The entry of a sealed file (`seal`: its ledger seal's fields) from its bytes, or None when the bytes
-    are not what the seal says (size, first and last sequence, record count)."""
+    are not what the seal says (size, first and last sequence, record count, sequences rising by one)."""
     points = list((v2_points if is_v2 else segment_points)(buf))
     first = points[0][0] if points else None
     last = points[-1][0] if points else None
     if (len(buf), len(points), first, last) != (seal.get("size"), seal.get("records"), seal.get("first_seq"),
                                                 seal.get("last_seq")):
         return None
-    return IndexEntry(seal["file"], len(buf), seal["sha256"], len(points), first, last,
+    if points and last - first + 1 != len(points):
+        return None
+    return IndexEntry(seal["file"], len(buf), seal["sha256"], mtime_ns, len(points), first, last,
                       tuple(_marks(points, every_records, every_bytes)))

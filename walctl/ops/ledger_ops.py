@@ -88,7 +88,8 @@ def seal(directory: str, *, apply: bool = False, fs=DEFAULT_FS) -> SealReport:
             raise examined(e, dict(rep.to_json(), sealed=[]), rep.before)
         from ..store.seqindex import refresh_index
 
-        refresh_index(directory, fs)  # after the seals it repeats: a crash before it leaves files unindexed
+        # after the seals it repeats (a crash before it leaves files unindexed), of files verify just read
+        refresh_index(directory, fs, skip={f.file for f in rep.before.findings if f.exit_code})
         # each item reports the hash and size its ledger line records, not the plan's unknown hash
         items = tuple(i._replace(sha256=written[i.file].get("sha256"), size=written[i.file].get("size"))
                       if i.file in written else i for i in rep.items)

@@ -5,8 +5,9 @@ The index is a hint, never an answer. Before a reader starts anywhere on its wor
 checked, cheaply:
 - every index line decodes and its CRC-32C holds (a damaged index is not used at all);
 - each file it lets the reader skip or enter is sealed in the ledger with the size, hash, record count and
-  first and last sequence the index line repeats, and the file's size, inode and mtime are what the seal
-  recorded (what the seal vouches for is trusted from here: its SHA-256 is verify's to check, a full read);
+  first and last sequence the index line repeats, and the file's size and mtime are what they were when it
+  was indexed (its bytes are trusted from there: whoever indexed it had just written it or verified its
+  seal's SHA-256, and checking that hash again is verify's job, a full read);
 - the record at the offset it names is intact (header and payload CRC; an ADR-003 entry's checksum) and
   carries the sequence it claims.
 Anything else is an `index-stale` finding (a warning) and the reader scans as it would without an index:
@@ -143,10 +144,8 @@ def _vouched(e: X.IndexEntry, seal, path: str, fs) -> str | None:
     if st.kind != "file" or st.size != e.size:
         return f"indexed at {e.size} bytes, the file has {st.size}"
     ident = getattr(fs, "identity", None)
-    stat = f.get("stat") or {}
-    if ident is not None and stat.get("ino"):
-        if tuple(ident(path)) != (stat["ino"], stat["mtime_ns"]):
-            return "the file was rewritten since it was sealed (inode or mtime differ)"
+    if ident is not None and e.mtime_ns and ident(path)[1] != e.mtime_ns:
+        return "the file changed since it was indexed (its mtime differs; `walctl seal --apply` indexes it again)"
     return None
 
 

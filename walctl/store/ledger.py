@@ -123,7 +123,7 @@ class Sealer:
         if items:  # the sequence index follows the seals it repeats (store/seqindex.py)
             from .seqindex import refresh_index
 
-            refresh_index(self.directory, self.fs)
+            refresh_index(self.directory, self.fs, only={name for name, *_ in items})
 
     def _run(self) -> None:
         while True:

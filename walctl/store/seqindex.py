@@ -13,6 +13,7 @@ import os
 from ..format import ledger as L
 from ..format import seqindex as X
 from ..format.names import parse_chunk_name
+from ..errors import WalctlError
 from . import durable
 from .fs import DEFAULT_FS
 
@@ -30,21 +31,27 @@ def read_index(directory: str, fs=DEFAULT_FS) -> X.IndexRead | None:
         return X.decode_index(buf)
 
 
-def refresh_index(directory: str, fs=DEFAULT_FS) -> list[str]:
+def refresh_index(directory: str, fs=DEFAULT_FS, *, only=None, skip=()) -> list[str]:
     """Indexes every file the ledger seals that the index lacks or describes otherwise (another hash or
-    size), drops entries of files no longer sealed, and rewrites the index when that changed anything.
-    Returns the names newly indexed. The caller holds the directory's lock."""
+    size, another mtime: a copy, a rewrite; the caller has verified the sealed files or just wrote them),
+    drops entries of files no longer sealed, and rewrites the index when that changed anything.
+    Returns the names newly indexed. The caller holds the directory's lock. `only`: (re)build no other
+    entries (a writer's sealer: the chunks it just closed); `skip`: files not to index (verify found them
+    damaged or unlike their seal)."""
     sealed = _sealed(directory, fs)
     old = read_index(directory, fs)
     have = old.entries if old is not None else {}
-    keep = {f: e for f, e in have.items() if f in sealed and _describes(e, sealed[f].fields)}
+    keep = {f: e for f, e in have.items() if f in sealed and _describes(e, sealed[f].fields)
+            and (only is not None and f not in only or _mtime(os.path.join(directory, f), fs) == e.mtime_ns)}
     added = []
-    for name in sorted(set(sealed) - set(keep)):
+    for name in sorted(set(sealed) - set(keep) - set(skip)):
+        if only is not None and name not in only:
+            continue
         path = os.path.join(directory, name)
         if not fs.exists(path) or fs.stat(path).kind != "file":
             continue
         with fs.map_read(path) as buf:
-            e = X.build_entry(buf, parse_chunk_name(name) is not None, sealed[name].fields)
+            e = X.build_entry(buf, parse_chunk_name(name) is not None, sealed[name].fields, _mtime(path, fs))
         if e is not None:
             keep[name] = e
             added.append(name)
@@ -54,6 +61,14 @@ def refresh_index(directory: str, fs=DEFAULT_FS) -> list[str]:
         durable.create_file(index_path(directory), b"".join(X.encode_entry(keep[f]) for f in sorted(keep)), fs,
                             replace=True)
     return added
+
+
+def _mtime(path: str, fs) -> int | None:
+    ident = getattr(fs, "identity", None)
+    try:
+        return ident(path)[1] if ident is not None else 0
+    except WalctlError:
+        return None  # gone: not kept
 
 
 def _sealed(directory: str, fs) -> dict:

@@ -142,55 +142,81 @@ def decode_index(data) -> IndexRead:
     return IndexRead(entries, tuple(bad))
 
 
-def _marks(points, every_records: int, every_bytes: int) -> list:
-    """Of (sequence, offset) in file order: the first, then one every `every_records` or `every_bytes`."""
+def _mark_offsets(offsets: list, every_records: int, every_bytes: int) -> list:
+    """Of the record offsets in file order: the first, then one every `every_records` or `every_bytes`."""
     out: list = []
     n = 0
-    for seq, off in points:
-        if not out or n >= every_records or off - out[-1][1] >= every_bytes:
-            out.append((seq, off))
+    for off in offsets:
+        if not out or n >= every_records or off - out[-1] >= every_bytes:
+            out.append(off)
             n = 0
         n += 1
     return out
 
 
-def v2_points(buf):
-    """(sequence, offset) of each record of a clean V2 chunk, hopping header to header (the caller has
-    verified the chunk: only headers are read; a header that does not check ends the walk)."""
+def v2_offsets(buf) -> list:
+    """Where each record of a clean V2 chunk starts, hopping header to header (the caller has verified
+    the chunk: only headers are read, and checked; one that does not check ends the walk)."""
+    out = []
     off, end = FILE_HEADER.size, len(buf)
     while end - off >= HEADER_SIZE:
         h = check_header(buf, off, end)
         if type(h) is Invalid:
-            return
-        yield h.sequence, off
+            break
+        out.append(off)
         off += record_size(h)
+    return out
 
 
-def segment_points(buf):
-    """(sequence, offset) of each intact entry of a clean segment."""
+def segment_offsets(buf) -> list:
+    """Where each frame of a clean segment starts, hopping length to length (bodies are read only at the
+    marks: a sealer indexing the segment it just closed does not decode and hash 10,000 entries again)."""
+    from .segment import FRAME_LENGTH, MAX_FRAME_BYTES
+
+    out = []
+    off, end = 0, len(buf)
+    while end - off >= FRAME_LENGTH.size:
+        (n,) = FRAME_LENGTH.unpack_from(buf, off)
+        if n == 0 or n > MAX_FRAME_BYTES or off + FRAME_LENGTH.size + n > end:
+            break
+        out.append(off)
+        off += FRAME_LENGTH.size + n
+    return out
+
+
+def sequence_at(buf, off: int, is_v2: bool) -> int | None:
+    """The sequence of the intact record (V2: header and payload CRC) or entry (its checksum) at `off`."""
+    if is_v2:
+        from .record import check_record
+
+        if off < FILE_HEADER.size or off >= len(buf):
+            return None
+        h = check_record(buf, off, len(buf))
+        return None if type(h) is Invalid else h.sequence
     from .segment import read_frame
 
-    off, end = 0, len(buf)
-    view = memoryview(buf)
-    while off < end:
-        fr = read_frame(buf, off, view)
-        if fr.entry is None:
-            return
-        yield fr.entry.sequence, off
-        off += fr.entry.size
+    if off >= len(buf):
+        return None
+    fr = read_frame(buf, off)
+    return None if fr.entry is None else fr.entry.sequence
 
 
 def build_entry(buf, is_v2: bool, seal: dict, mtime_ns: int, every_records: int = MARK_RECORDS,
                 every_bytes: int = MARK_BYTES) -> IndexEntry | None:
     """The entry of a sealed file (`seal`: its ledger seal's fields) from its bytes, or None when the bytes
-    are not what the seal says (size, first and last sequence, record count, sequences rising by one)."""
-    points = list((v2_points if is_v2 else segment_points)(buf))
-    first = points[0][0] if points else None
-    last = points[-1][0] if points else None
-    if (len(buf), len(points), first, last) != (seal.get("size"), seal.get("records"), seal.get("first_seq"),
-                                                seal.get("last_seq")):
+    are not what the seal says (size, record count, first and last sequence, sequences rising by one:
+    the record at each mark carries first_seq + its position)."""
+    offsets = (v2_offsets if is_v2 else segment_offsets)(buf)
+    at = {off: i for i, off in enumerate(offsets)}
+    kept = _mark_offsets(offsets, every_records, every_bytes)
+    # the last record is read too (not kept as a mark unless it is one): it carries the seal's last sequence
+    chosen = kept + offsets[-1:] if offsets and offsets[-1] != kept[-1] else kept
+    seqs = [sequence_at(buf, off, is_v2) for off in chosen]
+    first, last = (seqs[0], seqs[-1]) if offsets else (None, None)
+    if (len(buf), len(offsets), first, last) != (seal.get("size"), seal.get("records"), seal.get("first_seq"),
+                                                 seal.get("last_seq")):
         return None
-    if points and last - first + 1 != len(points):
+    if any(s is None or s != first + at[off] for s, off in zip(seqs, chosen)):
         return None
-    return IndexEntry(seal["file"], len(buf), seal["sha256"], mtime_ns, len(points), first, last,
-                      tuple(_marks(points, every_records, every_bytes)))
+    marks = tuple(zip(seqs, chosen))[:len(kept)]
+    return IndexEntry(seal["file"], len(buf), seal["sha256"], mtime_ns, len(offsets), first, last, marks)

@@ -103,8 +103,8 @@ def _walk(files: list, target: int, entries: dict, sealed: dict, is_v2: bool, fs
     last = len(files) - 1
     for i, (name, path) in enumerate(files):
         e = entries.get(name)
-        if e is None:
-            return Seek(USED, Start(i, 0, None), ())
+        if e is None:  # not indexed (the active file, one sealed since): read from its start
+            return Seek(USED, Start(i, 0, None), ()) if i else Seek(NOT_NEEDED, None, ())
         problem = _vouched(e, sealed.get(name), path, fs)
         if problem:
             return _stale(problem, name)
@@ -112,7 +112,7 @@ def _walk(files: list, target: int, entries: dict, sealed: dict, is_v2: bool, fs
             continue
         mark = e.mark_at_or_before(target)
         if mark is None:  # the target is before this file: it is read from its start
-            return Seek(USED, Start(i, 0, None), ())
+            return Seek(USED, Start(i, 0, None), ()) if i else Seek(NOT_NEEDED, None, ())
         problem = _record_claims(path, mark, is_v2, fs)
         if problem:
             return _stale(problem, name, mark[1])
@@ -153,28 +153,12 @@ def _record_claims(path: str, mark: tuple[int, int], is_v2: bool, fs) -> str | N
     """Why the record at the mark's offset is not an intact record with the mark's sequence (None: it is)."""
     seq, off = mark
     with fs.map_read(path) as buf:
-        got = _sequence_at(buf, off, is_v2)
+        got = X.sequence_at(buf, off, is_v2)
     if got is None:
         return f"no intact record at offset {off}"
     if got != seq:
         return f"the record at offset {off} carries sequence {got}, the index says {seq}"
     return None
-
-
-def _sequence_at(buf, off: int, is_v2: bool) -> int | None:
-    if is_v2:
-        from ..format.scan import LOOK_BEHIND, check_intact
-
-        if off < LOOK_BEHIND or off >= len(buf):
-            return None
-        h = check_intact(buf, off, len(buf))
-        return None if h is None else h.sequence
-    from ..format.segment import read_frame
-
-    if off >= len(buf):
-        return None
-    fr = read_frame(buf, off)
-    return None if fr.entry is None else fr.entry.sequence
 
 
 def _first_sequence(path: str, is_v2: bool, fs) -> int | None:
@@ -189,6 +173,6 @@ def _first_sequence(path: str, is_v2: bool, fs) -> int | None:
             h = check_header(head, FILE_HEADER.size, len(head))
             return None if type(h) is Invalid else h.sequence
         with fs.map_read(path) as buf:
-            return _sequence_at(buf, 0, False) if len(buf) else None
+            return X.sequence_at(buf, 0, False) if len(buf) else None
     except WalctlError:
         return None

@@ -290,3 +290,18 @@ def test_the_writers_sealer_indexes_each_chunk_it_closes(tmp_path, cli):
     rep = replay(d, got.extend, ReplayOptions(after=200, to=205))
     assert rep.index.state == "used" and [json.loads(x)["sequence"] for x in b"".join(got).splitlines()] == \
         list(range(201, 206))
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["v2", "segments"])
+def test_a_cut_the_ledger_recorded_unindexes_the_file_without_a_warning(logs, tmp_path, cli, which):
+    """walctl cut changes a sealed file on purpose and says so in the ledger (its seal no longer holds):
+    readers read that file from its start, as one never indexed, and warn of nothing."""
+    d = _copy(logs[which], tmp_path)
+    mid = _lines(d)[0]["marks"][1][0]  # inside the first sealed file
+    assert cli("cut", d, "--after", mid + 5, "--apply").code == 0
+    for seq in (mid, mid + 3, mid + 5):
+        assert _outputs(cli, d, seq) == _scan(cli, d, tmp_path, seq), seq
+    r = cli("replay", d, "--after", mid, "--report", "-", "--quiet")
+    doc = json.loads(r.err[r.err.index("{"):])
+    assert doc["index"]["state"] in ("used", "not-needed") and doc["events"] == 5
+    assert not [f for f in doc["findings"] if f["class"] == "index-stale"]

@@ -78,7 +78,9 @@ def seek(directory: str, files: list, target: int, is_v2: bool, fs=DEFAULT_FS, c
             b = idx.bad[0]
             return _stale(f"line {b.number} of {L.LEDGER_DIR}/{X.INDEX_NAME} is damaged ({b.reason})")
         led = read_ledger(directory, fs)
-        sealed = L.fold(led.lines).sealed if led is not None else {}
+        if led is None:
+            return _stale(f"the directory has no ledger to check {L.LEDGER_DIR}/{X.INDEX_NAME} against")
+        sealed = L.fold(led.lines).sealed
         return _walk(files, target, idx.entries, sealed, is_v2, fs, covered)
     except WalctlError as e:  # an index that cannot be read is one that cannot be used
         return _stale(f"unreadable ({e.reason})")
@@ -103,9 +105,11 @@ def _walk(files: list, target: int, entries: dict, sealed: dict, is_v2: bool, fs
     last = len(files) - 1
     for i, (name, path) in enumerate(files):
         e = entries.get(name)
-        if e is None:  # not indexed (the active file, one sealed since): read from its start
+        if e is None or name not in sealed:
+            # not indexed (the active file, one sealed since), or no longer sealed (a cut, a repair, a move
+            # the ledger recorded changed it on purpose): read from its start
             return Seek(USED, Start(i, 0, None), ()) if i else Seek(NOT_NEEDED, None, ())
-        problem = _vouched(e, sealed.get(name), path, fs)
+        problem = _vouched(e, sealed[name], path, fs)
         if problem:
             return _stale(problem, name)
         if i < last and _skippable(e, files[i + 1], entries, target, is_v2, fs, covered):
@@ -134,8 +138,6 @@ def _skippable(e: X.IndexEntry, nxt, entries: dict, target: int, is_v2: bool, fs
 
 def _vouched(e: X.IndexEntry, seal, path: str, fs) -> str | None:
     """Why the index line `e` cannot be believed for the file at `path` (None: it can)."""
-    if seal is None:
-        return "indexes a file the ledger does not seal"
     f = seal.fields
     if (e.size, e.sha256, e.records, e.first_seq, e.last_seq) != (
             f.get("size"), f.get("sha256"), f.get("records"), f.get("first_seq"), f.get("last_seq")):

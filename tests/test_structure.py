@@ -90,11 +90,15 @@ def test_every_kind_has_one_table_entry_whose_functions_load():
     names = {v for k, v in vars(kinds).items() if k.startswith("KIND_")}
     assert set(kinds.KINDS) == names
     for k in kinds.KINDS.values():
-        for what in ("verify", "replay", "events", "files"):
-            if getattr(k, what) is not None:
+        for what in kinds.Kind._fields:  # every "module:function" column
+            ref = getattr(k, what)
+            if isinstance(ref, str) and ":" in ref:
                 assert callable(k.load(what)), (k.name, what)
-        assert (k.archive is None) == (k.files is None) and k.archive in (None, *archive.WAL_KINDS)
-        assert k.is_v2 == (k.verify is None)  # only V2 chunks are read by ops/verify.py itself
+        assert k.archive in (None, *archive.KINDS) and k.archive != archive.LIVE
+        if k.files is not None:  # pushed as a log: its files hold sequences, described, cut and followed
+            assert k.archive in archive.WAL_KINDS and None not in (k.describe, k.number, k.cut, k.until, k.follower)
+        assert k.annotated == (k.verify is None)  # only V2 chunks are read by ops/verify.py itself
+    assert set(kinds.ARCHIVED) == {archive.CHUNKS, archive.SEGMENTS, archive.CHECKPOINTS}
     assert {k.name for k in kinds.KINDS.values() if k.replay} == {
         kinds.KIND_DIR, kinds.KIND_CHUNK, kinds.KIND_SEGMENTS, kinds.KIND_SEGMENT}
 
@@ -102,6 +106,20 @@ def test_every_kind_has_one_table_entry_whose_functions_load():
 DISPATCHERS = ("cli/inspect_cmd.py", "cli/stats_cmd.py", "ops/replay.py", "ops/recover.py", "ops/merge.py",
                "ops/archive.py", "ops/verify.py")
 KIND_CHAIN = re.compile(r"\bkind\s*(==|!=|in|not in)\s*\(?\s*(KIND_|\"(spector|adr003|checkpoint|tasklog|substrat|workflow))")
+
+
+# archive object kinds (chunks, segments, checkpoints) are columns of the kinds table: no branch on one
+_OBJECT_KIND = r"\bkind\s*(==|!=)\s*(CHUNKS|SEGMENTS|CHECKPOINTS|WAL_KINDS\[)"
+ARCHIVE_CHAIN = re.compile(rf"^\s*(if|elif)\s.*{_OBJECT_KIND}|{_OBJECT_KIND}\S*\s+else\b|\.is_v2\b|\.is_segment\b.*\belse\b")
+
+
+def test_archive_object_kinds_are_dispatched_by_the_table():
+    hits = [(rel, line.strip()) for rel, text in _sources() if rel.startswith("ops/archive")
+            for line in text.splitlines() if ARCHIVE_CHAIN.search(line)]
+    assert hits == []
+    assert ARCHIVE_CHAIN.search("    if kind == CHECKPOINTS:") and ARCHIVE_CHAIN.search("x = a if e.kind == CHUNKS else b")
+    assert not ARCHIVE_CHAIN.search("cks = [e for e in es if e.kind == CHECKPOINTS]")  # a filter is no dispatch
+    assert not [rel for rel, text in _sources() if re.search(r"\.is_v2\b", text)]  # what a kind allows: a named column
 
 
 def test_dispatchers_choose_by_the_kinds_table_not_by_if_chains():

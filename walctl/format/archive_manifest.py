@@ -15,6 +15,14 @@ CHUNKS, SEGMENTS, CHECKPOINTS, LIVE = "chunks", "segments", "checkpoints", "live
 WAL_KINDS = (CHUNKS, SEGMENTS)
 KINDS = (CHUNKS, SEGMENTS, CHECKPOINTS, LIVE)
 
+# An object kind -> whether a name is one of its own shape (untrusted: it becomes a local file name).
+NAME_RULES = {
+    CHUNKS: lambda name: parse_chunk_name(name) is not None,
+    SEGMENTS: lambda name: parse_segment_name(name) is not None,
+    CHECKPOINTS: lambda name: name.endswith(CHECKPOINT_SUFFIX) and len(name) > len(CHECKPOINT_SUFFIX),
+    LIVE: lambda name: parse_piece_name(name) is not None,
+}
+
 # One typed spec per manifest entry (format/fields.py).
 ENTRY_SPEC = {
     "name": Field(STR), "kind": Field(STR), "size": Field(COUNT), "sha256": Field(SHA256),
@@ -27,15 +35,8 @@ ENTRY_SPEC = {
 def valid_object(kind, name) -> bool:
     """Whether `name` is an object name of `kind`'s own shape: object keys and manifest lines are
     untrusted, and these names become local file names on download and restore."""
-    if not is_plain_name(name):
-        return False
-    if kind == CHUNKS:
-        return parse_chunk_name(name) is not None
-    if kind == SEGMENTS:
-        return parse_segment_name(name) is not None
-    if kind == LIVE:
-        return parse_piece_name(name) is not None
-    return kind == CHECKPOINTS and name.endswith(CHECKPOINT_SUFFIX) and len(name) > len(CHECKPOINT_SUFFIX)
+    rule = NAME_RULES.get(kind) if isinstance(kind, str) else None
+    return rule is not None and is_plain_name(name) and rule(name)
 
 
 def entry_problem(obj) -> str | None:

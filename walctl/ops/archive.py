@@ -19,10 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from .. import __version__
-from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, REASON_NOT_FOUND, EnvironmentProblem, UsageError
+from ..errors import EXIT_CORRUPT, EXIT_UNSUPPORTED, REASON_NOT_FOUND, EnvironmentProblem, UsageError
 from ..format.archive_manifest import CHECKPOINTS, CHUNKS, KINDS, LIVE, SEGMENTS, WAL_KINDS, entry_problem, \
     parse_objects, valid_object
-from ..format.names import is_plain_name, parse_chunk_name, parse_segment_name
+from ..format.names import is_plain_name
 from ..format.livepiece import Piece, parse_piece_name
 from ..store.objstore import ObjectInfo, open_store
 from ..store.scratch import Scratch
@@ -85,134 +85,60 @@ def object_key(ns: str, kind: str, name: str) -> str:
 
 
 def _order(e: Entry):
-    n = parse_chunk_name(e.name) if e.kind == CHUNKS else parse_segment_name(e.name)
+    """Objects in directory order: first sequence, then the number in the file's name, then the name."""
+    n = _number(e.kind, e.name)
     return (e.first_sequence if e.first_sequence is not None else -1, n if n is not None else -1, e.name)
+
+
+def _number(kind: str, name: str) -> int | None:
+    from .kinds import ARCHIVED
+
+    k = ARCHIVED.get(kind)  # (live pieces: none; they are ordered by their file, ops/archive_pieces.py)
+    return k.load("number")(name) if k is not None and k.number is not None else None
 
 
 # ---- describing files (local or downloaded) ------------------------------------------------------------
 
+def piece_kind(p: Piece):
+    """The kinds-table entry of the file a live piece belongs to (its name's number parses for it)."""
+    from .kinds import ARCHIVED
+
+    return next(k for k in ARCHIVED.values() if k.piece is not None and k.load("number")(p.file) is not None)
+
+
 def describe(path: str, kind: str, md5: list | None = None) -> tuple[Entry | None, Finding | None]:
     """Sha256, sequence range and verdict of one file as the archive sees it: sealed, so any damage is
     corruption (a torn tail is only torn in a live log). With `md5` (a list), its MD5 is appended to it."""
-    from ..store.objstore import file_hashes
-
     name = os.path.basename(path)
     if os.path.islink(path):  # its bytes live wherever the link points: never shipped off the machine
         return None, Finding(K.LINKED_FILE, EXIT_UNSUPPORTED, "a symbolic link: walctl does not archive what a "
                              "link points at", name)
     size = os.path.getsize(path)
-    now = utc_now()
-    if kind == LIVE:
+    if kind == LIVE:  # a piece of a file (its kind's object once sealed), not an object of a kind of its own
         with open(path, "rb") as f:
             data = f.read()
         e, f = describe_piece(name, data)
         if md5 is not None:
             md5.append(hashlib.md5(data).hexdigest())
         return e, f
-    if kind == CHUNKS:
-        return _describe_chunk(path, name, size, now, md5)
-    sha, m = file_hashes(path, md5=md5 is not None)
-    if md5 is not None:
-        md5.append(m)
-    if kind == CHECKPOINTS:
-        from .checkpoint import check_path
+    from .kinds import archived
 
-        rep = check_path(path, check_canonical=False)
-        if not rep.checked.ok:
-            f = rep.findings[0]
-            return None, f._replace(file=name)
-        h = rep.header
-        return Entry(name, kind, size, sha, None, None, now, h.wal_sequence, h.timestamp), None
-    from .segments import verify_segments
-
-    rep = verify_segments(path)
-    bad = [f for f in rep.findings if f.exit_code not in (EXIT_OK,)]
-    if bad:
-        f = bad[0]
-        return None, f._replace(exit_code=max(f.exit_code, EXIT_CORRUPT) if f.exit_code == 1 else f.exit_code)
-    return Entry(name, kind, size, sha, rep.first_sequence, rep.last_sequence, now), None
-
-
-def _describe_chunk(path: str, name: str, size: int, now: str, md5) -> tuple[Entry | None, Finding | None]:
-    """describe() of a V2 chunk: one mapping for the hashes and the scan."""
-    from ..errors import WalctlError
-    from ..format import scan as fscan
-    from ..store.fs import DEFAULT_FS
-    try:
-        with DEFAULT_FS.map_read(path) as buf:
-            sha = hashlib.sha256(buf).hexdigest()
-            if md5 is not None:
-                md5.append(hashlib.md5(buf).hexdigest())
-            stamps: list = [None]  # the last record's time: the lag `archive list` reports
-
-            def visit(b, off, h, p_, q, nxt, payload):
-                stamps[0] = h[7]
-                return False
-
-            s = fscan.scan_chunk(buf, visit)
-    except WalctlError as e:
-        return None, Finding(K.UNREADABLE, e.exit_code, e.reason, name)
-    if s.header != fscan.HEADER_OK:
-        return None, Finding(K.UNSUPPORTED, EXIT_UNSUPPORTED, f"not a V2 chunk (file header {s.header})", name)
-    if s.damage:
-        d = s.damage[0]
-        return None, Finding(K.ARCHIVED_DAMAGE, EXIT_CORRUPT, f"{d.kind} damage at offset {d.offset}: {d.reason}",
-                             name, d.offset, d.end)
-    if len(s.runs) > 1:
-        return None, Finding(K.SEQUENCE_GAP, EXIT_SEQUENCE, "sequences inside the chunk do not rise by one", name)
-    return Entry(name, CHUNKS, size, sha, s.first_seq, s.last_seq, now, last_time_ms=stamps[0]), None
+    return archived(kind).load("describe")(path, name, size, utc_now(), md5)
 
 
 def describe_piece(name: str, data: bytes) -> tuple[Entry | None, Finding | None]:
     """A live piece judged as the bytes of its file [start, end) must be: whole valid records (frames),
-    with no damage and no partial record, holding exactly the sequences its name says, one by one."""
-    from ..format import scan as fscan
-    from ..format.v2 import FILE_HEADER, encode_file_header
-
+    with no damage and no partial record, holding exactly the sequences its name says, one by one. How
+    its records are read is its file's kind's (KINDS: piece)."""
     p = parse_piece_name(name)
     if p is None:
         return None, Finding(K.UNSUPPORTED, EXIT_UNSUPPORTED, "not a live piece name", name)
     if len(data) != p.size:
         return None, Finding(K.ARCHIVED_DAMAGE, EXIT_CORRUPT, f"{len(data)} bytes, the name says {p.size}", name)
-    if p.is_segment:
-        from ..format import segment as seg
-
-        off, seqs, last_ms = 0, [], None
-        while off < len(data):
-            fr = seg.read_frame(data, off)
-            if fr.entry is None:
-                return None, Finding(K.ARCHIVED_DAMAGE, EXIT_CORRUPT, f"{fr.kind} frame at piece offset {off}: "
-                                     f"{fr.problem}", name, p.start + off)
-            if not seqs or fr.entry.sequence > seqs[-1]:
-                seqs.append(fr.entry.sequence)
-                ts = fr.entry.value.get("timestamp") if isinstance(fr.entry.value, dict) else None
-                last_ms = int(float(ts) * 1000) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None
-            off += fr.entry.size
-        got = (seqs[0], seqs[-1]) if seqs else (None, None)
-        rising = seqs == list(range(seqs[0], seqs[0] + len(seqs))) if seqs else False
-    else:
-        if p.start == 0:
-            buf = data
-        elif p.start >= FILE_HEADER.size:
-            buf = encode_file_header() + data
-        else:
-            return None, Finding(K.ARCHIVED_DAMAGE, EXIT_CORRUPT, "a piece that starts inside the file header", name)
-        stamps: list = [None]
-
-        def visit(b, off, h, p_, q, nxt, payload):
-            stamps[0] = h[7]
-            return False
-
-        s = fscan.scan_chunk(buf, visit)
-        last_ms = stamps[0]
-        if s.header != fscan.HEADER_OK:
-            return None, Finding(K.UNSUPPORTED, EXIT_UNSUPPORTED, f"not a V2 chunk piece (file header {s.header})",
-                                 name)
-        if s.damage:
-            d = s.damage[0]
-            return None, Finding(K.ARCHIVED_DAMAGE, EXIT_CORRUPT, f"{d.kind} damage at piece offset "
-                                 f"{d.offset - (FILE_HEADER.size if p.start else 0)}: {d.reason}", name)
-        got, rising = (s.first_seq, s.last_seq), len(s.runs) == 1
+    read = piece_kind(p).load("piece")(p, name, data)
+    if isinstance(read, Finding):
+        return None, read
+    got, rising, last_ms = read
     if not rising or got != (p.first_sequence, p.last_sequence):
         return None, Finding(K.MANIFEST_MISMATCH, EXIT_CORRUPT, f"holds {got[0]}..{got[1]}"
                              f"{'' if rising else ' (not rising by one)'}, the name says "

@@ -32,9 +32,8 @@ from typing import Callable, NamedTuple
 
 from ..errors import EXIT_CORRUPT, EXIT_OK, EnvironmentProblem, NotClean, Refused
 from ..format.livepiece import Piece, parse_piece_name, piece_name
-from ..format.names import chunk_name, parse_chunk_name, parse_segment_name, segment_name
 from ..store.objstore import open_store
-from .archive import CHUNKS, LIVE, SEGMENTS, WAL_KINDS, Entry, check_namespace, describe, object_key, \
+from .archive import LIVE, Entry, check_namespace, describe, object_key, \
     read_manifest, verify_upload, write_manifest
 from .archive_lock import MIN_HEARTBEAT_S, NamespaceLock
 from .archive_pieces import contiguous_pieces, live_files
@@ -107,21 +106,22 @@ class Shipper:
 
     # ---- start: sealed files, then where the archive ends ------------------------------------------
 
-    def _kind(self) -> str | None:
-        from .segments import looks_like_segment_dir
+    def _kind(self):
+        """The followed kind's table entry (ops/kinds.py) once the directory holds one of its files."""
+        from .kinds import KINDS
 
-        if looks_like_segment_dir(self.wal_dir):
-            return SEGMENTS
-        from .follow import _chunk_names
-
-        return CHUNKS if _chunk_names(self.wal_dir) else None
+        names = os.listdir(self.wal_dir)
+        for k in KINDS.values():
+            if k.follower is not None and any(k.load("number")(n) is not None for n in names):
+                return k
+        return None
 
     def _start(self) -> bool:
         """Pushes the sealed files and places the follower; False while the directory has no log file."""
-        kind = self._kind()
-        if kind is None:
+        entry = self._kind()
+        if entry is None:
             return False
-        self.kind = kind
+        self.entry, self.kind = entry, entry.archive
         from .archive_push import push
 
         rep = push(self.wal_dir, self.dest, namespace=self.ns, checkpoints=self.checkpoints,
@@ -137,19 +137,13 @@ class Shipper:
         self.entries = {n: e for n, e in man.entries.items() if n not in man.missing_objects}
         self._delete_pieces(list(man.stale_pieces))
         start = self._resume_point()
-        if self.kind == CHUNKS:
-            from .follow import ChunkFollower
-
-            self.follower = ChunkFollower(self.wal_dir, lambda recs: None, start=start, on_bytes=self._on_bytes)
-        else:
-            from .follow_segments import SegmentFollower
-
-            self.follower = SegmentFollower(self.wal_dir, lambda es: None, start=start, on_bytes=self._on_bytes)
+        self.follower = self.entry.load("follower")(self.wal_dir, lambda items: None, start=start,
+                                                    on_bytes=self._on_bytes)
         self.cur = self.follower.t.current
         return True
 
     def _number(self, name: str) -> int:
-        n = parse_chunk_name(name) if self.kind == CHUNKS else parse_segment_name(name)
+        n = self.entry.load("number")(name)
         return -1 if n is None else n
 
     def _resume_point(self):
@@ -172,7 +166,7 @@ class Shipper:
             self.shipped_through = top.last_sequence
             n = self._number(top.name) + 1
             nxt = sorted((self._number(x), x) for x in os.listdir(self.wal_dir) if self._number(x) >= n)
-            name = nxt[0][1] if nxt else (chunk_name(n) if self.kind == CHUNKS else segment_name(n))
+            name = nxt[0][1] if nxt else self.entry.load("file_name")(n)
             return name, 0, top.last_sequence
         return None
 
@@ -201,11 +195,10 @@ class Shipper:
             raise NotClean(f"{file}: records {seqs[0]}..{seqs[-1]} were appended after its ledger seal (which is "
                            "archived as its sealed object); not shipping them", self.wal_dir, code=EXIT_CORRUPT)
         end = self.buf_start + len(self.buf) if self.buf else self.shipped_end.get(file, 0)
-        if not self.buf and offset > end and end == 0 and self.kind == CHUNKS:
-            from ..format.v2 import FILE_HEADER, encode_file_header
-
-            if offset == FILE_HEADER.size:  # the header was consumed alone by an earlier poll
-                data, offset = encode_file_header() + data, 0
+        if not self.buf and offset > end and end == 0 and self.entry.file_header is not None:
+            head = self.entry.load("file_header")()
+            if offset == len(head):  # the header was consumed alone by an earlier poll
+                data, offset = head + data, 0
         if offset != end:
             raise NotClean(f"{file}: the follower consumed bytes from offset {offset}, the archive ends at {end}",
                            self.wal_dir, code=EXIT_CORRUPT)

@@ -6,9 +6,8 @@ import os
 from typing import NamedTuple
 
 from ..errors import EXIT_SEQUENCE
-from ..format.names import parse_chunk_name, parse_segment_name
 from .archive import (
-    CHECKPOINTS, CHUNKS, KINDS, LIVE, MANIFEST, WAL_KINDS, Entry, Manifest, _order, object_key, valid_namespace,
+    CHECKPOINTS, KINDS, LIVE, MANIFEST, WAL_KINDS, Entry, Manifest, _number, _order, object_key, valid_namespace,
 )
 from .archive_pieces import wal_units
 from . import classes as K
@@ -76,7 +75,7 @@ def overlaps(ns: str, entries) -> list[Finding]:
     then name) and then verifies them: an object holding sequences an earlier one already holds (a copy
     of a chunk added under another name), or lower ones, is a sequence finding (exit 4)."""
     def number(e: Entry) -> int:
-        n = parse_chunk_name(e.name) if e.kind == CHUNKS else parse_segment_name(e.name)
+        n = _number(e.kind, e.name)
         return n if n is not None else -1
 
     out: list[Finding] = []

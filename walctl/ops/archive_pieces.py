@@ -5,7 +5,7 @@ Rules: docs/format.md section 13; the manifest and its entries: ops/archive.py.
 from __future__ import annotations
 
 from ..errors import EXIT_SEQUENCE
-from .archive import CHUNKS, SEGMENTS, WAL_KINDS, Entry
+from .archive import WAL_KINDS, Entry, piece_kind
 from . import classes as K
 from .findings import Finding
 
@@ -51,7 +51,7 @@ def wal_units(entries) -> list[Entry]:
     for file, pieces in live_files(entries).items():
         used, _ = contiguous_pieces(pieces)
         if used:
-            kind = SEGMENTS if used[0].piece.is_segment else CHUNKS
+            kind = piece_kind(used[0].piece).archive
             out.append(Entry(file, kind, sum(e.size for e in used), "", used[0].first_sequence,
                              used[-1].last_sequence, max(e.uploaded_at for e in used),
                              last_time_ms=used[-1].last_time_ms))

@@ -101,6 +101,6 @@ def _why_kept(e: Entry, e_age: float | None, max_age_s: float, horizon: int | No
         return f"fewer than {keep} valid checkpoints: nothing is prunable"
     if e.kind in WAL_KINDS and (e.last_sequence is None or e.last_sequence > horizon):
         return f"holds sequences after {horizon}, needed to replay from the kept checkpoints"
-    if e.kind == CHECKPOINTS and e.wal_sequence is not None and e.wal_sequence > horizon:
+    if e.wal_sequence is not None and e.wal_sequence > horizon:  # (a checkpoint: only they have one)
         return "newer than the oldest kept checkpoint"
     return None

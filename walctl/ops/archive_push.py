@@ -13,7 +13,7 @@ from ..errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_REFUSED, UsageError, Walctl
 from ..store import durable
 from ..store.fs import DEFAULT_FS
 from ..store.objstore import open_store
-from .archive import CHECKPOINTS, Entry, CHUNKS, check_namespace, describe, object_key, read_manifest, \
+from .archive import CHECKPOINTS, WAL_KINDS, Entry, check_namespace, describe, object_key, read_manifest, \
     verify_upload, write_manifest
 from .clock import utc_now
 from .findings import Finding
@@ -44,7 +44,7 @@ def sealed_candidates(wal_dir: str, checkpoints: str | None,
 
     kind = detect_kind(wal_dir)
     entry = KINDS[kind]
-    if entry.archive is None:
+    if entry.files is None:
         raise UsageError(f"archive push takes a V2 chunk or ADR-003 segment directory; this is {kind}", wal_dir)
     names, wal_kind = entry.load("files")(wal_dir), entry.archive
     closed = names if names and sealed_last and _sealed_as_is(wal_dir, names[-1]) else names[:-1]
@@ -130,7 +130,7 @@ class _Pusher:
             e, f, md5 = described.result() if described is not None else _describe(path, kind)
         if f is not None:
             return Outcome.HELD, e, f._replace(reason=f"not pushed: {f.reason}")
-        if kind != CHECKPOINTS and e.first_sequence is None:
+        if kind in WAL_KINDS and e.first_sequence is None:
             return Outcome.EMPTY, e, None  # a header-only chunk holds no event
         known = self.entries.get(e.name)
         if known is not None and e.name not in self.man.missing_objects:
@@ -243,6 +243,7 @@ def _from_seals(wal_dir: str, candidates) -> dict:
     from ..format.ledger import fold
     from ..store.chunkread import usable_seal
     from ..store.ledger import file_identity, read_ledger
+    from .kinds import archived
 
     read = read_ledger(wal_dir)
     if read is None:
@@ -252,7 +253,7 @@ def _from_seals(wal_dir: str, candidates) -> dict:
     now = utc_now()
     for path, kind in candidates:
         line = sealed.get(os.path.basename(path))
-        if kind == CHECKPOINTS or line is None or not usable_seal(line.fields) or line.get("first_seq") is None:
+        if not archived(kind).ledger or line is None or not usable_seal(line.fields) or line.get("first_seq") is None:
             continue
         try:
             same = (os.path.getsize(path) == line.get("size") and line.get("stat", {}).get("ino")
@@ -297,11 +298,12 @@ def _delete_local(wal_dir, store, ns, entries, files, delete_local, before, chec
     from ..store import ledger, quarantine
     from ..store.lock import DirectoryLock, holder_text
     from .compact import plan
+    from .kinds import archived
 
     if before is None and checkpoint_meta is None and checkpoints is None:
         raise UsageError("--delete-local needs a compaction HWM: --before N, --checkpoint-meta or --checkpoints")
     hwm, source = _hwm(before, checkpoint_meta, None if before is not None or checkpoint_meta else checkpoints)
-    local = {lf.entry.name: lf for lf in files if lf.entry.kind == CHUNKS}
+    local = {lf.entry.name: lf for lf in files if archived(lf.entry.kind).compact}
 
     def eligible(removals):
         return [r for r in removals if r.file in local and r.file in entries
@@ -319,10 +321,10 @@ def _delete_local(wal_dir, store, ns, entries, files, delete_local, before, chec
             lf = local[r.file]
             if quarantine.sha256_file(lf.path, fs) != lf.entry.sha256:
                 continue  # changed since it was pushed (or not what was read): not what the archive holds
-            url = f"{store.url}/{object_key(ns, CHUNKS, r.file)}"
+            url = f"{store.url}/{object_key(ns, lf.entry.kind, r.file)}"
             ledger.record_moved(wal_dir, r.file, url, "archive", now, fs, (r.first_sequence, r.last_sequence))
             quarantine.record(wal_dir, quarantine.entry(now, "archive-delete", r.file, 0, lf.entry.size, lf.entry.sha256,
-                                                        f"{store.url}/{object_key(ns, CHUNKS, r.file)}",
+                                                        url,
                                                         f"archived and verified; sequences up to {r.last_sequence} "
                                                         f"are covered by {source}", __version__), fs)
             durable.remove(lf.path, fs)

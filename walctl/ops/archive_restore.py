@@ -8,12 +8,11 @@ from typing import NamedTuple
 
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, NotClean, Refused, UnsupportedInput, UsageError, \
     WalctlError
-from ..format.record import SEQUENCE
 from ..store import durable
 from ..store.fs import DEFAULT_FS
 from ..store.objstore import open_store, sha256_file
 from ..store.scratch import Scratch
-from .archive import CHECKPOINTS, LIVE, WAL_KINDS, Entry, HashingSink, Manifest, _download, _order, fetch_to, \
+from .archive import CHECKPOINTS, LIVE, Entry, HashingSink, Manifest, _download, _order, fetch_to, \
     object_key, with_views
 from .archive_list import gaps, namespaces
 from .archive_pieces import contiguous_pieces, live_files, wal_units
@@ -189,28 +188,11 @@ def _fetch_all(store, namespace: str, needed: list[Entry], pieces: dict, scratch
 
 
 def _end_of_event(path: str, kind: str, seq: int) -> int | None:
-    """The offset right after event `seq` in one chunk or segment file, or None if it is not there."""
-    if kind == CHECKPOINTS:
-        return None
-    if kind == WAL_KINDS[0]:
-        from ..store.chunkread import scan_chunk_file
+    """The offset right after event `seq` in one archived file of object kind `kind`, or None if it is not there."""
+    from .kinds import ARCHIVED
 
-        found: list[int] = []
-
-        def visit(buf, off, h, p, q, nxt, payload):
-            if h[SEQUENCE] == seq:
-                found.append(nxt)
-                return True
-            return False
-
-        scan_chunk_file(path, visit=visit)
-        return found[0] if found else None
-    from .segments import SegmentWalk
-
-    for _, e in SegmentWalk(path):
-        if e.sequence == seq:
-            return e.offset + e.size
-    return None
+    k = ARCHIVED.get(kind)
+    return k.load("cut")(path, seq) if k is not None and k.cut is not None else None
 
 
 def last_before(staging: str, to_time_ms: int, fs=None) -> int | None:
@@ -221,23 +203,7 @@ def last_before(staging: str, to_time_ms: int, fs=None) -> int | None:
     from .verify import detect_kind
 
     fs = DEFAULT_FS if fs is None else fs
-    last = None
-    if KINDS[detect_kind(staging, fs)].is_v2:
-        from .records import Record, RecordWalk
-
-        for item in RecordWalk(staging, payloads=False, fs=fs):  # times only: nothing inflated
-            if isinstance(item, Record):
-                if item.timestamp_ms > to_time_ms:
-                    break
-                last = item.sequence
-        return last
-    from .segments import iter_entries
-
-    for _, e in iter_entries(staging, fs):
-        if float(e.value.get("timestamp", 0)) * 1000 > to_time_ms:
-            break
-        last = e.sequence
-    return last
+    return KINDS[detect_kind(staging, fs)].load("until")(staging, to_time_ms, fs)
 
 
 def _restore_checkpoint(store, ns, man: Manifest, target: int, out: str, staging: Scratch, made: "Made"):

@@ -178,21 +178,28 @@ def _position(f) -> int | None:
 
 def _end_of(directory: str, kind: str, name: str, n: int, fs) -> int:
     """The offset right after record N (or after the file's last record at or below N) in one file."""
-    path = os.path.join(directory, name)
-    if KINDS[kind].is_v2:
-        from ..format.record import SEQUENCE
-        from ..format.v2 import FILE_HEADER
-        from ..store.chunkread import scan_chunk_file
+    return KINDS[kind].load("end_through")(os.path.join(directory, name), n, fs)
 
-        found = [FILE_HEADER.size]
 
-        def visit(buf, off, h, p, qq, nxt, payload):
-            if h[SEQUENCE] <= n:
-                found[0] = nxt
-            return h[SEQUENCE] >= n
+def end_through_chunk(path: str, n: int, fs) -> int:
+    """_end_of in a V2 chunk (KINDS: end_through)."""
+    from ..format.record import SEQUENCE
+    from ..format.v2 import FILE_HEADER
+    from ..store.chunkread import scan_chunk_file
 
-        scan_chunk_file(path, fs, visit=visit)
-        return found[0]
+    found = [FILE_HEADER.size]
+
+    def visit(buf, off, h, p, qq, nxt, payload):
+        if h[SEQUENCE] <= n:
+            found[0] = nxt
+        return h[SEQUENCE] >= n
+
+    scan_chunk_file(path, fs, visit=visit)
+    return found[0]
+
+
+def end_through_segment(path: str, n: int, fs) -> int:
+    """_end_of in an ADR-003 segment (KINDS: end_through)."""
     from .segments import SegmentWalk
 
     end = 0

@@ -176,7 +176,7 @@ def _gaps(report: PathReport, rows, regions, pieces) -> tuple[Gap, ...]:
     from .kinds import kind_of
 
     k = kind_of(report.kind)
-    is_chunk_dir = k is not None and k.is_v2 and k.is_dir
+    is_chunk_dir = k is not None and k.indexed
     out = []
     gap_region = {r.chunk: r.index for r in regions if r.mark == MARK_GAP and r.chunk is not None}
     for k in range(-1, len(rows) - 1):

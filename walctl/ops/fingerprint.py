@@ -100,7 +100,7 @@ def _merge_fold(path: str, at, checkpoints, fs) -> Fingerprint:
     if checkpoints is not None:
         raise UsageError("--reducer merge folds the WAL itself: --checkpoints does not apply (a checkpoint holds "
                          "a reducer's state, not merge's)")
-    if not KINDS[detect_kind(path, fs)].is_v2:
+    if KINDS[detect_kind(path, fs)].fold is None:
         raise UsageError(f"--reducer merge folds Spector V2 WALs; {path} is not one")
     folded = fold_wal(path, fs, to=at)
     if folded.stopped is not None:

@@ -103,7 +103,7 @@ def damaged_views(path: str, context: int = 32, fs=DEFAULT_FS, *,
 
     report = verify_path(path, fs=fs, strict=strict)
     is_dir = fs.stat(path).kind == "dir"
-    v2 = report.kind is not None and kind_of(report.kind).is_v2  # other formats: the bytes, without V2 record annotations
+    v2 = report.kind is not None and kind_of(report.kind).annotated  # other formats: the bytes, without V2 record annotations
     out = []
     for f in report.findings:
         if f.exit_code == 0:
@@ -245,7 +245,7 @@ def find_sequence(path: str, sequence: int, fs=DEFAULT_FS, *, strict: bool = Fal
         return bool(rng and rng[0] <= sequence <= rng[1]) or f.claimed_sequence == sequence
 
     covering = [f for f in report.findings if covers(f)]
-    v2 = report.kind is not None and kind_of(report.kind).is_v2
+    v2 = report.kind is not None and kind_of(report.kind).annotated
     # Damage that lost it first; then the ledger's acceptance of its loss; then a piece set aside that
     # holds it; a bare gap says least.
     for f in covering:

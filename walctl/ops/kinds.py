@@ -23,6 +23,9 @@ VIEW_RECORDS, VIEW_ENTRIES, VIEW_SUMMARY = "records", "entries", "summary"
 VIEW_CHECKPOINTS, VIEW_TASKLOGS, VIEW_AGENTS, VIEW_WORKFLOWS = "checkpoints", "tasklogs", "agents", "workflows"
 
 
+_LOADED: dict = {}  # "module:function" -> the function
+
+
 class Kind(NamedTuple):
     name: str
     is_dir: bool
@@ -33,39 +36,64 @@ class Kind(NamedTuple):
                         # None: V2 chunks, which ops/verify.py reads itself (jobs, quick, the ledger)
     replay: str | None = None    # "module:function" -> replay(path, kind, out, opts, fs, out_fd, progress)
     events: str | None = None    # "module:function" -> (entries after a sequence, report, duplicates): recover, merge
-    archive: str | None = None   # the archive's object kind for its files (ops/archive.py), when it is pushed
-    files: str | None = None     # "module:function" -> the names of its files in order (archive push)
     item: str = "chunk"          # what one of its files (a report row) is called on screen
     counted: str = "records"     # what a row counts on screen
     ledger: bool = False         # keeps a directory ledger: seal, accept-loss, verify's ledger rules
     mend: bool = False           # repair, salvage and quarantine act on it (verify's next steps)
+    compact: bool = False        # compact (and archive push --delete-local) removes its closed files
+    indexed: bool = False        # its files are numbered one by one: an absent number is a missing file (map)
+    annotated: bool = False      # inspect --damaged annotates its bytes with V2 record headers
+    reducer: str = "adr003"      # recover --reducer auto: the reducer for its events (ops/recover.py: REDUCERS)
+    fold: str | None = None      # "module:function" -> Folded: merge folds it into states
+    # The archive (ops/archive*.py): its files as archive objects; None where it is not archived.
+    archive: str | None = None   # the object kind (the folder under a namespace, the manifest's "kind")
+    files: str | None = None     # "module:function" -> the names of its files in order (archive push)
+    describe: str | None = None  # "module:function" -> (Entry, None) | (None, Finding): one file as archived
+    number: str | None = None    # "module:function" -> the number in a file's name, or None (object order)
+    file_name: str | None = None  # "module:function" -> the file name of a number (the follower's next file)
+    cut: str | None = None       # "module:function" -> offset right after an event in one file (restore)
+    until: str | None = None     # "module:function" -> last sequence at or before a time in a directory (restore, cut)
+    end_through: str | None = None  # "module:function" -> offset after the last record at or below N in a file (cut)
+    follower: str | None = None  # "module:Class" -> the follower archive push --follow ships with
+    file_header: str | None = None  # "module:function" -> the bytes every file starts with (a first piece)
+    piece: str | None = None     # "module:function" -> a live piece's records read (sequences, rising, time)
 
     def load(self, what: str):
-        """The function the entry names under `what` (verify, replay, events, files)."""
+        """The function the entry names under `what` (verify, replay, events, files...)."""
         ref = getattr(self, what)
         if ref is None:
             raise LookupError(f"{self.name} has no {what}")
-        module, attr = ref.split(":")
-        return getattr(import_module(f"walctl.ops.{module}"), attr)
-
-    @property
-    def is_v2(self) -> bool:
-        return self.name in (KIND_DIR, KIND_CHUNK)
+        fn = _LOADED.get(ref)
+        if fn is None:  # (sorting a manifest asks per object: resolved once)
+            module, attr = ref.split(":")
+            fn = _LOADED[ref] = getattr(import_module(f"walctl.ops.{module}"), attr)
+        return fn
 
 
 _V2 = dict(units="records", inspect=VIEW_RECORDS, stats=VIEW_RECORDS, verify=None,
-           replay="replay:replay_v2", events="recover:v2_events")
+           replay="replay:replay_v2", events="recover:v2_events", annotated=True, reducer="spector",
+           fold="merge:fold_wal")
 _SEG = dict(item="segment", counted="entries", units="entries", inspect=VIEW_ENTRIES, stats=VIEW_ENTRIES, verify="verify_kinds:verify_segments",
             replay="replay:replay_segments", events="recover:segment_events")
 _CKPT = dict(item="checkpoint", counted="valid", units="checkpoints", inspect=VIEW_CHECKPOINTS, stats=VIEW_SUMMARY, verify="verify_kinds:verify_checkpoint_kind")
 _TLOG = dict(item="task log", counted="entries", units="entries", inspect=VIEW_TASKLOGS, stats=VIEW_SUMMARY, verify="verify_kinds:verify_tasklog_kind")
+_ARCHIVED_V2 = dict(archive="chunks", files="archive_push:chunk_names", describe="archive_kinds:describe_chunk",
+                    number="archive_kinds:chunk_number", file_name="archive_kinds:chunk_file",
+                    cut="archive_kinds:end_in_chunk", until="archive_kinds:v2_until", follower="follow:ChunkFollower",
+                    end_through="cut:end_through_chunk",
+                    file_header="archive_kinds:v2_file_header", piece="archive_kinds:chunk_piece")
+_ARCHIVED_SEG = dict(archive="segments", files="archive_push:segment_names", describe="archive_kinds:describe_segment",
+                     number="archive_kinds:segment_number", file_name="archive_kinds:segment_file",
+                     cut="archive_kinds:end_in_segment", until="archive_kinds:segments_until",
+                     end_through="cut:end_through_segment",
+                     follower="follow_segments:SegmentFollower", piece="archive_kinds:segment_piece")
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind(KIND_DIR, True, archive="chunks", files="archive_push:chunk_names", ledger=True, mend=True, **_V2),
+    Kind(KIND_DIR, True, ledger=True, mend=True, compact=True, indexed=True, **_V2, **_ARCHIVED_V2),
     Kind(KIND_CHUNK, False, **_V2),
-    Kind(KIND_SEGMENTS, True, archive="segments", files="archive_push:segment_names", ledger=True, **_SEG),
+    Kind(KIND_SEGMENTS, True, ledger=True, **_SEG, **_ARCHIVED_SEG),
     Kind(KIND_SEGMENT, False, **_SEG),
-    Kind(KIND_CHECKPOINTS, True, **_CKPT),
+    Kind(KIND_CHECKPOINTS, True, archive="checkpoints", describe="archive_kinds:describe_checkpoint", **_CKPT),
     Kind(KIND_CHECKPOINT, False, **_CKPT),
     Kind(KIND_TASKLOGS, True, **_TLOG),
     Kind(KIND_TASKLOG, False, **_TLOG),
@@ -74,8 +102,15 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind(KIND_WORKFLOWS, True, "documents", VIEW_WORKFLOWS, VIEW_SUMMARY, "verify_kinds:verify_workflow_kind",
          item="workflow checkpoint", counted="valid"),
 )}
+# The archive's object kinds (the `archive` column) -> the kind whose files they are.
+ARCHIVED: dict[str, Kind] = {k.archive: k for k in KINDS.values() if k.archive is not None}
 
 
 def kind_of(name: str | None) -> Kind | None:
     """The table entry for a report's kind (None: the path was not recognised)."""
     return KINDS.get(name)
+
+
+def archived(object_kind: str) -> Kind:
+    """The table entry whose files an archive object kind holds (KeyError: live pieces, or not a kind)."""
+    return ARCHIVED[object_kind]

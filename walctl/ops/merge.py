@@ -97,9 +97,9 @@ def load_input(path: str, fs=DEFAULT_FS) -> Folded:
         return load_state(os.path.join(path, STATE_FILE))
     if os.path.isdir(path) or (os.path.isfile(path) and fs.read_head(path, 4) == b"SPEC"):
         kind = detect_kind(path, fs)
-        if not KINDS[kind].is_v2:
+        if KINDS[kind].fold is None:
             raise UnsupportedInput(f"merge folds Spector V2 WALs; this is {kind}", path)
-        return fold_wal(path, fs)
+        return KINDS[kind].load("fold")(path, fs)
     return load_state(path)
 
 

@@ -64,6 +64,7 @@ def reduce_spector(state: dict, event: dict) -> dict:
 
 REDUCERS = {"adr003": reduce_adr003, "spector": reduce_spector}
 AUTO = "auto"
+AUTO_WITHOUT_LOG = "adr003"  # no log to say: ADR-003's reducer
 
 
 def pick_reducer(spec: str, log: str | None, fs=DEFAULT_FS) -> str:
@@ -73,9 +74,9 @@ def pick_reducer(spec: str, log: str | None, fs=DEFAULT_FS) -> str:
         return spec
     from .verify import detect_kind
 
-    if log is not None and fs.exists(log) and KINDS[detect_kind(log, fs)].is_v2:
-        return "spector"
-    return "adr003"
+    if log is not None and fs.exists(log):
+        return KINDS[detect_kind(log, fs)].reducer
+    return AUTO_WITHOUT_LOG
 
 
 def load_reducer(spec: str) -> Callable[[dict, dict], dict]:

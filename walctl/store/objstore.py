@@ -1,5 +1,7 @@
-"""Object storage behind one small interface: a local directory (`file://`, no server) or any
-S3-compatible service (`s3://bucket/prefix`, through boto3, imported only when used).
+"""Object storage behind one small interface, `ObjectStore`: a local directory (`file://`, no server) or
+any S3-compatible service (`s3://bucket/prefix`, through boto3, imported only when used). `open_store`
+dispatches a destination URL through one table, SCHEMES (scheme -> opener); adding a store is a class
+that satisfies `ObjectStore` and a row there (docs/architecture.md: "Add an object store").
 
 Keys are `/`-separated and relative to the destination's root. Every put is whole-object: readers see
 the old object or the new one (S3 replaces objects atomically; the file store writes NAME.tmp, fsyncs
@@ -11,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from typing import BinaryIO, Iterator, NamedTuple
+from typing import BinaryIO, Callable, Iterator, NamedTuple, Protocol, runtime_checkable
 from urllib.parse import urlparse
 
 from ..errors import REASON_NOT_FOUND, EnvironmentProblem, UsageError
@@ -33,6 +35,28 @@ class ObjectInfo(NamedTuple):
     modified: float | None = None
     md5: str | None = None  # S3's ETag of a single-part upload: the MD5 of the bytes it stored
     composite: str | None = None  # S3's checksum of a multipart object: base64 SHA-256 of the parts' ones, "-N"
+
+
+@runtime_checkable
+class ObjectStore(Protocol):
+    """What the archive asks of a destination (the rules: this module's docstring). A missing object is
+    None from head/get_bytes, EnvironmentProblem(kind="not-found") from get_to (live readers retry on it);
+    the conditional writes (the follower's lock) are store/objcond.py's, one mixin per store."""
+    url: str
+
+    def available(self) -> bool: ...
+    def put_file(self, key: str, path: str, sha256: str, metadata: dict | None = None) -> ObjectInfo: ...
+    def put_data(self, key: str, data: bytes, sha256: str, metadata: dict | None = None) -> ObjectInfo: ...
+    def put_bytes(self, key: str, data: bytes) -> None: ...
+    def head(self, key: str, want_sha: bool = False) -> ObjectInfo | None: ...
+    def get_to(self, key: str, f: BinaryIO) -> int: ...
+    def get_bytes(self, key: str) -> bytes | None: ...
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]: ...
+    def delete(self, key: str) -> None: ...
+    def put_new(self, key: str, data: bytes) -> bool: ...
+    def read_tagged(self, key: str) -> tuple[bytes, str] | None: ...
+    def replace_if(self, key: str, data: bytes, tag: str) -> bool: ...
+    def take_over(self, key: str, data: bytes, tag: str, token: str) -> bool: ...
 
 
 def sha256_file(path: str) -> str:
@@ -349,16 +373,27 @@ class S3Store(S3Conditional):
             raise self._fail(e, key) from None
 
 
-def open_store(url: str, endpoint_url: str | None = None):
+def _open_file(url: str, netloc: str, path: str, endpoint_url: str | None) -> ObjectStore:
+    if netloc not in ("", "localhost"):
+        raise UsageError(f"{url}: a file:// destination is file:///absolute/path")
+    return FileStore(os.path.abspath(path))
+
+
+def _open_s3(url: str, netloc: str, path: str, endpoint_url: str | None) -> ObjectStore:
+    if not netloc:
+        raise UsageError(f"{url}: an s3:// destination is s3://bucket[/prefix]")
+    return S3Store(netloc, path, endpoint_url)
+
+
+# scheme -> opener(url, netloc, path, endpoint_url). A URL without a scheme is a local path (file://).
+SCHEMES: dict[str, Callable[[str, str, str, str | None], ObjectStore]] = {"file": _open_file, "s3": _open_s3}
+
+
+def open_store(url: str, endpoint_url: str | None = None) -> ObjectStore:
     u = urlparse(url)
-    if u.scheme == "file":
-        if u.netloc not in ("", "localhost"):
-            raise UsageError(f"{url}: a file:// destination is file:///absolute/path")
-        return FileStore(os.path.abspath(u.path))
-    if u.scheme == "s3":
-        if not u.netloc:
-            raise UsageError(f"{url}: an s3:// destination is s3://bucket[/prefix]")
-        return S3Store(u.netloc, u.path, endpoint_url)
+    opener = SCHEMES.get(u.scheme)
+    if opener is not None:
+        return opener(url, u.netloc, u.path, endpoint_url)
     if u.scheme == "" and url:
         return FileStore(os.path.abspath(url))  # a plain path: the local directory store
     raise UsageError(f"{url}: destinations are file:///path or s3://bucket/prefix")

@@ -74,6 +74,9 @@ TITLES = {
                               "pieces, lag."),
     "walctl.archive-verify/1": ("walctl archive verify --json", "Every archived object checked."),
     "walctl.archive-restore/1": ("walctl archive restore --json", "What was restored, to which point."),
+    "walctl.archive-restore-files/1": ("walctl archive restore --json (task logs, a Substrat root)",
+                                       "The files rebuilt in OUT as the directory was at --until, per file its "
+                                       "archived version and bytes."),
     "walctl.archive-prune/1": ("walctl archive prune --json", "Objects deleted (or the plan)."),
     "walctl.workflow-list/1": ("walctl workflow list --json", "Workflow checkpoints, sorted by (created_at, id)."),
     "walctl.workflow-cleanup/1": ("walctl workflow cleanup --json", "Expired checkpoints set aside (or the plan)."),

@@ -98,7 +98,9 @@ def test_every_kind_has_one_table_entry_whose_functions_load():
         if k.files is not None:  # pushed as a log: its files hold sequences, described, cut and followed
             assert k.archive in archive.WAL_KINDS and None not in (k.describe, k.number, k.cut, k.until, k.follower)
         assert k.annotated == (k.verify is None)  # only V2 chunks are read by ops/verify.py itself
-    assert set(kinds.ARCHIVED) == {archive.CHUNKS, archive.SEGMENTS, archive.CHECKPOINTS}
+    assert set(kinds.ARCHIVED) == {archive.CHUNKS, archive.SEGMENTS, archive.CHECKPOINTS, *archive.FILE_KINDS}
+    for k in kinds.KINDS.values():  # file versions: staged, described, restored and shipped through the table
+        assert (k.stage is None) == (k.sources is None) == (k.restore is None) == (k.shipper is None)
     assert {k.name for k in kinds.KINDS.values() if k.replay} == {
         kinds.KIND_DIR, kinds.KIND_CHUNK, kinds.KIND_SEGMENTS, kinds.KIND_SEGMENT}
 

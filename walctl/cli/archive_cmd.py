@@ -109,7 +109,10 @@ def _push_follow(wal_dir, dest, namespace, checkpoints, endpoint_url, interval, 
     if json_out:
         emit(json_document("walctl.archive-follow/1", rep.to_json()))
     else:
-        emit(f"{rep.destination}/{rep.namespace}: shipped through sequence {rep.shipped_through}; "
+        emit(f"{rep.destination}/{rep.namespace}: {len(rep.sealed_uploaded)} file versions uploaded "
+             f"({rep.bytes_uploaded / 2**20:.1f} MiB); stopped by {rep.ended_by}" if rep.shipped_through is None
+             and not rep.pieces_uploaded and _versions(rep.sealed_uploaded) else
+             f"{rep.destination}/{rep.namespace}: shipped through sequence {rep.shipped_through}; "
              f"{rep.pieces_uploaded} live pieces, {len(rep.sealed_uploaded)} sealed files uploaded "
              f"({rep.bytes_uploaded / 2**20:.1f} MiB), {len(rep.pieces_deleted)} pieces deleted after their seal; "
              f"stopped by {rep.ended_by}")
@@ -119,6 +122,12 @@ def _push_follow(wal_dir, dest, namespace, checkpoints, endpoint_url, interval, 
         on_interrupt(f"stopped; archived and verified through sequence {rep.shipped_through}, the manifest "
                      "written; run the same command to resume")
     return rep.exit_code
+
+
+def _versions(names) -> bool:
+    from ..format.archive_manifest import FILE_KINDS, parse_version_name
+
+    return bool(names) and all(any(parse_version_name(k, n) for k in FILE_KINDS) for n in names)
 
 
 @app.command("list", help="""Namespaces, objects, sequence ranges, sizes and gaps. Reads the manifests (rebuilt
@@ -218,25 +227,33 @@ def verify(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pre
     return code
 
 
-@app.command("restore", help="""Write OUT/wal holding exactly the archived events up to --to-seq N or --to-time T
+@app.command("restore", help="""Write OUT/wal holding exactly the archived events up to --to-seq N or --until T
 (default: all), and OUT/checkpoints with the newest archived checkpoint at or below that point that
 verifies (falling back past damaged ones), then verify OUT/wal. OUT must be new or empty. Recover the
-state with: walctl recover --checkpoints OUT/checkpoints --log OUT/wal.
+state with: walctl recover --checkpoints OUT/checkpoints --log OUT/wal. A namespace of task logs or of
+a Substrat root is rebuilt in OUT as the directory was at --until T (task logs cut after their last
+entry at or before T; an agent root's files as they stood), then verified.
 
-Example: walctl archive restore s3://backups/agents /srv/agent-7 --namespace agent-7 --to-time 2026-11-21T12:00Z""")
+Example: walctl archive restore s3://backups/agents /srv/agent-7 --namespace agent-7 --until 2026-11-21T12:00Z""")
 def restore(dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix.", callback=existing_archive),
             out: str = typer.Argument(..., help="A new (or empty) directory."),
             namespace: Optional[str] = typer.Option(None, "--namespace", help="Needed when DEST holds several."),
             to_seq: Optional[int] = typer.Option(None, "--to-seq", min=1, help="The last sequence to restore."),
-            to_time: Optional[str] = typer.Option(None, "--to-time", help="Restore events up to this time "
-                                                                          "(epoch ms or ISO-8601)."),
+            until: Optional[str] = typer.Option(None, "--until", help="Restore events up to this time, inclusive "
+                                                                      "(epoch ms or ISO-8601)."),
+            to_time: Optional[str] = typer.Option(None, "--to-time", hidden=True, help="Old spelling of --until."),
             jobs: int = JOBS, endpoint_url: Optional[str] = ENDPOINT,
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-restore/1)."),
             progress: Optional[bool] = PROGRESS):
     from ..ops.archive_restore import restore as run_restore
 
-    if to_seq is not None and to_time is not None:
-        raise UsageError("give --to-seq or --to-time, not both")
+    if to_time is not None:
+        warn_line("note: --to-time is now --until")  # (as cut says of --at-time)
+        if until is not None:
+            raise UsageError("give --until (or its old spelling --to-time) once")
+        until = to_time
+    if to_seq is not None and until is not None:
+        raise UsageError("give --to-seq or --until, not both")
     on_interrupt(f"interrupted before anything was written to {out}; run the same restore again: {rerun()}")
 
     def undone(undo) -> None:  # what the cleanup really did, for the Ctrl-C line
@@ -246,14 +263,21 @@ def restore(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pr
 
     with Bar("restore", None, progress) as bar:
         rep = run_restore(dest, out, namespace=namespace, to_seq=to_seq,
-                          to_time_ms=parse_time(to_time, "--to-time"), jobs=jobs, endpoint_url=endpoint_url,
+                          to_time_ms=parse_time(until, "--until"), jobs=jobs, endpoint_url=endpoint_url,
                           progress=bar.callback, undone=undone)
     on_interrupt(None)
     for w in rep.warnings:
         warn_line(w)
-    for fb in rep.fallbacks:
+    for fb in getattr(rep, "fallbacks", ()):
         warn_line(f"checkpoint passed over: {fb}")
-    if json_out:
+    if hasattr(rep, "files"):  # task logs or an agent root, rebuilt as files
+        if json_out:
+            emit(json_document("walctl.archive-restore-files/1", rep.to_json()))
+        else:
+            emit(f"restored {len(rep.files)} {rep.kind} files into {rep.out}"
+                 + (f" as they were at {rep.until_ms} ms" if rep.until_ms is not None else "")
+                 + f"; the restored directory is {rep.verdict}")
+    elif json_out:
         emit(json_document("walctl.archive-restore/1", rep.to_json()))
     else:
         emit(f"restored {rep.events} events (sequences {rep.first_sequence}..{rep.last_sequence}) from "

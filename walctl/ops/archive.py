@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from .. import __version__
 from ..errors import EXIT_CORRUPT, EXIT_UNSUPPORTED, REASON_NOT_FOUND, EnvironmentProblem, UsageError
-from ..format.archive_manifest import CHECKPOINTS, CHUNKS, KINDS, LIVE, SEGMENTS, WAL_KINDS, entry_problem, \
+from ..format.archive_manifest import CHECKPOINTS, CHUNKS, FILE_KINDS, KINDS, LIVE, SEGMENTS, WAL_KINDS, entry_problem, \
     parse_objects, valid_object
 from ..format.names import is_plain_name
 from ..format.livepiece import Piece, parse_piece_name
@@ -46,7 +46,8 @@ class Entry(NamedTuple):
     uploaded_at: str
     wal_sequence: int | None = None  # checkpoints
     checkpoint_time: int | None = None  # checkpoints: header timestamp (ms)
-    last_time_ms: int | None = None  # WAL objects pushed by --follow: the last record's timestamp (ms)
+    last_time_ms: int | None = None  # WAL objects pushed by --follow, task logs: the last record's timestamp (ms)
+    as_of_ms: int | None = None  # an agent root's file version: when its bytes stood (its mtime when read, ms)
 
     def to_json(self) -> dict:
         d = {k: v for k, v in self._asdict().items() if v is not None or k in ("first_sequence", "last_sequence")}

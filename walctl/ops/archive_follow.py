@@ -28,10 +28,11 @@ import hashlib
 import os
 import signal
 import time
+from types import SimpleNamespace
 from typing import Callable, NamedTuple
 
 from ..errors import EXIT_CORRUPT, EXIT_OK, EnvironmentProblem, NotClean, Refused
-from ..format.livepiece import Piece, parse_piece_name, piece_name
+from ..format.livepiece import Piece, piece_name
 from ..store.objstore import open_store
 from .archive import LIVE, Entry, check_namespace, describe, object_key, \
     read_manifest, verify_upload, write_manifest
@@ -351,12 +352,16 @@ class Shipper:
                           self.shipped_through, ended_by, problem, code, tuple(self.warnings))
 
 
-class _Stop:
-    def __init__(self):
-        self.signal: int | None = None
+def _shipper(wal_dir: str):
+    """KINDS: shipper (task logs, agent roots: file versions); else Shipper (a WAL, or no log file yet)."""
+    from ..errors import WalctlError
+    from .kinds import KINDS
+    from .verify import detect_kind
 
-    def __call__(self, signum, frame):
-        self.signal = signum
+    try:
+        return KINDS[detect_kind(wal_dir)].load("shipper")
+    except (WalctlError, LookupError):
+        return Shipper
 
 
 def push_follow(wal_dir: str, dest: str, *, interval: float = 1.0, timeout: float | None = None,
@@ -364,12 +369,12 @@ def push_follow(wal_dir: str, dest: str, *, interval: float = 1.0, timeout: floa
                 **kw) -> ShipReport:
     """archive push --follow: polls until SIGINT/SIGTERM (or `timeout`), then finishes the buffered
     piece and writes the manifest. A damaged log ends it with the damage's exit code."""
-    sh = Shipper(wal_dir, dest, interval=interval, **kw)
-    stop = _Stop()
+    sh = _shipper(wal_dir)(wal_dir, dest, interval=interval, **kw)
+    stop = SimpleNamespace(signal=None)  # the signal that asked to stop
     old = {}
     if install_signals:
         for s in (signal.SIGINT, signal.SIGTERM):
-            old[s] = signal.signal(s, stop)
+            old[s] = signal.signal(s, lambda signum, frame: setattr(stop, "signal", signum))
     step = poll_interval if poll_interval is not None else min(0.2, interval / 4)
     deadline = None if timeout is None else sh.clock() + timeout
     try:

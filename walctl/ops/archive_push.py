@@ -13,6 +13,7 @@ from ..errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_REFUSED, UsageError, Walctl
 from ..store import durable
 from ..store.fs import DEFAULT_FS
 from ..store.objstore import open_store
+from ..store.scratch import Scratch
 from .archive import CHECKPOINTS, WAL_KINDS, Entry, check_namespace, describe, object_key, read_manifest, \
     verify_upload, write_manifest
 from .clock import utc_now
@@ -33,8 +34,8 @@ def segment_names(wal_dir: str) -> list[str]:
     return [s.name for s in list_segments(wal_dir)[0]]
 
 
-def sealed_candidates(wal_dir: str, checkpoints: str | None,
-                      sealed_last: bool = True) -> tuple[list[tuple[str, str]], str]:
+def sealed_candidates(wal_dir: str, checkpoints: str | None, sealed_last: bool = True,
+                      scratch=None) -> tuple[list[tuple[str, str]], str]:
     """(path, kind) of what push considers: every chunk or segment but the last (the writer may still
     append to it) -- the last too when the ledger seals it at its present size (a writer that sealed on
     close starts a new file when it reopens) -- and the checkpoint files; each is then described
@@ -44,8 +45,13 @@ def sealed_candidates(wal_dir: str, checkpoints: str | None,
 
     kind = detect_kind(wal_dir)
     entry = KINDS[kind]
+    if entry.stage is not None and scratch is not None:  # task logs, agent roots: file versions, staged
+        if checkpoints:
+            raise UsageError(f"--checkpoints goes with a WAL directory; this is {kind}", wal_dir)
+        return entry.load("stage")(wal_dir, scratch), entry.archive
     if entry.files is None:
-        raise UsageError(f"archive push takes a V2 chunk or ADR-003 segment directory; this is {kind}", wal_dir)
+        raise UsageError(f"archive push takes a V2 chunk or ADR-003 segment directory, a task-log directory or a "
+                         f"Substrat root; this is {kind}", wal_dir)
     names, wal_kind = entry.load("files")(wal_dir), entry.archive
     closed = names if names and sealed_last and _sealed_as_is(wal_dir, names[-1]) else names[:-1]
     out = [(os.path.join(wal_dir, n), wal_kind) for n in closed]
@@ -200,9 +206,10 @@ def push(wal_dir: str, dest: str, *, namespace: str | None = None, checkpoints: 
         store.multipart_threshold = multipart_threshold
     ns = namespace or os.path.basename(os.path.abspath(wal_dir))
     check_namespace(ns)
-    candidates, _ = sealed_candidates(wal_dir, checkpoints, sealed_last)
-    pusher = _Pusher(store, ns, read_manifest(store, ns, jobs), _from_seals(wal_dir, candidates))
-    tally = _run(pusher, candidates, jobs, progress)
+    with Scratch(prefix="walctl-push-") as scratch:  # file versions' staged copies (ops/archive_files.py)
+        candidates, _ = sealed_candidates(wal_dir, checkpoints, sealed_last, scratch)
+        pusher = _Pusher(store, ns, read_manifest(store, ns, jobs), _from_seals(wal_dir, candidates))
+        tally = _run(pusher, candidates, jobs, progress)
     man, entries = pusher.man, pusher.entries
     if tally.uploaded or man.warnings:
         write_manifest(store, ns, entries)  # last: it lists only what was verified

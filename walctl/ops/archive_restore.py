@@ -77,8 +77,10 @@ def _restore(store, dest, namespace, out_dir, to_seq, to_time_ms, jobs, progress
              endpoint_url=None) -> RestoreReport:
     from .verify import verify_path
 
-    man, target, needed = with_views(store, namespace, jobs, _Fetch(store, namespace, to_seq, to_time_ms, jobs,
-                                                                   progress, scratch))
+    fetch = _Fetch(store, namespace, to_seq, to_time_ms, jobs, progress, scratch)
+    man, target, needed = with_views(store, namespace, jobs, fetch)
+    if fetch.files is not None:  # task logs or an agent root: file versions (ops/archive_files_restore.py)
+        return fetch.files.load("restore")(store, namespace, man, out_dir, to_seq, to_time_ms, scratch, made)
     staging = scratch.dir
     if to_time_ms is not None:
         target = last_before(staging, to_time_ms)
@@ -119,8 +121,14 @@ class _Fetch:
     def __init__(self, store, namespace, to_seq, to_time_ms, jobs, progress, scratch):
         self.store, self.ns, self.to_seq, self.to_time_ms = store, namespace, to_seq, to_time_ms
         self.jobs, self.progress, self.scratch = jobs, progress, scratch
+        self.files = None  # the kind whose file versions the namespace holds, if it holds them
 
     def __call__(self, man: Manifest):
+        from .archive_files_restore import files_kind
+
+        self.files = files_kind(man)
+        if self.files is not None:
+            return man, None, None
         present = [e for e in man.entries.values() if e.name not in man.missing_objects]
         # Sealed objects, and the file still being written reassembled from its live pieces (byte for
         # byte, each piece checked against its SHA-256 as it arrives).
@@ -197,7 +205,7 @@ def _end_of_event(path: str, kind: str, seq: int) -> int | None:
 
 def last_before(staging: str, to_time_ms: int, fs=None) -> int | None:
     """The last sequence before the first event stamped after the time (V2: ms; segments: seconds). The one
-    rule for a point given as a time (archive restore --to-time, cut --until)."""
+    rule for a point given as a time (archive restore --until, cut --until)."""
     from ..store.fs import DEFAULT_FS
     from .kinds import KINDS
     from .verify import detect_kind

@@ -84,7 +84,7 @@ class CutReport(NamedTuple):
 def cut(directory: str, *, after: int | None = None, until_ms: int | None = None, apply: bool = False,
         fs=DEFAULT_FS) -> CutReport:
     """Dry run unless `apply`. Exactly one of `after` (N) and `until_ms` (N: the last record before the first
-    one stamped after the time, as archive restore --to-time reads it)."""
+    one stamped after the time, as archive restore --until reads it)."""
     if (after is None) == (until_ms is None):
         raise UsageError("give --after N or --until T")
     if after is not None and after < 0:

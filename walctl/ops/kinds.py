@@ -57,6 +57,10 @@ class Kind(NamedTuple):
     follower: str | None = None  # "module:Class" -> the follower archive push --follow ships with
     file_header: str | None = None  # "module:function" -> the bytes every file starts with (a first piece)
     piece: str | None = None     # "module:function" -> a live piece's records read (sequences, rising, time)
+    stage: str | None = None     # "module:function" -> (staged copy, object kind) of each file version to push
+    sources: str | None = None   # "module:function" -> (path below the root, path) of each file it versions
+    shipper: str | None = None   # "module:Class" -> what archive push --follow runs (None: ops/archive_follow.py's)
+    restore: str | None = None   # "module:function" -> restore of its file versions (ops/archive_files_restore.py)
 
     def load(self, what: str):
         """The function the entry names under `what` (verify, replay, events, files...)."""
@@ -95,10 +99,14 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind(KIND_SEGMENT, False, **_SEG),
     Kind(KIND_CHECKPOINTS, True, archive="checkpoints", describe="archive_kinds:describe_checkpoint", **_CKPT),
     Kind(KIND_CHECKPOINT, False, **_CKPT),
-    Kind(KIND_TASKLOGS, True, **_TLOG),
+    Kind(KIND_TASKLOGS, True, archive="tasklogs", stage="archive_files:stage_tasklogs",
+         sources="archive_files:tasklog_sources", shipper="archive_files_follow:FilesShipper",
+         describe="archive_files:describe_tasklog", restore="archive_files_restore:restore_tasklogs", **_TLOG),
     Kind(KIND_TASKLOG, False, **_TLOG),
     Kind(KIND_SUBSTRAT, True, "sessions", VIEW_AGENTS, VIEW_SUMMARY, "verify_kinds:verify_substrat",
-         item="session", counted="events"),
+         item="session", counted="events", archive="agents", stage="archive_files:stage_agents",
+         sources="archive_files:agent_sources", shipper="archive_files_follow:FilesShipper",
+         describe="archive_files:describe_agent_file", restore="archive_files_restore:restore_agents"),
     Kind(KIND_WORKFLOWS, True, "documents", VIEW_WORKFLOWS, VIEW_SUMMARY, "verify_kinds:verify_workflow_kind",
          item="workflow checkpoint", counted="valid"),
 )}

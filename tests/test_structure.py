@@ -55,7 +55,9 @@ def test_finding_shared_keys_are_fields_and_json_keeps_them_in_one_order():
     assert (f.claimed_sequence, f.last_good_sequence, f.missing, f.repeated) == (10, 9, None, None)
     d = f.to_json()
     # the common keys, then the shared ones that apply (in SHARED_KEYS order, None left out), then extra
-    assert list(d)[11:] == ["field", "tail_kind", "torn", "claimed_sequence", "last_good_sequence",
+    assert list(d)[9:12] == ["stored", "computed", "value_kind"]  # text, one type (issue 26)
+    assert (d["stored"], d["computed"], d["value_kind"]) == ("00000001", "00000002", "crc32")
+    assert list(d)[12:] == ["field", "tail_kind", "torn", "claimed_sequence", "last_good_sequence",
                             "lost_sequence_range", "writer"]
     assert d["lost_sequence_range"] == [10, 12] and d["length"] == 60 and d["torn"] is True
     gap = Finding("sequence-gap", EXIT_CORRUPT, "gap", missing=(3, 5), previous_sequence=2)

@@ -88,7 +88,7 @@ def _one_line(message: str) -> str:
 
 
 # Whether this run built its --json document: the CLI edge prints the error document only when the
-# command did not (cli-contract.md: --json is one document, on failure and refusal too).
+# command did not (docs/contract.md: --json is one document, on failure and refusal too).
 DOCUMENTS = {"built": 0}
 
 
@@ -102,7 +102,10 @@ def json_document(schema: str, body: dict) -> str:
     doc.update(body)
     if FOLLOWED:  # a target reached through a symbolic link, followed once at the start (store/root.py)
         doc["targets"] = [{"path": typed, "resolved": resolved} for typed, resolved in FOLLOWED]
-    return json.dumps(doc, indent=2, ensure_ascii=False)
+    text = json.dumps(doc, indent=2, ensure_ascii=False)
+    from .names_json import carry, has_escapes
+
+    return json.dumps(carry(doc), indent=2, ensure_ascii=False) if has_escapes(text) else text
 
 
 # The command line of this run, as typed: what a dry run's "to do it" line repeats, with --apply.

@@ -123,7 +123,7 @@ def _check_object(store, ns: str, e: Entry, tmp, progress) -> Finding | None:
         progress(e.size)
     if sha != e.sha256:
         return Finding(K.ARCHIVED_SHA256_MISMATCH, EXIT_CORRUPT, "the object's bytes are not the ones pushed", key,
-                       stored=e.sha256, computed=sha)
+                       stored=e.sha256, computed=sha, value_kind="sha256")
     if f is not None:
         return f._replace(file=key)
     if (got.first_sequence, got.last_sequence) != (e.first_sequence, e.last_sequence):

@@ -23,6 +23,10 @@ from .findings import Finding
 
 SUFFIX = ".ckpt"
 CLASS_EXIT = {ck.CORRUPT: EXIT_CORRUPT, ck.UNSUPPORTED: EXIT_UNSUPPORTED}
+# What a failing step's stored and computed values are (format/checkpoint.py's eleven steps): the magic,
+# the header's and the body's SHA-256, the id against the file name, sizes, the body's wal_sequence.
+FAILURE_VALUE_KIND = {2: "magic", 4: "sha256", 6: "checkpoint-id", 7: "size", 8: "sha256", 9: "size",
+                      11: "sequence"}
 
 
 def checkpoint_class(failure_class: str) -> str:
@@ -47,7 +51,8 @@ class CheckpointReport(NamedTuple):
         f = self.checked.failure
         if f is not None:
             out.append(Finding(checkpoint_class(f.cls), CLASS_EXIT[f.cls], f"step {f.step}: {f.reason}", self.file,
-                               stored=f.stored, computed=f.computed, extra={"step": f.step}))
+                               stored=f.stored, computed=f.computed, extra={"step": f.step},
+                               value_kind=FAILURE_VALUE_KIND.get(f.step)))
         for a in self.checked.anomalies:
             out.append(Finding(K.ANOMALY, K.strict_code(K.ANOMALY, self.strict), a, self.file,
                                extra={"code": "checkpoint"}))

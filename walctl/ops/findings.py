@@ -23,8 +23,8 @@ class Finding(NamedTuple):
     offset: int | None = None
     end_offset: int | None = None
     sequence_range: tuple[int, int] | None = None
-    stored: int | None = None
-    computed: int | None = None
+    stored: int | str | None = None  # as the check holds it; JSON carries it as text (value_text)
+    computed: int | str | None = None
     extra: dict = {}  # class-specific keys for JSON (never mutated: _replace builds a new one)
     # The keys most findings share, typed. In JSON they follow the common keys, in this order, when set
     # (None is "does not apply" and is left out); `extra` never carries them (tests/test_structure.py).
@@ -37,6 +37,7 @@ class Finding(NamedTuple):
     lost_sequence_range: tuple[int, int] | None = None  # the sequences damaged bytes held
     missing: tuple[int, int] | None = None  # a gap's missing sequences
     repeated: tuple[int, int] | None = None  # the sequences a repeat or regression shows twice
+    value_kind: str | None = None  # what stored/computed are (VALUE_KINDS); None: from `field`
 
     @property
     def lost_or_missing(self) -> tuple[int, int] | None:
@@ -46,6 +47,14 @@ class Finding(NamedTuple):
     @property
     def severity(self) -> str:
         return row(self.cls).severity or SEVERITY_BY_EXIT.get(self.exit_code, "error")
+
+    @property
+    def kind_of_value(self) -> str | None:
+        if self.stored is None and self.computed is None:
+            return None
+        kind = self.value_kind or KIND_BY_FIELD.get(self.field or "")
+        assert kind in VALUE_KINDS, (self.cls, self.field, kind)
+        return kind
 
     def to_json(self) -> dict:
         d = {
@@ -58,8 +67,9 @@ class Finding(NamedTuple):
             "length": None if self.offset is None or self.end_offset is None else self.end_offset - self.offset,
             "sequence_range": list(self.sequence_range) if self.sequence_range else None,
             "reason": self.reason,
-            "stored": self.stored,
-            "computed": self.computed,
+            "stored": value_text(self.stored, self.kind_of_value),
+            "computed": value_text(self.computed, self.kind_of_value),
+            "value_kind": self.kind_of_value,
         }
         for key in SHARED_KEYS:
             v = getattr(self, key)
@@ -76,14 +86,32 @@ class Finding(NamedTuple):
                 where += f"..{self.end_offset}"
         parts = [p for p in (where, self.reason) if p]
         if self.stored is not None and self.computed is not None:
-            if isinstance(self.stored, int) and isinstance(self.computed, int):
-                parts.append(f"stored 0x{self.stored:08x}, computed 0x{self.computed:08x}")
-            else:
-                parts.append(f"stored {self.stored}, computed {self.computed}")
+            kind = self.kind_of_value
+            prefix = "0x" if kind in HEX_INTS else ""
+            parts.append(f"stored {prefix}{value_text(self.stored, kind)}, "
+                         f"computed {prefix}{value_text(self.computed, kind)}")
         if self.sequence_range:
             a, b = self.sequence_range
             parts.append(f"sequences {a}..{b}" if a != b else f"sequence {a}")
         return ": ".join(parts[:2]) + ("; " + "; ".join(parts[2:]) if len(parts) > 2 else "")
+
+
+# What a finding's `stored` and `computed` are (walctl.verify/2 and the other /2 documents: issue 26). In
+# JSON both are text or null, whatever the check, so a script reads one type; `value_kind` says how to read
+# the text: a CRC or a magic number as 8 hex digits, a SHA-256 as 64, a size, version or sequence in decimal,
+# a checkpoint id as its UUID.
+VALUE_KINDS = ("crc32", "magic", "sha256", "size", "version", "sequence", "checkpoint-id")
+HEX_INTS = ("crc32", "magic")
+KIND_BY_FIELD = {"header-crc": "crc32", "payload-crc": "crc32", "record-magic": "magic", "size": "size",
+                 "sha256": "sha256"}
+
+
+def value_text(value, kind: str | None) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and kind in HEX_INTS:
+        return f"{value:08x}"
+    return str(value)
 
 
 SHARED_KEYS = ("field", "tail_kind", "torn", "claimed_sequence", "last_good_sequence", "previous_sequence",

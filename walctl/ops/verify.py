@@ -316,7 +316,7 @@ def _short_chunk(c: ChunkFile, s: ChunkScan, is_last: bool, writer: str | None) 
 def _unsupported_chunk(c: ChunkFile, s: ChunkScan) -> Finding:
     if s.header == fscan.HEADER_BAD_MAGIC:
         reason = f"not a Spector WAL chunk (file magic {s.magic.hex()}, expected {FILE_MAGIC.hex()} 'SPEC')"
-        return Finding(F.UNSUPPORTED, EXIT_UNSUPPORTED, reason, file=c.name, offset=0,
+        return Finding(F.UNSUPPORTED, EXIT_UNSUPPORTED, reason, file=c.name, offset=0, value_kind="magic",
                        stored=int.from_bytes(s.magic, "big"), computed=int.from_bytes(FILE_MAGIC, "big"))
     if s.header == fscan.HEADER_LEGACY:
         from .advice import legacy_v1
@@ -325,7 +325,7 @@ def _unsupported_chunk(c: ChunkFile, s: ChunkScan) -> Finding:
     else:
         reason = f"unsupported chunk version {s.version} (walctl reads version 2)"
     return Finding(F.UNSUPPORTED, EXIT_UNSUPPORTED, reason, file=c.name, offset=4, stored=s.version,
-                   extra={"version": s.version})
+                   extra={"version": s.version}, value_kind="version")
 
 
 def _sequence_finding(chunks, prev_where, prev_last, pos, run: Run) -> Finding:

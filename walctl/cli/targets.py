@@ -1,6 +1,6 @@
 """What a command's path arguments must be: a path that does not exist, or is the wrong kind (a file where
 a directory is expected), is exit 6 with its reason (not-found, not-a-directory) for every command,
-read-only or not, never an empty "clean" result (cli-contract.md).
+read-only or not, never an empty "clean" result (docs/contract.md).
 
 Declared on the parameter, `typer.Argument(..., callback=existing_dir)`, and checked once the whole
 command line has parsed (`install`), so a usage error (a missing option) is still reported first as exit

@@ -25,55 +25,55 @@ import json_cases  # noqa: E402
 OUT = os.path.join(os.path.dirname(HERE), "walctl", "schemas")
 
 TITLES = {
-    "walctl.verify/1": ("walctl verify --json (also checkpoint verify --json)",
+    "walctl.verify/2": ("walctl verify --json (also checkpoint verify --json)",
                         "Per-path and per-chunk verdicts and every finding."),
-    "walctl.map/1": ("walctl map --json", "Where the damage is: per chunk, its byte regions marked by class, the "
+    "walctl.map/2": ("walctl map --json", "Where the damage is: per chunk, its byte regions marked by class, the "
                      "gaps between chunks and the quarantined pieces."),
     "walctl.record/1": ("inspect --jsonl / replay --jsonl record (Spector V2)",
-                        "One valid V2 record, in directory order (cli-contract.md, Output)."),
+                        "One valid V2 record, in directory order (docs/contract.md, JSON)."),
     "walctl.entry/1": ("inspect --jsonl / replay --jsonl record (ADR-003 segments)",
                        "One valid ADR-003 entry, in directory order."),
-    "walctl.stats/1": ("walctl stats --json", "Counts and bytes per event type or operation, per chunk or "
+    "walctl.stats/2": ("walctl stats --json", "Counts and bytes per event type or operation, per chunk or "
                        "segment; for other kinds, the verify summary."),
     "walctl.write/1": ("walctl write --json", "What was appended and the durable high-water mark."),
-    "walctl.repair/1": ("walctl repair --json", "The plan (dry run) or what was cut, with the evidence kept."),
+    "walctl.repair/2": ("walctl repair --json", "The plan (dry run) or what was cut, with the evidence kept."),
     "walctl.heal/1": ("walctl heal --json", "The plan (dry run) or what was put back from the archive, per file, "
                       "with what was refused, what the archive cannot heal and what stays lost."),
     "walctl.fingerprint/1": ("walctl fingerprint --json", "The SHA-256 of the canonical folded state at a "
                              "sequence, the canonical form's name, and how the state was reached."),
     "walctl.cut/1": ("walctl cut --json", "Records kept through a point, the rest set aside in .quarantine/ and "
                      "the cut recorded in the ledger (or the plan)."),
-    "walctl.seal/1": ("walctl seal --json", "Closed chunks sealed in the directory ledger (or the plan)."),
-    "walctl.tasklog-resume/1": ("walctl tasklog resume --json", "Where the task resumes, and the torn line cut."),
+    "walctl.seal/2": ("walctl seal --json", "Closed chunks sealed in the directory ledger (or the plan)."),
+    "walctl.tasklog-resume/2": ("walctl tasklog resume --json", "Where the task resumes, and the torn line cut."),
     "walctl.workflow-delete/1": ("walctl workflow delete --json", "One workflow checkpoint set aside (or the plan)."),
     "walctl.agents-set-aside/1": ("walctl agents set-aside --json", "An unreadable line or session.json set aside "
                                   "(or the plan, or why not)."),
     "walctl.salvage/1": ("walctl salvage --json", "Records copied, sequences and byte ranges lost."),
     "walctl.migrate/1": ("walctl migrate --json", "Records converted from V1 or copied from V2, per source chunk "
                          "with the damage and the checks V1 allowed; sequences lost."),
-    "walctl.compact/1": ("walctl compact --json", "Chunks at or below the HWM moved aside (or the plan)."),
+    "walctl.compact/2": ("walctl compact --json", "Chunks at or below the HWM moved aside (or the plan)."),
     "walctl.quarantine/1": ("walctl quarantine list --json", "Quarantined files with their manifest lines."),
     "walctl.quarantine-show/1": ("walctl quarantine show --json", "What one quarantined file holds."),
     "walctl.quarantine-move/1": ("walctl quarantine move --json", "A chunk moved into .quarantine/ (or the plan)."),
     "walctl.quarantine-restore/1": ("walctl quarantine restore --json", "A quarantined file put back (or the plan)."),
     "walctl.quarantine-purge/1": ("walctl quarantine purge --json", "Old evidence deleted (or the plan)."),
     "walctl.checkpoint-create/1": ("walctl checkpoint create --json", "The checkpoint written."),
-    "walctl.checkpoint-inspect/1": ("walctl checkpoint inspect --json", "Header fields, sizes, the state's keys."),
-    "walctl.checkpoint-list/1": ("walctl checkpoint list --json", "Checkpoints newest first, each valid or why not."),
-    "walctl.checkpoint-prune/1": ("walctl checkpoint prune --json", "Checkpoints moved aside (or the plan)."),
-    "walctl.recover/1": ("walctl recover --json", "The checkpoint used, the replay after it, the outcome."),
+    "walctl.checkpoint-inspect/2": ("walctl checkpoint inspect --json", "Header fields, sizes, the state's keys."),
+    "walctl.checkpoint-list/2": ("walctl checkpoint list --json", "Checkpoints newest first, each valid or why not."),
+    "walctl.checkpoint-prune/2": ("walctl checkpoint prune --json", "Checkpoints moved aside (or the plan)."),
+    "walctl.recover/2": ("walctl recover --json", "The checkpoint used, the replay after it, the outcome."),
     "walctl.replay/1": ("walctl replay --report FILE", "How the stream ended, what was skipped, the verdict."),
     "walctl.import/1": ("walctl import --json", "Events received, applied and skipped; the HWM before and after."),
     "walctl.merge/1": ("walctl merge --json", "The sources, the merged state's summary."),
     "walctl.memory-state/1": ("OUT/state.json written by walctl merge", "Spector memory state."),
-    "walctl.archive-push/1": ("walctl archive push --json", "Objects uploaded, already archived, held back."),
+    "walctl.archive-push/2": ("walctl archive push --json", "Objects uploaded, already archived, held back."),
     "walctl.archive-follow/1": ("walctl archive push --follow --json", "Live pieces and sealed files shipped, "
                                 "pieces deleted after their seal, how the shipper stopped."),
     "walctl.archive-manifest/1": ("<namespace>/MANIFEST.json in an archive", "Every archived object."),
     "walctl.archive-list/1": ("walctl archive list --json", "Namespaces, objects, sequence ranges, gaps, live "
                               "pieces, lag."),
     "walctl.archive-verify/1": ("walctl archive verify --json", "Every archived object checked."),
-    "walctl.archive-restore/1": ("walctl archive restore --json", "What was restored, to which point."),
+    "walctl.archive-restore/2": ("walctl archive restore --json", "What was restored, to which point."),
     "walctl.archive-restore-files/1": ("walctl archive restore --json (task logs, a Substrat root)",
                                        "The files rebuilt in OUT as the directory was at --until, per file its "
                                        "archived version and bytes."),
@@ -86,12 +86,12 @@ TITLES = {
                                  "state to continue from (next_wave); or why not (outcome failed, the state found)."),
     "walctl.workflow-complete/1": ("walctl workflow complete --json", "The finished workflow's checkpoint set aside "
                                    "(or the plan), or why not (outcome failed, the state found)."),
-    "walctl.tasklog-verify/1": ("walctl tasklog verify --json", "Each task log's rules and verdict."),
-    "walctl.tasklog-inspect/1": ("walctl tasklog inspect --json", "Each task's state from its log."),
-    "walctl.agents-verify/1": ("walctl agents verify --json", "Session files, event lines and the agent tree."),
+    "walctl.tasklog-verify/2": ("walctl tasklog verify --json", "Each task log's rules and verdict."),
+    "walctl.tasklog-inspect/2": ("walctl tasklog inspect --json", "Each task's state from its log."),
+    "walctl.agents-verify/2": ("walctl agents verify --json", "Session files, event lines and the agent tree."),
     "walctl.agents-tree/1": ("walctl agents tree --json", "The agent tree with pending-message counts."),
-    "walctl.agents-pending/1": ("walctl agents pending --json", "Undelivered messages per agent."),
-    "walctl.agents-recover/1": ("walctl agents recover --json", "The recovery plan or what was done."),
+    "walctl.agents-pending/2": ("walctl agents pending --json", "Undelivered messages per agent."),
+    "walctl.agents-recover/2": ("walctl agents recover --json", "The recovery plan or what was done."),
     "walctl.error/1": ("any --json command that ended in an error or refusal before its own document",
                        "The outcome, the exit code and the error: its reason word (not-found, not-a-directory, "
                        "locked, permission, io, usage, refused, corrupt, sequence, unsupported, internal), "
@@ -244,7 +244,7 @@ def build(name: str, docs: list, what: str) -> dict:
                                        "enum": ERROR_REASONS}
         err["properties"]["message"]["description"] = "What is wrong, in words (the stderr line's text)."
         props["outcome"]["enum"] = ["error", "refused"]
-    if name == "walctl.verify/1":
+    if name == "walctl.verify/2":
         paths = props["paths"]["items"]["properties"]
         paths["kind"]["enum"] = ENUMS_VERIFY["kind"]
         paths["kind"]["type"] = ["string", "null"]

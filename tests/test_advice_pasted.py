@@ -163,7 +163,7 @@ def test_compact_refusal_names_a_verify_that_shows_the_repeat(cli, tmp_path):
     (see,) = printed_commands(r.err)
     assert r.code == 4 and see == ["walctl", "verify", d]
     doc = cli("compact", d, "--before", "3", "--json").json()  # it read the directory: its own document
-    assert doc["schema"] == "walctl.compact/1" and doc["outcome"] == "failed" and doc["exit_code"] == 4
+    assert doc["schema"] == "walctl.compact/2" and doc["outcome"] == "failed" and doc["exit_code"] == 4
     assert doc["removals"] == [] and doc["applied"] is False and doc["error"].startswith("refusing to compact")
     assert [f["class"] for f in doc["findings"]] == ["sequence-repeat"]
     v = run_printed(cli, see)

@@ -413,7 +413,7 @@ def test_recover_json_on_a_failure_part_way_prints_its_own_document(tmp_path, cl
     r = cli("agents", "recover", root, "--apply", "--json")
     monkeypatch.setattr(fsmod.os, "write", real)
     doc = r.json()
-    assert r.code == 6 and doc["schema"] == "walctl.agents-recover/1"
+    assert r.code == 6 and doc["schema"] == "walctl.agents-recover/2"
     assert (doc["outcome"], doc["exit_code"], doc["applied"]) == ("failed", 6, True)
     assert "no space left on device" in doc["message"].lower() and "no space left on device" in r.err.lower()
     order = [a["session_id"] for a in doc["plan"]]

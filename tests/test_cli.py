@@ -20,7 +20,7 @@ def test_verify_json_document_schema_and_findings(cli):
     r = cli("verify", "--json", case_dir("payload-bitflip-midlog"), case_dir("basic"))
     assert r.code == 3
     doc = r.json()
-    assert doc["schema"] == "walctl.verify/1" and doc["walctl_version"]
+    assert doc["schema"] == "walctl.verify/2" and doc["walctl_version"]
     assert doc["exit_code"] == 3 and doc["verdict"] == "corrupt"
     bad, good = doc["paths"]
     assert (bad["exit_code"], good["exit_code"]) == (3, 0)
@@ -216,7 +216,7 @@ def test_stats_json(cli):
     r = cli("stats", "--json", case_dir("compressed"))
     doc = r.json()
     expected = load_expected("compressed")["appended"]
-    assert doc["schema"] == "walctl.stats/1" and r.code == 0
+    assert doc["schema"] == "walctl.stats/2" and r.code == 0
     assert doc["records"] == len(expected)
     assert doc["payload_bytes"] == sum(e["payload_len"] for e in expected)
     comp = [e for e in expected if e["stored_compressed"]]

@@ -65,7 +65,7 @@ def test_inspect_on_a_checkpoint_directory_shows_each_and_exits_as_verify(cli, t
     r = cli("inspect", d, "--jsonl")
     assert r.code == 0 == cli("verify", d).code
     doc = r.json()
-    assert doc["schema"] == "walctl.checkpoint-inspect/1" and doc["exit_code"] == 0
+    assert doc["schema"] == "walctl.checkpoint-inspect/2" and doc["exit_code"] == 0
     [c] = doc["checkpoints"]
     assert c["file"] == os.path.basename(good.path) and c["valid"] and c["header"]["wal_sequence"] == 7
     assert c["top_level_keys"] == {"agent_state": "map of 1", "wal_sequence": "int 7"}
@@ -125,7 +125,7 @@ def test_history_lost_is_exit_4_in_the_json_and_writes_only_with_allow_gap(cli, 
     assert r.code == 4
     doc = r.json()
     assert (doc["schema"], doc["outcome"], doc["exit_code"], doc["final_sequence"]) == \
-        ("walctl.recover/1", "history-lost", 4, 0)
+        ("walctl.recover/2", "history-lost", 4, 0)
     assert doc["entries_replayed"] == 0 and doc["state_written"] is None and not out.exists()
     assert any("history lost" in w for w in doc["warnings"])
     r = cli("recover", "--log", log, "--out", out, "--allow-gap", "--json")

@@ -204,7 +204,7 @@ def test_recover_with_a_gap_prints_its_own_document_of_what_it_tried(cli, tmp_pa
     r = cli("recover", "--checkpoints", ck, "--log", log, "--out", tmp_path / "state.json", "--json")
     assert r.code == 4
     doc = _one_document(r.out)
-    assert doc["schema"] == "walctl.recover/1" and doc["outcome"] == "failed" and doc["exit_code"] == 4
+    assert doc["schema"] == "walctl.recover/2" and doc["outcome"] == "failed" and doc["exit_code"] == 4
     assert doc["error"].startswith("sequence gap after the checkpoint: 21..30 missing")
     assert doc["checkpoint"]["wal_sequence"] == 20 and doc["fallbacks"] == doc["rejected"] == doc["passed_over"] == []
     (gap,) = doc["findings"]

@@ -29,7 +29,7 @@ def test_seal_on_a_damaged_ledger_prints_seals_own_document_and_seals_nothing(cl
     before = tree_digest(d / ".walctl")
     r = cli("seal", d, "--apply", "--json")
     doc = _valid(r.json())
-    assert r.code == 3 and doc["schema"] == "walctl.seal/1" and doc["outcome"] == "failed" and doc["exit_code"] == 3
+    assert r.code == 3 and doc["schema"] == "walctl.seal/2" and doc["outcome"] == "failed" and doc["exit_code"] == 3
     assert doc["applied"] is False and doc["sealed"] == [] and "no newline" in doc["error"]
     assert [i["file"] for i in doc["items"] if i["action"] == "seal"] == ["wal-000000.bin", "wal-000001.bin"]
     assert [(f["class"], f["file"]) for f in doc["findings"]] == [("ledger-line", ".walctl/ledger.jsonl")]

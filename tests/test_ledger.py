@@ -632,7 +632,7 @@ def test_accept_loss_refusals_change_nothing_and_still_print_one_json_document(t
     if code == 2:  # it could not start: walctl.error/1 (docs/json.md)
         assert doc["schema"] == "walctl.error/1" and doc["error"]["reason"] == "usage"
     else:  # it examined the directory: its own document, with what it found
-        assert doc["schema"] == "walctl.repair/1" and doc["applied"] is False and doc["outcome"] == "refused"
+        assert doc["schema"] == "walctl.repair/2" and doc["applied"] is False and doc["outcome"] == "refused"
         assert doc["missing"] == [[21, 30]] and doc["accept_loss"]["missing"] == [[21, 30]]
         assert doc["error"].startswith(f"sequences {args[1]} are not all missing here")
         assert [f["class"] for f in doc["findings"]] == ["sequence-gap"]

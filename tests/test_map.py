@@ -24,7 +24,7 @@ def _regions_match_findings(cli, path):
     m = cli("map", "--json", path)
     assert m.code == v.code
     doc = m.json()
-    assert doc["schema"] == "walctl.map/1"
+    assert doc["schema"] == "walctl.map/2"
     findings = v.json()["paths"][0]["findings"]
     regions = doc["regions"]
     assert [{k: r[k] for k in KEYS} for r in regions] == [{k: f[k] for k in KEYS} for f in findings]

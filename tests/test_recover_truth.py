@@ -94,7 +94,7 @@ def test_damage_after_the_checkpoint_is_recovers_own_failed_document(cli, tmp_pa
     out = tmp_path / "state.json"
     r = cli("recover", "--checkpoints", ck, "--log", log, "--out", out, "--json")
     doc = r.json()
-    assert r.code == 3 and doc["schema"] == "walctl.recover/1" and doc["outcome"] == "failed"
+    assert r.code == 3 and doc["schema"] == "walctl.recover/2" and doc["outcome"] == "failed"
     assert doc["exit_code"] == 3 and "damaged after sequence 20" in doc["error"]
     assert doc["checkpoint"]["file"] == made["older"] and [p["file"] for p in doc["passed_over"]] == [made["newest"]]
     (f,) = doc["findings"]

@@ -364,7 +364,7 @@ def test_resume_json_document_and_no_step_none(tmp_path, cli):
     path.write_bytes(log(happy(1)) + b'{"v"')
     r = cli("tasklog", "resume", path, "--json")
     doc = r.json()
-    assert r.code == 1 and doc["schema"] == "walctl.tasklog-resume/1" and doc["outcome"] == "dry-run"
+    assert r.code == 1 and doc["schema"] == "walctl.tasklog-resume/2" and doc["outcome"] == "dry-run"
     assert doc["applied"] is False and doc["state"]["resume_step_index"] is None
     assert doc["message"] == "dry run: would cut 4 torn bytes (kept as evidence); resume before planning: the log " \
                              "has no plan yet" and "None" not in doc["message"]

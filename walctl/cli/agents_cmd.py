@@ -25,13 +25,13 @@ Exit codes as walctl-verify(1).
 
 Example: walctl agents verify ~/.substrat""")
 def verify(root: str = typer.Argument(..., help="The Substrat root.", callback=existing_dir),
-           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-verify/1).")):
+           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-verify/2).")):
     from ..ops.agents import exit_code, verify_root
 
     findings, tree, sessions = verify_root(root)
     code = exit_code(findings)
     if json_out:
-        emit(json_document("walctl.agents-verify/1", {"root": root, "exit_code": code, "sessions": len(sessions),
+        emit(json_document("walctl.agents-verify/2", {"root": root, "exit_code": code, "sessions": len(sessions),
                                                       "agents": len(tree.agents),
                                                       "findings": [f.to_json() for f in findings]}))
     else:
@@ -73,14 +73,14 @@ def tree(root: str = typer.Argument(..., help="The Substrat root.", callback=exi
 
 Example: walctl agents pending ~/.substrat --json""")
 def pending(root: str = typer.Argument(..., help="The Substrat root.", callback=existing_dir),
-            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-pending/1).")):
+            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-pending/2).")):
     from ..ops.agents import exit_code, verify_root
 
     findings, t, _ = verify_root(root)
     p = {a.agent_id: list(a.pending) for a in t.agents.values()}
     code = exit_code(findings)  # a damaged root's pending list may be incomplete: the exit code says so
     if json_out:
-        emit(json_document("walctl.agents-pending/1", {"root": root, "exit_code": code, "pending": p,
+        emit(json_document("walctl.agents-pending/2", {"root": root, "exit_code": code, "pending": p,
                                                        "findings": [f.to_json() for f in findings]}))
     else:
         for agent_id, msgs in p.items():
@@ -104,7 +104,7 @@ def recover(root: str = typer.Argument(..., help="The Substrat root.", callback=
             apply: bool = typer.Option(False, "--apply", help="Do it (default: print the plan)."),
             force: bool = typer.Option(False, "--force", help="Also terminate sessions that may be orphans only "
                                        "because a line or session.json could not be read or was set aside."),
-            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-recover/1).")):
+            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-recover/2).")):
     from ..ops.agents import exit_code, verify_root
     from ..ops.agents_mend import recover as run_recover
 
@@ -119,7 +119,7 @@ def recover(root: str = typer.Argument(..., help="The Substrat root.", callback=
                "plan": [a._asdict() for a in r.plan], "findings": [f.to_json() for f in after]}
         if r.error:
             doc["message"] = str(r.error)
-        emit(json_document("walctl.agents-recover/1", doc))
+        emit(json_document("walctl.agents-recover/2", doc))
     else:
         for i, a in enumerate(r.plan):
             verb = "would" if not apply else "done" if i < r.done else "not done"

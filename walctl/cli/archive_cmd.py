@@ -8,6 +8,7 @@ import typer
 from ..errors import EXIT_OK, UsageError
 from .units import parse_duration, parse_time
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
+from .metrics_opt import METRICS_FILE, Recording
 from .render import emit, error_line, json_document, plain_table, rerun, warn_line
 from .targets import existing_archive, existing_dir
 
@@ -60,29 +61,44 @@ def push(wal_dir: str = typer.Argument(..., help="A V2 chunk or ADR-003 segment 
          max_wait: Optional[str] = typer.Option(None, "--max-wait", help="--follow: the longest a piece under "
                                                                           "--min-piece-bytes waits (default: --interval)."),
          timeout: Optional[str] = typer.Option(None, "--timeout", help="--follow: stop after this long."),
-         json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-push/1; "
+         json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-push/2; "
                                                              "--follow: walctl.archive-follow/1)."),
-         progress: Optional[bool] = PROGRESS):
-    from ..ops.archive_push import push as run_push
-
+         progress: Optional[bool] = PROGRESS,
+         metrics_file: Optional[str] = METRICS_FILE):
     if (before is not None or checkpoint_meta) and not delete_local:
         raise UsageError("--before/--checkpoint-meta set the HWM for --delete-local")
-    if follow:
-        if delete_local or apply:
-            raise UsageError("--follow ships; --delete-local belongs to a one-shot push")
-        return _push_follow(wal_dir, dest, namespace, checkpoints, endpoint_url, parse_duration(interval, "--interval", zero=False),
-                            min_piece_bytes, None if max_wait is None else parse_duration(max_wait, "--max-wait"),
-                            None if timeout is None else parse_duration(timeout, "--timeout"), json_out)
+    if follow and (delete_local or apply):
+        raise UsageError("--follow ships; --delete-local belongs to a one-shot push")
+    with Recording(metrics_file, "archive push", [wal_dir], guard=[checkpoints, dest]) as rec:
+        if follow:
+            code = _push_follow(wal_dir, dest, namespace, checkpoints, endpoint_url,
+                                parse_duration(interval, "--interval", zero=False), min_piece_bytes,
+                                None if max_wait is None else parse_duration(max_wait, "--max-wait"),
+                                None if timeout is None else parse_duration(timeout, "--timeout"), json_out, rec)
+        else:
+            code = _push_once(rec, wal_dir, dest, namespace, checkpoints, jobs, delete_local, before, checkpoint_meta,
+                              apply, endpoint_url, json_out, progress)
+    return code
+
+
+def _push_once(rec, wal_dir, dest, namespace, checkpoints, jobs, delete_local, before, checkpoint_meta, apply,
+               endpoint_url, json_out, progress) -> int:
+    from ..ops.archive_push import push as run_push
+
     with Bar("push", path_bytes(wal_dir, checkpoints), progress) as bar:
         rep = run_push(wal_dir, dest, namespace=namespace, checkpoints=checkpoints, jobs=jobs,
                        delete_local=delete_local, hwm_before=before, checkpoint_meta=checkpoint_meta, apply=apply,
                        endpoint_url=endpoint_url, progress=bar.callback)
+    if rec.path is not None:
+        from ..ops.metrics import push_targets
+
+        rec.record(push_targets(wal_dir, rep, endpoint_url))
     for w in rep.warnings:
         warn_line(w)
     for f in rep.held_back:
         warn_line(f"{f.file}: {f.reason}")
     if json_out:
-        emit(json_document("walctl.archive-push/1", rep.to_json()))
+        emit(json_document("walctl.archive-push/2", rep.to_json()))
     else:
         mb = rep.bytes_uploaded / 2 ** 20
         emit(f"{rep.destination}/{rep.namespace}: {len(rep.uploaded)} uploaded ({mb:.1f} MiB in {rep.seconds:.2f} s), "
@@ -97,13 +113,21 @@ def push(wal_dir: str = typer.Argument(..., help="A V2 chunk or ADR-003 segment 
 
 
 def _push_follow(wal_dir, dest, namespace, checkpoints, endpoint_url, interval, min_piece_bytes, max_wait, timeout,
-                 json_out) -> int:
+                 json_out, rec) -> int:
     from ..ops.archive_follow import push_follow
 
     if interval <= 0:
         raise UsageError("--interval must be more than 0")
     rep = push_follow(wal_dir, dest, namespace=namespace, checkpoints=checkpoints, endpoint_url=endpoint_url,
-                      interval=interval, min_piece_bytes=min_piece_bytes, max_wait=max_wait, timeout=timeout)
+                      interval=interval, min_piece_bytes=min_piece_bytes, max_wait=max_wait, timeout=timeout,
+                      on_poll=_metrics_refresh(rec, wal_dir, interval) if rec.path is not None else None)
+    if rec.path is not None:
+        from ..ops.metrics import Target
+
+        stopped = rep.ended_by in ("signal", "timeout")  # the buffered piece was shipped on the way out
+        rec.record([Target(wal_dir, rep.exit_code, {}, shipped_sequence=rep.shipped_through,
+                           lag_sequences=0 if stopped else None, lag_seconds=0.0 if stopped else None,
+                           bytes_uploaded=rep.bytes_uploaded)])
     for w in rep.warnings:
         warn_line(w)
     if json_out:
@@ -128,6 +152,23 @@ def _versions(names) -> bool:
     from ..format.archive_manifest import FILE_KINDS, parse_version_name
 
     return bool(names) and all(any(parse_version_name(k, n) for k in FILE_KINDS) for n in names)
+
+
+def _metrics_refresh(rec, wal_dir: str, interval: float):
+    """push --follow: the metrics file rewritten after a poll, at most once per --interval (exit code 0:
+    running)."""
+    import time
+
+    from ..ops.metrics import follow_targets
+
+    last = [float("-inf")]
+
+    def refresh(sh) -> None:
+        now = time.monotonic()
+        if now - last[0] >= interval:
+            last[0] = now
+            rec.write_now(follow_targets(wal_dir, sh))
+    return refresh
 
 
 @app.command("list", help="""Namespaces, objects, sequence ranges, sizes and gaps. Reads the manifests (rebuilt
@@ -243,7 +284,7 @@ def restore(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pr
                                                                       "(epoch ms or ISO-8601)."),
             to_time: Optional[str] = typer.Option(None, "--to-time", hidden=True, help="Old spelling of --until."),
             jobs: int = JOBS, endpoint_url: Optional[str] = ENDPOINT,
-            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-restore/1)."),
+            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-restore/2)."),
             progress: Optional[bool] = PROGRESS):
     from ..ops.archive_restore import restore as run_restore
 
@@ -278,7 +319,7 @@ def restore(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pr
                  + (f" as they were at {rep.until_ms} ms" if rep.until_ms is not None else "")
                  + f"; the restored directory is {rep.verdict}")
     elif json_out:
-        emit(json_document("walctl.archive-restore/1", rep.to_json()))
+        emit(json_document("walctl.archive-restore/2", rep.to_json()))
     else:
         emit(f"restored {rep.events} events (sequences {rep.first_sequence}..{rep.last_sequence}) from "
              f"{len(rep.objects)} objects into {os.path.join(rep.out, 'wal')}; checkpoint "

@@ -6,6 +6,7 @@ from typing import List, Optional
 import typer
 
 from ..errors import EXIT_OK, UsageError
+from .metrics_opt import METRICS_FILE, Recording
 from .units import parse_duration
 from .recover_cmd import REDUCER_HELP
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
@@ -31,11 +32,18 @@ def create(directory: str = typer.Argument(..., help="The checkpoint directory (
            reducer: str = typer.Option("auto", "--reducer", metavar="[auto|adr003|spector|MODULE:FUNCTION]", help=REDUCER_HELP + " With --log."),
            level: int = typer.Option(9, "--level", min=1, max=22, help="zstd level."),
            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-create/1)."),
-           progress: Optional[bool] = PROGRESS):
-    from ..ops.checkpoint import create as run_create
-
+           progress: Optional[bool] = PROGRESS,
+           metrics_file: Optional[str] = METRICS_FILE):
     if (state is None) == (log is None):
         raise UsageError("give --state FILE --wal-seq N, or --log DIR")
+    with Recording(metrics_file, "checkpoint create", [directory], guard=[log]) as rec:
+        _create(rec, directory, state, wal_seq, log, reducer, level, json_out, progress)
+
+
+def _create(rec, directory, state, wal_seq, log, reducer, level, json_out, progress) -> None:
+    from ..ops.checkpoint import create as run_create
+
+    records = None
     if state is not None:
         if wal_seq is None:
             raise UsageError("--state needs --wal-seq N (the last log sequence the state reflects)")
@@ -47,12 +55,16 @@ def create(directory: str = typer.Argument(..., help="The checkpoint directory (
 
         with Bar("read log", path_bytes(log), progress) as bar:
             rep = fold_log(log, reducer=reducer, progress=bar.callback)
-        st, seq = rep.state, rep.final_sequence
+        st, seq, records = rep.state, rep.final_sequence, rep.entries_replayed
     on_interrupt(f"interrupted; no checkpoint was written; a partial *.ckpt.tmp may be left in {directory} "
                  "(every reader ignores it; delete it)")
     with Bar("checkpoint", None, progress) as bar:  # compressed bytes written; the total is known only at the end
         made = run_create(directory, st, seq, level=level, progress=bar.callback)
     on_interrupt(None)
+    if rec.path is not None:
+        from ..ops.metrics import checkpoint_targets
+
+        rec.record(checkpoint_targets(directory, made, records))
     if json_out:
         emit(json_document("walctl.checkpoint-create/1", made.to_json()))
     else:
@@ -66,11 +78,12 @@ def create(directory: str = typer.Argument(..., help="The checkpoint directory (
 Example: walctl checkpoint verify ckpts/ --json""")
 def verify(paths: List[str] = typer.Argument(..., help="Checkpoint files or directories.", callback=existing_path),
            strict: bool = typer.Option(False, "--strict", help="Treat anomalies as corruption."),
-           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.verify/1).")):
+           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.verify/2).")):
     from . import verify_cmd
 
     verify_cmd.verify(paths=paths, json_out=json_out, strict=strict, jobs=1, quick=False, verbose=True, quiet=False,
-                      show_map=False, archive=None, subset=None, resume=False, max_duration=None, progress=None)
+                      show_map=False, archive=None, subset=None, resume=False, max_duration=None, progress=None,
+                      metrics_file=None)
 
 
 @app.command("inspect", help="""Header fields, sizes, compression ratio and the state's top-level keys, of a
@@ -78,7 +91,7 @@ checkpoint file or of every *.ckpt of a directory (exit code as for verify).
 
 Example: walctl checkpoint inspect ckpts/3f2a...e1.ckpt""")
 def inspect(path: str = typer.Argument(..., help="A checkpoint file or directory.", callback=existing_path),
-            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-inspect/1).")):
+            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-inspect/2).")):
     from ..errors import combine_exit_codes
     from ..ops.checkpoint import inspect_path
 
@@ -88,7 +101,7 @@ def inspect(path: str = typer.Argument(..., help="A checkpoint file or directory
     if json_out:
         # A file: its fields at the top level (as before); a directory: one entry per checkpoint.
         doc = bodies[0] if not is_dir else {"path": path, "exit_code": code, "checkpoints": bodies}
-        emit(json_document("walctl.checkpoint-inspect/1", doc))
+        emit(json_document("walctl.checkpoint-inspect/2", doc))
         raise typer.Exit(code)
     if is_dir:
         emit(f"{path}: {len(reps)} checkpoint{'s' if len(reps) != 1 else ''}, "
@@ -140,12 +153,12 @@ def _describe(v) -> str:
 
 Example: walctl checkpoint list ckpts/""")
 def list_(directory: str = typer.Argument(..., help="The checkpoint directory.", callback=existing_dir),
-          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-list/1).")):
+          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-list/2).")):
     from ..ops.checkpoint import list_dir
 
     lst = list_dir(directory)
     if json_out:
-        emit(json_document("walctl.checkpoint-list/1", lst.to_json()))
+        emit(json_document("walctl.checkpoint-list/2", lst.to_json()))
         raise typer.Exit(EXIT_OK)
     rows = [[i, c.file, c.header.wal_sequence, c.header.timestamp, c.header.compressed_size,
              "valid" if c.checked.ok else f"INVALID step {c.checked.failure.step}: {c.checked.failure.reason}"]
@@ -167,12 +180,12 @@ def prune(directory: str = typer.Argument(..., help="The checkpoint directory.",
           max_age: str = typer.Option("24h", "--max-age", help="Older than this (s, m, h, d) may go."),
           keep: int = typer.Option(2, "--keep", min=1, help="Always keep this many newest valid checkpoints."),
           apply: bool = typer.Option(False, "--apply", help="Move them (default: print the plan only)."),
-          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-prune/1).")):
+          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-prune/2).")):
     from ..ops.checkpoint import prune as run_prune
 
     rep = run_prune(directory, max_age_s=int(parse_duration(max_age, "--max-age")), keep=keep, apply=apply)
     if json_out:
-        emit(json_document("walctl.checkpoint-prune/1", rep.to_json()))
+        emit(json_document("walctl.checkpoint-prune/2", rep.to_json()))
         raise typer.Exit(EXIT_OK)
     moved = {e["source"]: e["evidence"] for e in rep.manifest}
     for r in rep.removals:

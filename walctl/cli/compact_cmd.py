@@ -30,7 +30,7 @@ def compact(
                                               help="Take the HWM from the oldest valid checkpoint in this directory."),
     archive_to: Optional[str] = typer.Option(None, "--archive-to", help="Move chunks here instead of into .quarantine/."),
     apply: bool = typer.Option(False, "--apply", help="Move the chunks (default: print the plan only)."),
-    json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.compact/1) on stdout."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.compact/2) on stdout."),
 ) -> int:
     from ..errors import NotClean
     from ..ops.compact import compact as run_compact
@@ -39,10 +39,10 @@ def compact(
         rep = run_compact(directory, before=before, checkpoint_meta=checkpoint_meta, checkpoints=checkpoints,
                           archive_to=archive_to, apply=apply)
     except NotClean as e:  # its own document when it examined the directory; else walctl.error/1
-        examined_document("walctl.compact/1", e, json_out)
+        examined_document("walctl.compact/2", e, json_out)
         raise
     if json_out:
-        emit(json_document("walctl.compact/1", rep.to_json()))
+        emit(json_document("walctl.compact/2", rep.to_json()))
         raise typer.Exit(rep.exit_code)
     emit(f"HWM {rep.hwm} from {rep.hwm_source}")
     moved = {e["source"]: e["evidence"] for e in rep.evidence}

@@ -19,7 +19,7 @@ Example: walctl map /var/lib/agent/wal --svg incident-4711.svg"""
 
 def map_(
     path: str = typer.Argument(..., help="A chunk directory or chunk file (or segments, checkpoints, task logs).", callback=existing_path),
-    json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.map/1) on stdout."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.map/2) on stdout."),
     svg: Optional[str] = typer.Option(None, "--svg", metavar="FILE",
                                       help="Also write the map as a self-contained SVG to FILE (never overwritten)."),
     width: Optional[int] = typer.Option(None, "--width", min=40, max=1000,
@@ -40,12 +40,12 @@ def map_(
         if not json_out:
             raise
         # --json is one document even on failure: the map, and why the SVG was not written
-        emit(json_document("walctl.map/1", dict(m.to_json(), svg=None, exit_code=e.exit_code,
+        emit(json_document("walctl.map/2", dict(m.to_json(), svg=None, exit_code=e.exit_code,
                                                  error={"exit_code": e.exit_code, "reason": str(e)})))
         raise typer.Exit(e.exit_code)
     if json_out:
         body = dict(m.to_json(), svg=svg_written)
-        emit(json_document("walctl.map/1", body))
+        emit(json_document("walctl.map/2", body))
     else:
         render_text(m, width)
         _heal_next(m, archive)

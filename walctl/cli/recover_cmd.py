@@ -4,6 +4,7 @@ from typing import Optional
 
 import typer
 
+from .metrics_opt import METRICS_FILE, Recording
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
 from .render import emit, examined_document, json_document, next_lines
 from .targets import existing_dir, existing_path
@@ -31,17 +32,25 @@ def recover(
                                    "still write the empty state with --out."),
     out: Optional[str] = typer.Option(None, "--out", help="Write the recovered state to this new file."),
     fmt: str = typer.Option("json", "--format", metavar="[json|msgpack]", help="--out as json or msgpack."),
-    json_out: bool = typer.Option(False, "--json", help="The report as one JSON document (schema walctl.recover/1)."),
+    json_out: bool = typer.Option(False, "--json", help="The report as one JSON document (schema walctl.recover/2)."),
     strict: bool = typer.Option(False, "--strict", help="Exit 3 when a checkpoint file was passed over "
                                 "(recovered-with-fallback), as verify --strict does for any anomaly."),
     progress: Optional[bool] = PROGRESS,
+    metrics_file: Optional[str] = METRICS_FILE,
 ) -> int:
-    from ..errors import NotClean, UsageError
-    from ..ops.recover import recover as run_recover
-    from ..ops.state_io import write_state
+    from ..errors import UsageError
 
     if checkpoints is None and log is None:
         raise UsageError("give --checkpoints DIR and/or --log DIR")
+    with Recording(metrics_file, "recover", [log or checkpoints], guard=[checkpoints]) as rec:
+        _recover(rec, checkpoints, log, reducer, allow_gap, out, fmt, json_out, strict, progress)
+
+
+def _recover(rec, checkpoints, log, reducer, allow_gap, out, fmt, json_out, strict, progress) -> None:
+    from ..errors import NotClean
+    from ..ops.recover import recover as run_recover
+    from ..ops.state_io import write_state
+
     from ..ops.recover import OUTCOME_HISTORY_LOST
 
     on_interrupt("interrupted; recover changes nothing it reads" + (f", and {out} was not written" if out else ""))
@@ -52,15 +61,19 @@ def recover(
         except NotClean as e:  # the log or the checkpoints were examined: recover's own document says what
             if e.examined is not None:
                 e.examined = dict(e.examined, state_written=None)
-            examined_document("walctl.recover/1", e, json_out)
+            examined_document("walctl.recover/2", e, json_out)
             raise
+    if rec.path is not None:
+        from ..ops.metrics import recover_targets
+
+        rec.record(recover_targets(log or checkpoints, rep))
     # history-lost: the empty state stands for a log that has entries; it is written only when asked.
     written = out is not None and (rep.outcome != OUTCOME_HISTORY_LOST or allow_gap)
     if written:
         write_state(out, rep.state, fmt)
     fp = _fingerprint(rep, written or out is None)
     if json_out:
-        emit(json_document("walctl.recover/1", dict(rep.to_json(), state_written=out if written else None,
+        emit(json_document("walctl.recover/2", dict(rep.to_json(), state_written=out if written else None,
                                                     fingerprint=fp)))
     else:
         _render_text(rep, out, written, strict, fp)

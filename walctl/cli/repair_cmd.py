@@ -28,7 +28,7 @@ def repair(
     apply: bool = typer.Option(False, "--apply", help="Cut the tails (default: print the plan only)."),
     max_drop_bytes: int = typer.Option(64 << 20, "--max-drop-bytes", min=0,
                                        help="Refuse (exit 7) to remove more than this many bytes in all."),
-    json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.repair/1) on stdout."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.repair/2) on stdout."),
     accept_loss: Optional[str] = typer.Option(None, "--accept-loss", metavar="A..B",
                                               help="Record that sequences A..B are lost for good (no cut)."),
     reason: Optional[str] = typer.Option(None, "--reason", help="Why the loss is accepted (kept in the ledger)."),
@@ -47,7 +47,7 @@ def repair(
     rep = run_repair(path, apply=apply, max_drop_bytes=max_drop_bytes)
     steps = heal_steps(rep.after or rep.before, archive) + rep.next_steps()  # heal first, when an archive can
     if json_out:
-        emit(json_document("walctl.repair/1", dict(rep.to_json(), next_steps=steps_json(steps))))
+        emit(json_document("walctl.repair/2", dict(rep.to_json(), next_steps=steps_json(steps))))
         raise typer.Exit(rep.exit_code)
     verb = "cut" if rep.applied else "would cut"
     for cut in rep.cuts:
@@ -79,10 +79,10 @@ def _accept(path, rng, reason, apply, json_out) -> int:
     except WalctlError as e:  # its own document when it examined the directory; else walctl.error/1
         if e.examined is not None:
             e.examined = {"accept_loss": e.examined, **e.examined}
-        examined_document("walctl.repair/1", e, json_out)
+        examined_document("walctl.repair/2", e, json_out)
         raise
     if json_out:
-        emit(json_document("walctl.repair/1", {"accept_loss": rep.to_json(), **rep.to_json()}))
+        emit(json_document("walctl.repair/2", {"accept_loss": rep.to_json(), **rep.to_json()}))
         raise typer.Exit(rep.exit_code)
     if rep.already_accepted:
         emit(f"{path}: sequences {first}..{last} are already accepted as lost; nothing was changed")

@@ -7,15 +7,15 @@ from .render import emit, plain_table
 
 HELP = """Print the JSON Schema (draft 2020-12) of a --json document or --jsonl record, or list them all.
 
-Every --json document names its schema ("schema": "walctl.verify/1"); a change that breaks consumers
+Every --json document names its schema ("schema": "walctl.verify/2"); a change that breaks consumers
 bumps the number (docs/json.md). NAME may omit the walctl. prefix and the /1.
 
 Example: walctl schema
-Example: walctl schema walctl.verify/1 > verify.schema.json"""
+Example: walctl schema walctl.verify/2 > verify.schema.json"""
 
 
 def schema(
-    name: str = typer.Argument(None, metavar="[NAME]", help="A schema name, e.g. walctl.verify/1."),
+    name: str = typer.Argument(None, metavar="[NAME]", help="A schema name, e.g. walctl.verify/2."),
 ) -> int:
     from .. import schemas
 

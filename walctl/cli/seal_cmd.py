@@ -19,7 +19,7 @@ Example: walctl seal /var/lib/agent/wal && walctl seal /var/lib/agent/wal --appl
 def seal(
     directory: str = typer.Argument(..., help="The chunk (or segment) directory.", callback=existing_dir),
     apply: bool = typer.Option(False, "--apply", help="Write the seal lines (default: print the plan only)."),
-    json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.seal/1) on stdout."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.seal/2) on stdout."),
 ) -> int:
     from ..errors import WalctlError
     from ..ops.ledger_ops import seal as run_seal
@@ -27,10 +27,10 @@ def seal(
     try:
         rep = run_seal(directory, apply=apply)
     except WalctlError as e:  # its own document when it examined the directory; else walctl.error/1
-        examined_document("walctl.seal/1", e, json_out)
+        examined_document("walctl.seal/2", e, json_out)
         raise
     if json_out:
-        emit(json_document("walctl.seal/1", rep.to_json()))
+        emit(json_document("walctl.seal/2", rep.to_json()))
         raise typer.Exit(rep.exit_code)
     verb = "sealed" if rep.applied else "would seal"
     for i in rep.items:

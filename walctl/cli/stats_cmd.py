@@ -17,7 +17,7 @@ Example: walctl stats /var/lib/agent/wal --json | jq '.types[] | {type, records}
 
 def stats(
     path: str = typer.Argument(..., help="A chunk directory or one chunk file.", callback=existing_path),
-    json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.stats/1) on stdout."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.stats/2) on stdout."),
     progress: Optional[bool] = PROGRESS,
 ) -> int:
     from ..ops.kinds import KINDS, VIEW_ENTRIES, VIEW_SUMMARY
@@ -32,7 +32,7 @@ def stats(
     with Bar("stats", path_bytes(path), progress) as bar:
         st = collect_stats(path, progress=bar.callback)
     if json_out:
-        emit(json_document("walctl.stats/1", st.to_json()))
+        emit(json_document("walctl.stats/2", st.to_json()))
     else:
         _render(st)
     raise typer.Exit(st.report.exit_code)
@@ -81,7 +81,7 @@ def _segment_stats(path: str, json_out: bool, progress=None) -> int:
     with Bar("stats", path_bytes(path), progress) as bar:
         st = segment_stats(path, progress=bar.callback)
     if json_out:
-        emit(json_document("walctl.stats/1", st))
+        emit(json_document("walctl.stats/2", st))
         raise typer.Exit(st["exit_code"])
     emit(f"{path}: {st['verdict']} (exit {st['exit_code']}); {st['entries']} entries in {len(st['segments'])} segments, "
          f"{st['bytes']} bytes; sequences {seq_range(*(st['sequence_range'] or (None, None)))}")
@@ -108,7 +108,7 @@ def _summary_stats(path: str, json_out: bool) -> int:
     for c in rep.chunks:
         body["by_state"][c.state] = body["by_state"].get(c.state, 0) + 1
     if json_out:
-        emit(json_document("walctl.stats/1", body))
+        emit(json_document("walctl.stats/2", body))
     else:
         emit(f"{path}: {rep.kind}, {rep.verdict} (exit {rep.exit_code}); {body['files']} files, {body['records']} "
              f"records, {body['bytes']} bytes; by state: {body['by_state']}")

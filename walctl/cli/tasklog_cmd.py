@@ -38,13 +38,13 @@ corrupt line or broken rule 3, seq problem 4, unknown entry version 5).
 Example: walctl tasklog verify wal/ --json""")
 def verify(path: str = typer.Argument(..., help="A task log or a directory of them.", callback=existing_path),
            strict: bool = typer.Option(False, "--strict", help="ts going backwards counts as corruption."),
-           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.tasklog-verify/1).")):
+           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.tasklog-verify/2).")):
     from ..errors import combine_exit_codes
 
     reps = _reports(path, strict)
     code = combine_exit_codes(r.exit_code for r in reps)
     if json_out:
-        emit(json_document("walctl.tasklog-verify/1", {"exit_code": code, "tasks": [r.to_json() for r in reps]}))
+        emit(json_document("walctl.tasklog-verify/2", {"exit_code": code, "tasks": [r.to_json() for r in reps]}))
         raise typer.Exit(code)
     for r in reps:
         emit(f"{r.path}: {r.read.status} (exit {r.exit_code}), {r.read.lines} lines")
@@ -57,7 +57,7 @@ def verify(path: str = typer.Argument(..., help="A task log or a directory of th
 
 Example: walctl tasklog inspect wal/ --json""")
 def inspect(path: str = typer.Argument(..., help="A task log or a directory of them.", callback=existing_path),
-            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.tasklog-inspect/1).")):
+            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.tasklog-inspect/2).")):
     import json
 
     from ..errors import combine_exit_codes
@@ -65,7 +65,7 @@ def inspect(path: str = typer.Argument(..., help="A task log or a directory of t
     reps = _reports(path, False)
     code = combine_exit_codes(r.exit_code for r in reps)
     if json_out:
-        emit(json_document("walctl.tasklog-inspect/1", {"exit_code": code, "tasks": [r.to_json() for r in reps]}))
+        emit(json_document("walctl.tasklog-inspect/2", {"exit_code": code, "tasks": [r.to_json() for r in reps]}))
     elif len(reps) == 1:
         st = reps[0].state_json()
         for k, v in st.items():
@@ -87,7 +87,7 @@ Example: walctl tasklog resume wal/3f2a...77.wal --apply""")
 def resume(path: str = typer.Argument(..., help="A task log.", callback=existing_path),
            apply: bool = typer.Option(False, "--apply", help="Cut the torn tail (default: say what would happen)."),
            force: bool = typer.Option(False, "--force", help="Go on although the log breaks a rule."),
-           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.tasklog-resume/1), "
+           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.tasklog-resume/2), "
                                          "also on refusal.")):
     import json
 
@@ -98,12 +98,12 @@ def resume(path: str = typer.Argument(..., help="A task log.", callback=existing
         res = run_resume(path, apply=apply, force=force)
     except WalctlError as e:
         if json_out:  # one document on refusal too; the error line still goes to stderr at the edge
-            emit(json_document("walctl.tasklog-resume/1", {"path": path, "outcome": "refused", "applied": False,
+            emit(json_document("walctl.tasklog-resume/2", {"path": path, "outcome": "refused", "applied": False,
                                                             "exit_code": e.exit_code, "message": str(e)}))
         raise
     evidence = res.cut["evidence"] if res.cut else None
     if json_out:
-        emit(json_document("walctl.tasklog-resume/1", {
+        emit(json_document("walctl.tasklog-resume/2", {
             "path": path, "outcome": "applied" if res.applied else ("dry-run" if res.report.read.torn else "ready"),
             "applied": res.applied, "exit_code": res.report.exit_code, "message": res.message,
             "evidence": evidence, "state": res.report.state_json(),
@@ -120,7 +120,7 @@ nothing is re-executed); --until stops at a line.
 Example: walctl tasklog replay wal/3f2a...77.wal --until 12""")
 def replay(path: str = typer.Argument(..., help="A task log.", callback=existing_path),
            until: Optional[int] = typer.Option(None, "--until", min=1, help="Stop after this line number."),
-           json_out: bool = typer.Option(False, "--json", help="One JSON object per entry (JSON lines).")):
+           json_out: bool = typer.Option(False, "--json", help="One JSON object per entry (JSON lines, schema walctl.tasklog-replay/1).")):
     import json
 
     from ..ops.tasklog import read_task

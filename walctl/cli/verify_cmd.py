@@ -11,6 +11,7 @@ from ..ops.kinds import kind_of
 from ..ops.report import VerifyReport
 
 from ..ops.verify import verify_paths
+from .metrics_opt import METRICS_FILE, Recording
 from .progress import PROGRESS, Bar, path_bytes
 from .render import emit, json_document, next_lines, paint, plain_table, rerun, safe, seq_range
 
@@ -33,7 +34,7 @@ _VERDICT_COLOR = {"clean": "green", "torn": "yellow"}
 
 def verify(
     paths: List[str] = typer.Argument(..., metavar="PATH...", help="Chunk directories or chunk files."),
-    json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.verify/1) on stdout."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.verify/2) on stdout."),
     strict: bool = typer.Option(False, "--strict", help="Treat every anomaly as corruption (exit 3): a type "
                                 "ordinal 16..255 (the reference Java reader cannot open the directory), a record "
                                 "version other than 2, unknown flag bits, non-zero reserved bytes or padding, a "
@@ -59,19 +60,30 @@ def verify(
                                                "chunk after this long (500ms, 90s, 10m, 1h); stops at a chunk "
                                                "boundary and records where, for --resume."),
     progress: Optional[bool] = PROGRESS,
+    metrics_file: Optional[str] = METRICS_FILE,
 ) -> int:
     if jobs == 0:
         jobs = os.cpu_count() or 1
     cover = _cover(subset, resume, max_duration)
+    with Recording(metrics_file, "verify", paths) as rec:
+        _verify(rec, paths, json_out, strict, jobs, quick, cover, verbose, quiet, show_map, archive, progress)
+
+
+def _verify(rec: Recording, paths, json_out, strict, jobs, quick, cover, verbose, quiet, show_map, archive,
+            progress) -> None:
     with Bar("verify", path_bytes(*paths), progress) as bar:
         report = verify_paths(paths, strict=strict, jobs=jobs, progress=bar.callback, quick=quick, cover=cover)
+    if rec.path is not None:
+        from ..ops.metrics import verify_targets
+
+        rec.record(verify_targets(report))
     maps = _maps(report) if show_map else None
     if json_out:
         doc = to_json(report, archive)
         if maps is not None:
             for p, m in zip(doc["paths"], maps):
                 p["map"] = m.to_json()
-        emit(json_document("walctl.verify/1", doc))
+        emit(json_document("walctl.verify/2", doc))
     elif not quiet:
         render_human(report, verbose, archive)
         if maps is not None:

@@ -366,9 +366,9 @@ def _shipper(wal_dir: str):
 
 def push_follow(wal_dir: str, dest: str, *, interval: float = 1.0, timeout: float | None = None,
                 poll_interval: float | None = None, install_signals: bool = True, sleep=time.sleep,
-                **kw) -> ShipReport:
+                on_poll: Callable[[Shipper], None] | None = None, **kw) -> ShipReport:
     """archive push --follow: polls until SIGINT/SIGTERM (or `timeout`), then finishes the buffered
-    piece and writes the manifest. A damaged log ends it with the damage's exit code."""
+    piece and writes the manifest. A damaged log ends it with the damage's exit code; on_poll(shipper)."""
     sh = _shipper(wal_dir)(wal_dir, dest, interval=interval, **kw)
     stop = SimpleNamespace(signal=None)  # the signal that asked to stop
     old = {}
@@ -389,6 +389,8 @@ def push_follow(wal_dir: str, dest: str, *, interval: float = 1.0, timeout: floa
                 sh.poll()
             except NotClean as e:
                 return sh.report("damage", e.reason, e.exit_code)
+            if on_poll is not None:
+                on_poll(sh)
             sleep(step)
     finally:
         for s, h in old.items():

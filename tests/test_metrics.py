@@ -232,3 +232,15 @@ def test_the_example_alert_rules_name_only_metrics_walctl_writes_and_the_units_t
         text = open(os.path.join(EXAMPLES, unit)).read()
         assert "--metrics-file /var/lib/node_exporter/textfile/" in text and "ReadWritePaths=/var/lib/node_exporter" in text
     assert "OnUnitActiveSec=" in open(os.path.join(EXAMPLES, "systemd", "walctl-verify@.timer")).read()
+
+
+def test_a_metrics_directory_reached_through_a_link_is_not_a_target_of_the_run(tmp_path, capsys):
+    import json
+
+    wal = copy(tmp_path, "wal-healthy")
+    (tmp_path / "real").mkdir()
+    os.symlink(tmp_path / "real", tmp_path / "textfile")
+    assert run(["verify", wal, "--json", "--metrics-file", str(tmp_path / "textfile" / "v.prom")]) == 0
+    out = capsys.readouterr()
+    assert "targets" not in json.loads(out.out) and "target:" not in out.err
+    assert value(read_metrics(tmp_path / "real" / "v.prom"), "walctl_exit_code", target=wal) == 0

@@ -101,8 +101,11 @@ def write(path: str, command: str, targets, seconds: float, now: float | None = 
     from ..store import durable
     from ..store.fs import DEFAULT_FS
 
-    path = os.path.abspath(path)
-    fs = fs or DEFAULT_FS.beneath(os.path.dirname(path))  # the operator's directory for it: the one place written
+    if fs is None:
+        # the operator's directory for it, the one place written; resolved first, so that a link on its way
+        # is not noted as a followed *target* of the run (store/root.FOLLOWED: the JSON's `targets`)
+        path = os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(path))), os.path.basename(path))
+        fs = DEFAULT_FS.beneath(os.path.dirname(path))
     try:  # the last success time lives in the file itself (a file of another origin: its lines are skipped)
         previous = fs.read_head(path, 1 << 20).decode("utf-8", "replace") if fs.exists(path) else ""
     except (OSError, WalctlError):

@@ -280,7 +280,7 @@ def test_cli_flags_text_json_and_usage_errors(tmp_path, cli):
     r = cli("verify", d, "--subset", "1/3", "--json")
     doc = r.json()
     cov = doc["paths"][0]["coverage"]
-    assert r.code == 0 and doc["schema"] == "walctl.verify/1"
+    assert r.code == 0 and doc["schema"] == "walctl.verify/2"
     assert cov["subset"] == "1/3" and cov["window"] == [0.0, 0.333333] and cov["state"] is None
     assert cov["sealed_checked"] + len(cov["not_checked"]) == cov["sealed"]
     r = cli("verify", d, "--subset", "10%", "--resume")

@@ -241,3 +241,95 @@ def test_feed_next_is_feed_for_a_continuing_record_and_refuses_everything_else()
     assert not fast.feed_next(3) and fast.count == 3  # damage pending: its verdict comes with the next run
     (d, r) = fast.feed(3, Run(3, 3, 1, 30, 40))
     assert d.torn is True and r.continuity == J.Continuity.CONTINUES and fast.feed_next(4)
+
+
+# The complete verdict (#25): torn or corrupt, the exit code, the lost range, whether a gap belongs to the
+# damage before it, in progress, and whether a stream may go on. Readers render these and decide none.
+
+def verdict(j: J.Judged) -> str:
+    """<kind>:<code>[:torn|corrupt][:lost a-b][:owned|:break][:live]"""
+    kind = "R" if type(j.item) is Run else "B" if type(j.item) is J.Barrier else j.item.kind[0].upper()
+    parts = [kind, str(j.code)]
+    if j.torn is not None:
+        parts.append("torn" if j.torn else "corrupt")
+    if j.lost is not None:
+        parts.append(f"lost {j.lost[0]}-{j.lost[1]}")
+    if type(j.item) is Run:
+        parts += ["owned"] if j.owns_gap else ["break"] if j.sequence_break else []
+    if j.live:
+        parts.append("live")
+    return ":".join(parts)
+
+
+VERDICTS = [
+    # (name, items, last position, writer, expected verdicts in feed order)
+    ("clean", [run(1, 5), run(6, 9)], 1, None, ["R:0", "R:0"]),
+    ("bare gap: a sequence finding (4)", [run(1, 5), run(8, 9)], 1, None, ["R:0", "R:4:break"]),
+    ("repeat: 4", [run(1, 5), run(5, 9)], 1, None, ["R:0", "R:4:break"]),
+    ("regression after damage: still its own finding", [run(1, 5), mid(), run(2, 9)], 1, None,
+     ["R:0", "M:3", "R:4:break"]),
+    ("torn tail at the end: 1", [run(1, 5), tail()], 0, None, ["R:0", "T:1:torn"]),
+    ("tail continued by the next chunk: torn, 1", [run(1, 5), tail(), run(6, 7)], 1, None,
+     ["R:0", "T:1:torn", "R:0"]),
+    ("tail then gap: corrupt (3), the gap is its lost range and no finding of its own",
+     [run(1, 5), tail(), run(9, 10)], 1, None, ["R:0", "T:3:corrupt:lost 6-8", "R:0:owned"]),
+    ("mid-log then gap: 3, lost range, gap owned", [run(1, 5), mid(9), run(9, 12)], 0, None,
+     ["R:0", "M:3:lost 6-8", "R:0:owned"]),
+    ("undecodable: 3", [run(1, 5), undecodable(), run(7, 7)], 0, None, ["R:0", "U:3:lost 6-6", "R:0:owned"]),
+    ("short chunk not last: corrupt (3); the tail before it too", [run(1, 5), tail(), J.Barrier(J.SHORT),
+                                                                    run(6, 6)], {0: 0, 1: 0, 2: 1, 3: 2}, None,
+     ["R:0", "T:3:corrupt", "B:3:corrupt", "R:0"]),
+    ("short last chunk: torn (1), and the tail before it", [run(1, 5), tail(), J.Barrier(J.SHORT)],
+     {0: 0, 1: 0, 2: 1}, None, ["R:0", "T:1:torn", "B:1:torn"]),
+    ("short last chunk with a live writer: in progress (0)", [run(1, 5), J.Barrier(J.SHORT)],
+     {0: 0, 1: 1}, "pid 7", ["R:0", "B:0:torn:live"]),
+    ("incomplete tail in the last chunk with a live writer: 0", [run(1, 5), tail(INCOMPLETE)], 0, "pid 7",
+     ["R:0", "T:0:torn:live"]),
+    ("checksum tail with a live writer: torn all the same (1)", [run(1, 5), tail()], 0, "pid 7",
+     ["R:0", "T:1:torn"]),
+    ("unreadable: the environment's code", [run(1, 5), J.Barrier(J.UNREADABLE, code=6), run(6, 6)],
+     {0: 0, 1: 1, 2: 2}, None, ["R:0", "B:6", "R:0"]),
+    ("unsupported then gap: 5, its lost range", [run(1, 5), J.Barrier(J.UNSUPPORTED), run(9, 9)],
+     {0: 0, 1: 1, 2: 2}, None, ["R:0", "B:5:lost 6-8", "R:0:owned"]),
+]
+
+
+@pytest.mark.parametrize("name,items,positions,writer,expected", VERDICTS, ids=[v[0] for v in VERDICTS])
+def test_complete_verdict_table(name, items, positions, writer, expected):
+    pos = positions if isinstance(positions, dict) else {i: 0 for i in range(len(items))}
+    last = max(pos.values()) if isinstance(positions, dict) else positions
+    got = J.judge_all([(pos[i], item) for i, item in enumerate(items)], last, writer)
+    assert [verdict(j) for j in got] == expected
+
+
+def test_lost_range_is_the_one_plus_one_rule():
+    assert J.lost_range(5, 6) is None and J.lost_range(5, 5) is None and J.lost_range(5, 2) is None
+    assert J.lost_range(5, 9) == (6, 8) and J.lost_range(5, 7) == (6, 6)
+    assert J.lost_range(None, 9) is None and J.lost_range(5, None) is None
+    assert J.continues(None, 7) and J.continues(5, 6) and not J.continues(5, 5) and not J.continues(5, 8)
+    judged, _ = _block([run(1, 5), run(9, 9)])
+    assert judged.gap == J.lost_range(5, 9)
+
+
+def test_stream_may_go_on():
+    t, s = tail(), J.Barrier(J.SHORT)
+    # what waits for the next run (tail, short file) and what stops a stream at once
+    assert J.waits(t) and J.waits(s)
+    assert not any(J.waits(x) for x in (mid(), undecodable(), UNREAD, J.Barrier(J.UNSUPPORTED), run(1, 1)))
+    # the stop's exit code: the damage the run does not continue is corrupt, the discontinuity a sequence finding
+    judged, block = _block([run(1, 5), t, run(9, 9)])
+    assert block == (1, t) and J.stop_code(block, judged) == 3
+    judged, block = _block([run(1, 5), run(9, 9)])
+    assert block is judged and J.stop_code(block, judged) == 4
+    # ADR-003 streams stop at corrupt or worse; a torn tail (1) and notes (0) go on
+    assert [J.stream_stops(c) for c in range(7)] == [False, False, False, True, True, True, True]
+
+
+def test_segment_verdicts_carry_the_code_and_the_live_writer():
+    j = J.Judge(J.SEGMENTS, writer="pid 7")
+    j.feed("a", run(1, 1))
+    j.feed("a", tail(INCOMPLETE), last_file=False)  # a closed segment's tail: corrupt whatever follows
+    out = j.feed("b", run(2, 2))
+    assert [verdict(v) for v in out] == ["T:3:corrupt", "R:0"]
+    j.feed("b", tail(INCOMPLETE), last_file=True)
+    assert [verdict(v) for v in j.end()] == ["T:0:torn:live"]

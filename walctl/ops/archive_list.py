@@ -12,6 +12,7 @@ from .archive import (
 from .archive_pieces import wal_units
 from . import classes as K
 from .findings import Finding
+from . import judge as J
 
 
 class ArchiveListing(NamedTuple):
@@ -65,8 +66,9 @@ def gaps(entries) -> list[tuple[int, int]]:
     wal = sorted((e for e in wal_units(entries) if e.first_sequence is not None), key=_order)
     out = []
     for a, b in zip(wal, wal[1:]):
-        if b.first_sequence > a.last_sequence + 1:
-            out.append((a.last_sequence + 1, b.first_sequence - 1))
+        lost = J.lost_range(a.last_sequence, b.first_sequence)
+        if lost is not None:
+            out.append(lost)
     return out
 
 

@@ -8,6 +8,7 @@ from ..errors import EXIT_SEQUENCE
 from .archive import WAL_KINDS, Entry, piece_kind
 from . import classes as K
 from .findings import Finding
+from . import judge as J
 
 
 def live_files(entries) -> dict:
@@ -30,7 +31,7 @@ def contiguous_pieces(pieces: list) -> tuple[list, list[Finding]]:
     used, findings, at = [], [], 0
     for e in pieces:
         p = e.piece
-        if p.start == at and (not used or p.first_sequence == used[-1].last_sequence + 1 or p.is_segment):
+        if p.start == at and (not used or J.continues(used[-1].last_sequence, p.first_sequence) or p.is_segment):
             used.append(e)
             at = p.end
             continue

@@ -29,6 +29,7 @@ from ..store.contain import refuse_links
 from ..store.lock import DirectoryLock, holder_text
 from .classes import NO_COMPACT, acted_on_by
 from .clock import utc_now
+from . import judge as J
 
 NO_COMPACT_CLASSES = acted_on_by(NO_COMPACT)  # sequences that do not rise by one
 
@@ -186,7 +187,7 @@ def plan_segments(directory: str, hwm: int, fs=DEFAULT_FS, lock_held_by_us: bool
         last = s.last_sequence if s.records else prev_last
         if last is None:  # empty, with nothing before it: it holds no sequence to cover
             last = 0
-        if nxt.records and nxt.first_sequence != last + 1:
+        if nxt.records and not J.continues(last, nxt.first_sequence):
             return removals, f"{s.file}: the next segment starts at {nxt.first_sequence}, not {last + 1}"
         if last > hwm:
             return removals, f"{s.file}: holds sequences up to {last}, above the HWM {hwm}"

@@ -20,7 +20,7 @@ import signal
 import time
 from typing import Callable, NamedTuple
 
-from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED, UsageError
+from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_UNSUPPORTED, UsageError
 from ..format import scan as fscan
 from ..format.names import parse_chunk_name
 from ..format.v2 import FILE_HEADER, encode_file_header, visited_payload
@@ -162,8 +162,7 @@ class ChunkFollower:
         """The exit code for tail damage waited out at the end of the newest chunk with no writer left:
         the judge's verdict on it as the end of the log (torn, as verify says)."""
         self.judge.feed(current, tail)
-        verdict = self.judge.end()[-1]
-        return EXIT_TORN if verdict.torn else EXIT_CORRUPT
+        return self.judge.end()[-1].code
 
     def _take(self, current: str, sc: "_Scanned") -> tuple[list[Record], FollowResult | None]:
         """The records to hand on, run by run: the judge says whether each run may be streamed
@@ -180,7 +179,7 @@ class ChunkFollower:
                 closed = block is not verdict  # tail damage left in a chunk rolled away from
                 why = f" after damage left in a closed chunk ({block[1].reason})" if closed else ""
                 return out, self.result("damage", f"{current}: offset {r.offset}: sequence {r.sequence} after "
-                                        f"{prev}{why}", EXIT_CORRUPT if closed else EXIT_SEQUENCE)
+                                        f"{prev}{why}", J.stop_code(block, verdict))
             for r in sc.recs[i:i + run.count]:
                 if r.sequence <= after:
                     continue

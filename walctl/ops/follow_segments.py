@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN
+from ..errors import EXIT_CORRUPT, EXIT_OK
 from ..format import segment as seg
 from ..format.names import parse_segment_name
 from . import judge as J
@@ -107,9 +107,9 @@ class SegmentFollower:
                 zeros = not any(t.pending)
                 self.items.damage(t.current, t.base, t.base + len(t.pending), bad.problem, bad.kind, False, zeros,
                                   last_file=True)
-                torn = self.items.end()[-1].torn
+                code = self.items.end()[-1].code
                 return progressed, result("damage", f"{t.current}: offset {t.base}: {bad.problem} (no live writer)",
-                                          EXIT_TORN if torn else EXIT_CORRUPT)
+                                          code)
             return progressed, None
 
     def _read(self, t: Tail):
@@ -142,7 +142,7 @@ class SegmentFollower:
                 if off and self.on_bytes is not None:
                     self.on_bytes(current, base, bytes(pending[:off]), seen)
                 return out, off, bad, seen, self.result("damage", f"{current}: offset {base + off}: sequence {q} "
-                                                        f"after {prev}{why}", EXIT_CORRUPT if closed else EXIT_SEQUENCE)
+                                                        f"after {prev}{why}", J.stop_code(block, verdict))
             off += e.size
             seen.append((current, e._replace(offset=base + off - e.size)))
             if q <= after:

@@ -21,6 +21,11 @@ The rules:
   gap the directory's ledger accepted as lost; otherwise the stream stops at the pending tail (or short
   chunk) the run does not continue, or at the discontinuity itself.
 
+The verdict is complete (`Judged`): torn or corrupt (`torn`), the exit code (`code`), the lost range
+(`lost`), whether a gap belongs to the damage before it (`owns_gap`) or is a finding of its own
+(`sequence_break`), an append in progress by a live writer (`live`), and whether a stream may go on
+(`stream_block`, `waits`, `stream_stops`). Callers render these; they decide none of them.
+
 verify feeds everything and turns every Judged into findings; replay feeds chunk by chunk and stops at
 the first block; the followers (ops/follow.py, ops/follow_segments.py) feed as bytes arrive -- the bytes
 left in a file they roll away from are a tail Damage (`Tail.roll`), the records after it a Run -- and
@@ -40,6 +45,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Callable, NamedTuple
 
+from ..errors import EXIT_CORRUPT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED
 from ..format.scan import INCOMPLETE, MID_LOG, TAIL, UNDECODABLE, Damage, Run
 
 
@@ -56,11 +62,14 @@ SHORT, UNREADABLE, UNSUPPORTED = "short", "unreadable", "unsupported"  # Barrier
 
 class Barrier(NamedTuple):
     """A file whose records cannot be read: SHORT (fewer bytes than a file header), UNREADABLE,
-    UNSUPPORTED. `torn`: it is itself torn (a short last chunk, or one a live writer is creating), so
-    tail damage right before it is torn too. `note`: the caller's own value (its finding, its block)."""
+    UNSUPPORTED. `torn`: it is itself torn (the judge sets it for a short file fed as the last file:
+    one a crashed or live writer was creating), so tail damage right before it is torn too. `note`: the
+    caller's own value (its finding, its block). `code`: an unreadable file's exit code, as the
+    environment said (default: UNREADABLE 6, UNSUPPORTED 5)."""
     kind: str
     torn: bool = False
     note: object = None
+    code: int | None = None
 
 
 class Judged(NamedTuple):
@@ -73,16 +82,61 @@ class Judged(NamedTuple):
     lost: tuple[int, int] | None = None  # damage/barrier: the sequences its bytes held (a gap after it)
     torn: bool | None = None  # tail damage only
     after: tuple = ()  # Run only: (pos, item) of the damage and barriers between the previous run and this one
+    live: bool = False  # damage/short file: an append (or a file) a live writer has in flight (`in_progress`)
 
     @property
     def gap(self) -> tuple[int, int] | None:
         """Run only: the missing sequences before it, when it starts above the previous run's last + 1."""
         if self.continuity != Continuity.GAP:
             return None
-        return self.last_before + 1, self.item.first_seq - 1
+        return lost_range(self.last_before, self.item.first_seq)
+
+    @property
+    def owns_gap(self) -> bool:
+        """Run only: its gap belongs to the damage or barriers right before it (their `lost`), and is no
+        separate sequence finding."""
+        return self.continuity == Continuity.GAP and bool(self.after)
+
+    @property
+    def sequence_break(self) -> bool:
+        """Run only: a sequence finding of its own (a gap no damage explains, a repeat, a regression)."""
+        return self.continuity not in FOLLOWS and self.continuity is not None and not self.owns_gap
+
+    @property
+    def code(self) -> int:
+        """The exit code of the verdict: a run's (0, or 4 for a sequence break); tail damage and short
+        files 1 when torn, else 3 (0: in progress); mid-log and undecodable 3; unreadable files as the
+        environment said."""
+        item = self.item
+        if type(item) is Run:
+            return EXIT_SEQUENCE if self.sequence_break else EXIT_OK
+        if self.live:
+            return EXIT_OK
+        if type(item) is Barrier:
+            if item.kind == SHORT:
+                return EXIT_TORN if self.torn else EXIT_CORRUPT
+            if item.code is not None:
+                return item.code
+            return EXIT_ENVIRONMENT if item.kind == UNREADABLE else EXIT_UNSUPPORTED
+        if item.kind == TAIL:
+            return EXIT_TORN if self.torn else EXIT_CORRUPT
+        return EXIT_CORRUPT
 
 
 FOLLOWS = (Continuity.FIRST, Continuity.CONTINUES)  # continuities a stream may simply go on through
+
+
+def lost_range(last: int | None, first: int | None) -> tuple[int, int] | None:
+    """The sequences missing between the last valid sequence and the next one met (first > last + 1):
+    the one `+ 1` rule of continuity. None when nothing is missing or either end is unknown."""
+    if last is None or first is None or first <= last + 1:
+        return None
+    return last + 1, first - 1
+
+
+def continues(last: int | None, first: int) -> bool:
+    """Does a record (or run) starting at `first` continue the last valid sequence (or start the log)?"""
+    return last is None or first == last + 1
 
 
 def continuity(prev_last: int | None, first_seq: int) -> Continuity:
@@ -101,7 +155,7 @@ def tail_torn(last_before: int | None, following) -> bool:
     if following is None:
         return True
     if type(following) is Run:
-        return last_before is None or following.first_seq == last_before + 1
+        return continues(last_before, following.first_seq)
     return type(following) is Barrier and following.torn
 
 
@@ -116,41 +170,49 @@ SEGMENTS = Policy(torn_in_last_file_only=True, step_back_rejected=True)  # ADR-0
 
 
 def in_progress(item, last_file: bool, writer) -> bool:
-    """The live-writer context: a record cut short at the end of the last file while a writer holds the
-    directory is an append in flight, not damage (a torn tail all the same)."""
-    return bool(writer) and last_file and _is_tail(item) and item.tail_kind == INCOMPLETE
+    """The live-writer context: a record cut short at the end of the last file, or a last file shorter
+    than its header, while a writer holds the directory is an append in flight, not damage (torn all the
+    same)."""
+    if not (writer and last_file):
+        return False
+    return _is_tail(item) and item.tail_kind == INCOMPLETE or type(item) is Barrier and item.kind == SHORT
 
 
 class Judge:
     """Feed items in directory order, then end(); each call returns the items judged so far.
-    `last`: the last valid sequence already known (a stream resumed at a known record)."""
-    __slots__ = ("prev_last", "pending", "count", "_torn", "policy")
+    `last`: the last valid sequence already known (a stream resumed at a known record). `writer`: the
+    live writer holding the directory, if any (`in_progress`, for items fed with last_file)."""
+    __slots__ = ("prev_last", "pending", "count", "_torn", "policy", "writer")
 
-    def __init__(self, policy: Policy = CONTINUED, last: int | None = None):
+    def __init__(self, policy: Policy = CONTINUED, last: int | None = None, writer=None):
         self.policy = policy
+        self.writer = writer
         self.prev_last: int | None = last  # the last valid sequence met
-        self.pending: list[tuple[int, int, object, int | None]] = []  # (index, pos, item, last_before)
+        self.pending: list[tuple[int, int, object, int | None, bool]] = []  # (index, pos, item, last_before, live)
         self.count = 0
         self._torn: dict[int, bool] = {}  # index of a tail damage -> torn, decided by the next item
 
     def feed(self, pos: int, item, last_file: bool = False) -> list[Judged]:
-        """`last_file`: the item is in the directory's last file (read under torn_in_last_file_only)."""
+        """`last_file`: the item is in the directory's last file (a tail read under
+        torn_in_last_file_only; a short file, torn there; the live-writer context)."""
         k = self.count
         self.count += 1
         by_position = self.policy.torn_in_last_file_only
+        if type(item) is Barrier and item.kind == SHORT and last_file and not item.torn:
+            item = item._replace(torn=True)  # a short last file: torn while being created
         if self.pending and not by_position:
-            last_k, _, last_item, before = self.pending[-1]
+            last_k, _, last_item, before, _ = self.pending[-1]
             if last_k == k - 1 and _is_tail(last_item):
                 self._torn[last_k] = tail_torn(before, item)
         if type(item) is not Run:
             if by_position and _is_tail(item):
                 self._torn[k] = last_file
-            self.pending.append((k, pos, item, self.prev_last))
+            self.pending.append((k, pos, item, self.prev_last, in_progress(item, last_file, self.writer)))
             return []
         cont = continuity(self.prev_last, item.first_seq)
         if self.policy.step_back_rejected and cont in (Continuity.REPEAT, Continuity.REGRESSION):
             return [Judged(k, pos, item, self.prev_last, cont, after=tuple((p[1], p[2]) for p in self.pending))]
-        lost = (self.prev_last + 1, item.first_seq - 1) if cont == Continuity.GAP and self.pending else None
+        lost = lost_range(self.prev_last, item.first_seq) if self.pending else None
         out = self._flush(lost)
         out.append(Judged(k, pos, item, self.prev_last, cont, after=tuple((p[1], p[2]) for p in self.pending)))
         self.pending = []
@@ -176,8 +238,9 @@ class Judge:
 
     def _flush(self, lost) -> list[Judged]:
         out = []
-        for i, (k, pos, item, before) in enumerate(self.pending):
-            out.append(Judged(k, pos, item, before, lost=lost if i == 0 else None, torn=self._torn.pop(k, None)))
+        for i, (k, pos, item, before, live) in enumerate(self.pending):
+            torn = item.torn if type(item) is Barrier and item.kind == SHORT else self._torn.pop(k, None)
+            out.append(Judged(k, pos, item, before, lost=lost if i == 0 else None, torn=torn, live=live))
         return out
 
 
@@ -185,12 +248,12 @@ def _is_tail(item) -> bool:
     return type(item) is Damage and item.kind == TAIL
 
 
-def judge_all(entries) -> list[Judged]:
-    """Every (pos, item) judged, in the order fed (V2 chunks)."""
-    j = Judge()
+def judge_all(entries, last_pos=None, writer=None) -> list[Judged]:
+    """Every (pos, item) judged, in the order fed (V2 chunks); `last_pos`: the last file's position."""
+    j = Judge(writer=writer)
     out: list[Judged] = []
     for pos, item in entries:
-        out.extend(j.feed(pos, item))
+        out.extend(j.feed(pos, item, pos == last_pos))
     out.extend(j.end())
     return out
 
@@ -198,6 +261,25 @@ def judge_all(entries) -> list[Judged]:
 def skipped_damage(item) -> bool:
     """Damage whose bytes a stream skips over (with --skip-damaged): mid-log or undecodable."""
     return type(item) is Damage and item.kind in (MID_LOG, UNDECODABLE)
+
+
+def waits(item) -> bool:
+    """Does a stream reaching this damage or barrier wait for what follows it (tail damage, a short file:
+    torn or not is for the next run to say, through stream_block)? Anything else stops it at once (or,
+    with --skip-damaged, is skipped)."""
+    return _is_tail(item) or type(item) is Barrier and item.kind == SHORT
+
+
+def stream_stops(code: int) -> bool:
+    """A stream of ADR-003 entries (replay) stops at a finding of this exit code: damage and breaks that
+    are corrupt or worse; a torn tail and notes do not stop it."""
+    return code >= EXIT_CORRUPT
+
+
+def stop_code(block, run: Judged) -> int:
+    """The exit code of a stream stopped by stream_block before `run` (the followers): the damage the run
+    does not continue is corrupt; the discontinuity itself is a sequence finding."""
+    return EXIT_SEQUENCE if block is run else EXIT_CORRUPT
 
 
 def no_ledger(a: int, b: int) -> bool:
@@ -209,11 +291,11 @@ def stream_block(run: Judged, accepted: Callable[[int, int], bool]):
     """For a stream reaching this run: None (stream it), or the (pos, item) that stops the stream before
     it (the last pending tail damage or short chunk, which the run does not continue), or `run` itself
     (the discontinuity). `accepted(a, b)`: the directory's ledger accepted a..b as lost."""
-    if run.continuity in (Continuity.FIRST, Continuity.CONTINUES):
+    if run.continuity in FOLLOWS:
         return None
     if any(skipped_damage(i) for _, i in run.after):
         return None  # the skipped bytes held the missing records
-    waiting = [(p, i) for p, i in run.after if _is_tail(i) or type(i) is Barrier and i.kind == SHORT]
+    waiting = [(p, i) for p, i in run.after if waits(i)]
     if not waiting and run.gap is not None and accepted(*run.gap):
         return None
     return waiting[-1] if waiting else run

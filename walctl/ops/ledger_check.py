@@ -362,3 +362,14 @@ def remembered_kind(directory: str, entries, fs=DEFAULT_FS) -> str | None:
         if isinstance(name, str) and parse_segment_name(name) is not None:
             return KIND_SEGMENTS
     return None
+
+
+def accepted_losses(path: str):
+    """(a, b) -> True when the directory's ledger records that sequences a..b were accepted as lost
+    (`walctl repair --accept-loss`): replay streams across such a gap as verify accepts it."""
+    from ..format.ledger import fold
+    from ..store.ledger import read_ledger
+
+    read = read_ledger(path) if os.path.isdir(path) else None
+    exp = fold(read.lines) if read is not None else None
+    return lambda a, b: exp is not None and exp.accepted_cover(a, b) is not None

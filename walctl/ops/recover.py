@@ -23,6 +23,7 @@ from .report import PathReport
 from .reducers import AUTO, REDUCERS, Skip, empty_for, load_reducer, pick_reducer, reduce_adr003, reduce_spector  # noqa: F401
 from .verify import detect_kind
 from .seek import with_index
+from . import judge as J
 
 OUTCOME_CHECKPOINT = "checkpoint+replay"
 OUTCOME_FROM_EMPTY = "replayed-from-empty"
@@ -222,7 +223,7 @@ def _recover(tried: RecoverReport, base, log, no_log, fold, allow_gap, warnings,
         outcome = OUTCOME_FROM_EMPTY if entries else OUTCOME_FRESH
     else:
         outcome = OUTCOME_CHECKPOINT
-        if entries and entries[0]["sequence"] != w + 1:
+        if entries and not J.continues(w, entries[0]["sequence"]):
             gap = (w + 1, entries[0]["sequence"] - 1)
             if not allow_gap:
                 err = NotClean(f"sequence gap after the checkpoint: {gap[0]}..{gap[1]} missing (use --allow-gap to "

@@ -34,7 +34,7 @@ from . import judge as J
 from .fdwrite import write_pieces_to_fd  # noqa: F401 (callers pass its result as `out` with out_fd)
 from . import classes as K
 from .findings import SEQUENCE_GAP
-from .ledger_check import accepted_gaps_only
+from .ledger_check import accepted_gaps_only, accepted_losses
 from .kinds import KINDS
 from .report import PathReport
 from .seek import NO_INDEX, v2_start
@@ -207,7 +207,8 @@ def replay_v2(path: str, kind: str, out, opts: ReplayOptions, fs, out_fd: int | 
     else:
         source = _Sequential(todo, encode_chunk, out)
     try:
-        return _emit_v2(path, kind, foreign, writer, opts, start, source, progress)._replace(index=sk)
+        return _emit_v2(path, kind, foreign, writer, opts, start, source, progress,
+                        todo[-1] if todo else None)._replace(index=sk)
     finally:
         if parallel is not None:
             parallel.close()
@@ -236,25 +237,17 @@ class _Sequential:
             yield c, outcome, _Local(pieces, marks, self.out)
 
 
-def _accepted_losses(path: str):
-    """(a, b) -> True when the directory's ledger records that sequences a..b were accepted as lost
-    (`walctl repair --accept-loss`): replay streams across such a gap as verify accepts it."""
-    from ..format.ledger import fold
-    from ..store.ledger import read_ledger
-
-    read = read_ledger(path) if os.path.isdir(path) else None
-    exp = fold(read.lines) if read is not None else None
-    return lambda a, b: exp is not None and exp.accepted_cover(a, b) is not None
-
-
-def _emit_v2(path, kind, foreign, writer, opts: ReplayOptions, start: int, source, progress=None) -> ReplayReport:
+def _emit_v2(path, kind, foreign, writer, opts: ReplayOptions, start: int, source, progress=None,
+             last_chunk=None) -> ReplayReport:
+    """Renders the judge's verdicts chunk by chunk as a stream: what it may stream is written, what stops
+    it (or, with skip_damaged, what it goes past) becomes a Blocked."""
     sink = _Sink(opts.limit)
     read_chunks, outcomes = [], []
     skipped: list[Blocked] = []
     stopped: Blocked | None = None
     ended_by = "end"
     judge = J.Judge()  # torn vs corrupt and continuity, as verify decides them
-    accepted = _accepted_losses(path)
+    accepted = accepted_losses(path)
     for c, outcome, enc in source:
         read_chunks.append(c)
         outcomes.append(outcome)
@@ -264,8 +257,9 @@ def _emit_v2(path, kind, foreign, writer, opts: ReplayOptions, start: int, sourc
             continue
         block = _chunk_block(c.name, outcome)
         if block is not None:
-            judge.feed(c.name, J.Barrier(J.SHORT if block.cls == K.SHORT_CHUNK else J.UNREADABLE, note=block))
-            if block.cls != K.SHORT_CHUNK:  # a short chunk waits for the next record: is it torn?
+            barrier = J.Barrier(J.SHORT if block.cls == K.SHORT_CHUNK else J.UNREADABLE, note=block)
+            judge.feed(c.name, barrier, c is last_chunk)
+            if not J.waits(barrier):  # a short chunk waits for the next record: is it torn?
                 if not opts.skip_damaged:
                     stopped, ended_by = block, "damage"
                     continue
@@ -289,12 +283,11 @@ def _emit_chunk(c, outcome, enc, judge: J.Judge, accepted, opts: ReplayOptions, 
         prev = judge.prev_last
         if isinstance(item, Damage):
             judge.feed(c.name, item)
-            if item.kind == fscan.TAIL:
+            if J.waits(item):
                 continue  # judged by the next record
-            lost = (prev + 1, item.resync_sequence - 1) if prev is not None and item.resync_sequence \
-                and item.resync_sequence > prev + 1 else None
+            # the lost range as the judge will give it when the records resume (J.lost_range)
             b = Blocked(c.name, item.offset, item.end, K.MID_LOG_DAMAGE if item.kind == fscan.MID_LOG
-                        else K.UNDECODABLE_PAYLOAD, item.reason, lost)
+                        else K.UNDECODABLE_PAYLOAD, item.reason, J.lost_range(prev, item.resync_sequence or None))
             if not opts.skip_damaged:
                 return b, "damage"
             skipped.append(b)
@@ -362,10 +355,10 @@ def replay_segments(path: str, kind: str, out, opts: ReplayOptions, fs, out_fd: 
     ended_by = "end"
     seen_findings = 0
     to = opts.to if opts.to is not None else ev.I64_MAX
-    accepted = _accepted_losses(path)  # a gap the ledger accepted as lost is streamed across, as for V2
+    accepted = accepted_losses(path)  # a gap the ledger accepted as lost is streamed across, as for V2
     it = iter(walk)
     for name, e in it:
-        blocking = [f for f in walk.findings[seen_findings:] if f.exit_code >= 3
+        blocking = [f for f in walk.findings[seen_findings:] if J.stream_stops(f.exit_code)
                     and not (f.cls == SEQUENCE_GAP and f.sequence_range and accepted(*f.sequence_range))]
         seen_findings = len(walk.findings)
         if blocking:

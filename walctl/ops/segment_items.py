@@ -22,11 +22,12 @@ STEPS_BACK = (J.Continuity.REPEAT, J.Continuity.REGRESSION)
 
 
 class SegmentItems:
-    """Feeds ADR-003 frames to one Judge. `last`: the last sequence already known (a resumed stream)."""
+    """Feeds ADR-003 frames to one Judge. `last`: the last sequence already known (a resumed stream);
+    `writer`: the live writer holding the directory (the judge's in_progress)."""
     __slots__ = ("judge", "recent")
 
-    def __init__(self, last: int | None = None):
-        self.judge = J.Judge(J.SEGMENTS, last)
+    def __init__(self, last: int | None = None, writer=None):
+        self.judge = J.Judge(J.SEGMENTS, last, writer)
         self.recent: dict[int, str] = {}  # sequence -> checksum of the latest accepted entries
 
     @property

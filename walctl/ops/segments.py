@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, NamedTuple
 
-from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED, UnsupportedInput, \
+from ..errors import EXIT_OK, EXIT_TORN, EXIT_UNSUPPORTED, UnsupportedInput, \
     combine_exit_codes
 from ..format import segment as seg
 from ..format.names import parse_segment_name
@@ -81,7 +81,7 @@ class SegmentWalk:
             raise UnsupportedInput("no ADR-003 segment files (wal_NNNNNNNN.log) in this directory", self.path)
         writer = None if self.lock_held_by_us or not kind_of(kind).is_dir else self.fs.probe_writer(self.path)
         self.findings = list(foreign)  # grows as the walk goes: replay stops at the first blocking one
-        self._items, self._held, self._writer = SegmentItems(), {}, writer
+        self._items, self._held, self._writer = SegmentItems(writer=writer), {}, writer
         stats: list[_SegmentStats] = []
         segs, offset = self._seek(segs, kind)
         for i, s in enumerate(segs):
@@ -176,21 +176,20 @@ class SegmentWalk:
             q, prev = j.item.first_seq, j.last_before
             if j.continuity in STEPS_BACK:
                 cls = F.SEQUENCE_REPEAT if j.continuity == J.Continuity.REPEAT else F.SEQUENCE_REGRESSION
-                f = Finding(cls, EXIT_SEQUENCE,
+                f = Finding(cls, j.code,
                             f"sequence {q} after {prev} with a different checksum", s.name, off,
                             off + e.size, (q, min(prev, q)), repeated=(q, q), previous_sequence=prev)
                 findings.append(f)
-            elif j.continuity == J.Continuity.GAP and not j.after:
+            elif j.sequence_break:  # a gap no damage explains
                 rng = j.gap
-                f = Finding(F.SEQUENCE_GAP, EXIT_SEQUENCE, f"sequence gap: {rng[1] - rng[0] + 1} missing "
+                f = Finding(F.SEQUENCE_GAP, j.code, f"sequence gap: {rng[1] - rng[0] + 1} missing "
                             f"({rng[0]}..{rng[1]}) before seq {q}", s.name, off, None, rng,
                             missing=rng, previous_sequence=prev)
                 findings.append(f)
 
     def _held_damage(self, j: J.Judged, s, fr, off, stop, resynced, is_last, zeros, seg_end) -> Finding:
-        live = J.in_progress(j.item, is_last, self._writer)
-        f = self._damage(s, fr, off, stop, resynced, bool(j.torn), live, self._writer, j.last_before, zeros)
-        if f.exit_code in (EXIT_TORN, EXIT_OK):
+        f = self._damage(s, fr, off, stop, resynced, j, self._writer, zeros)
+        if j.code in (EXIT_TORN, EXIT_OK):
             self.torn_bytes += seg_end - off
         return f
 
@@ -200,33 +199,35 @@ class SegmentWalk:
                               last_sequence=st.last, valid_bytes=st.valid_bytes, damaged_bytes=st.damaged)
                      for s, st in zip(segs, stats))
 
-    def _damage(self, s: SegmentFile, fr: seg.Frame, off: int, end: int, resynced: bool, torn: bool, live: bool,
-                writer, prev, zeros: bool = False) -> Finding:
-        shared = dict(field=fr.kind, last_good_sequence=prev)
+    def _damage(self, s: SegmentFile, fr: seg.Frame, off: int, end: int, resynced: bool, j: J.Judged,
+                writer, zeros: bool = False) -> Finding:
+        """Renders the judge's verdict on a frame that does not verify (torn, in progress, its code)."""
+        torn, code = bool(j.torn), j.code
+        shared = dict(field=fr.kind, last_good_sequence=j.last_before)
         if resynced:
-            return Finding(F.MID_LOG_DAMAGE, EXIT_CORRUPT, f"{fr.problem}; intact frames resume at offset {end}",
+            return Finding(F.MID_LOG_DAMAGE, code, f"{fr.problem}; intact frames resume at offset {end}",
                            s.name, off, end, **shared)
         if zeros:
             # Preallocated or never-written blocks after a crash (a length of 0 is no frame at all): no
             # complete frame failed a check, so nothing here can have been acknowledged.
             shared.update(tail_kind="zero-fill", torn=torn)
             if torn:
-                return Finding(F.TAIL_DAMAGE, EXIT_TORN, f"zero-fill tail: {end - off} zero bytes to the end of the "
+                return Finding(F.TAIL_DAMAGE, code, f"zero-fill tail: {end - off} zero bytes to the end of the "
                                "file", s.name, off, end, **shared)
-            return Finding(F.TAIL_DAMAGE, EXIT_CORRUPT, f"zero-fill tail: {end - off} zero bytes to the end of the "
+            return Finding(F.TAIL_DAMAGE, code, f"zero-fill tail: {end - off} zero bytes to the end of the "
                            "file (not the last segment: entries that followed are missing)", s.name, off, end,
                            **shared)
         tail_kind = "incomplete" if fr.kind == "incomplete" else "checksum"
         shared.update(tail_kind=tail_kind, torn=torn)
-        if live:
-            return Finding(F.IN_PROGRESS, EXIT_OK, f"append in progress by a live writer ({writer}): {fr.problem}",
+        if j.live:
+            return Finding(F.IN_PROGRESS, code, f"append in progress by a live writer ({writer}): {fr.problem}",
                            s.name, off, end, extra={"writer": writer}, **shared)
         if torn:
             warn = " (a complete frame fails its check: it may have been acknowledged; repair keeps it as " \
                    "evidence)" if fr.kind != "incomplete" else ""
-            return Finding(F.TAIL_DAMAGE, EXIT_TORN, f"{tail_kind} tail: {fr.problem}{warn}", s.name, off, end,
+            return Finding(F.TAIL_DAMAGE, code, f"{tail_kind} tail: {fr.problem}{warn}", s.name, off, end,
                            **shared)
-        return Finding(F.TAIL_DAMAGE, EXIT_CORRUPT, f"{tail_kind} tail: {fr.problem} (not the last segment: "
+        return Finding(F.TAIL_DAMAGE, code, f"{tail_kind} tail: {fr.problem} (not the last segment: "
                        "acknowledged entries are damaged)", s.name, off, end, **shared)
 
 

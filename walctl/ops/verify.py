@@ -9,7 +9,7 @@ import os
 from typing import TYPE_CHECKING, Callable
 
 from ..errors import (
-    EXIT_CORRUPT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_SEQUENCE, EXIT_TORN, EXIT_UNSUPPORTED, REASON_IO,
+    EXIT_ENVIRONMENT, EXIT_OK, EXIT_TORN, EXIT_UNSUPPORTED, REASON_IO,
     EnvironmentProblem, UnsupportedInput, WalctlError, combine_exit_codes,
 )
 from ..format.names import LEDGER_DIR, QUARANTINE_DIR, parse_chunk_name
@@ -241,22 +241,22 @@ def _chunk_report(c: ChunkFile, o: ChunkOutcome, code: int) -> ChunkReport:
 
 def stitch(chunks: list[ChunkFile], outcomes: list[ChunkOutcome], writer: str | None,
            strict: bool) -> tuple[list[Finding], dict[int, list[int]]]:
-    """Feeds the per-chunk scans to the judge in directory order (torn vs corrupt, sequence continuity,
-    lost sequences) and turns its verdicts into findings. Returns findings in file order and the exit
-    codes per chunk."""
-    entries = _entries(chunks, outcomes, writer)
+    """Renders the judge's verdicts on the per-chunk scans, fed in directory order, as findings (torn vs
+    corrupt, exit codes, sequence continuity, lost sequences are all the judge's). Returns findings in
+    file order and the exit codes per chunk."""
+    entries = _entries(chunks, outcomes)
     out: list[Finding] = []
     codes: dict[int, list[int]] = {}
     prev_where: tuple[int, Run] | None = None
-    for j in J.judge_all(entries):
+    for j in J.judge_all(entries, len(chunks) - 1, writer):
         f: Finding | None = None
         if type(j.item) is Run:
-            if j.continuity not in (J.Continuity.FIRST, J.Continuity.CONTINUES) and not (
-                    j.continuity == J.Continuity.GAP and j.after):
-                f = _sequence_finding(chunks, prev_where, j.last_before, j.pos, j.item)
+            if j.sequence_break:
+                f = _sequence_finding(chunks, prev_where, j)
             prev_where = (j.pos, j.item)
         elif type(j.item) is J.Barrier:
-            f = j.item.note if j.lost is None else _with_lost(j.item.note, j.lost)
+            f = j.item.note if j.item.kind != J.SHORT else _short_chunk(chunks[j.pos], outcomes[j.pos].scan, j, writer)
+            f = f if j.lost is None else _with_lost(f, j.lost)
         else:
             f = _damage_finding(chunks[j.pos], j, entries, j.pos == len(chunks) - 1, writer)
         if f is not None:
@@ -271,20 +271,19 @@ def stitch(chunks: list[ChunkFile], outcomes: list[ChunkOutcome], writer: str | 
     return out, codes
 
 
-def _entries(chunks: list[ChunkFile], outcomes: list[ChunkOutcome], writer: str | None) -> list[tuple[int, object]]:
+def _entries(chunks: list[ChunkFile], outcomes: list[ChunkOutcome]) -> list[tuple[int, object]]:
     """The judge's input: (chunk position, Run | Damage | Barrier) in directory order."""
-    last_pos = len(chunks) - 1
     entries: list[tuple[int, object]] = []
     for pos, (c, o) in enumerate(zip(chunks, outcomes)):
         if o.scan is None:
             unreadable = o.error.exit_code == EXIT_ENVIRONMENT
             f = Finding(F.UNREADABLE if unreadable else F.UNSUPPORTED, o.error.exit_code, o.error.reason, file=c.name)
-            entries.append((pos, J.Barrier(J.UNREADABLE if unreadable else J.UNSUPPORTED, note=f)))
+            entries.append((pos, J.Barrier(J.UNREADABLE if unreadable else J.UNSUPPORTED, note=f,
+                                           code=o.error.exit_code)))
         elif o.scan.header == fscan.HEADER_OK:
             entries.extend((pos, item) for item in o.scan.items)
         elif o.scan.header == fscan.HEADER_SHORT:
-            f = _short_chunk(c, o.scan, pos == last_pos, writer)
-            entries.append((pos, J.Barrier(J.SHORT, f.exit_code in (EXIT_TORN, EXIT_OK), f)))
+            entries.append((pos, J.Barrier(J.SHORT)))  # torn or not, in progress or not: the judge's
         else:
             entries.append((pos, J.Barrier(J.UNSUPPORTED, note=_unsupported_chunk(c, o.scan))))
     return entries
@@ -301,15 +300,15 @@ def _with_lost(f: Finding, rng: tuple[int, int]) -> Finding:
     return f._replace(sequence_range=f.sequence_range or rng, lost_sequence_range=rng)
 
 
-def _short_chunk(c: ChunkFile, s: ChunkScan, is_last: bool, writer: str | None) -> Finding:
+def _short_chunk(c: ChunkFile, s: ChunkScan, j: J.Judged, writer: str | None) -> Finding:
     reason = f"file is {s.size} bytes, shorter than the 8-byte chunk header"
-    if is_last and writer:
-        return Finding(F.IN_PROGRESS, EXIT_OK, reason + " (a live writer is creating it)", file=c.name,
+    if j.live:
+        return Finding(F.IN_PROGRESS, j.code, reason + " (a live writer is creating it)", file=c.name,
                        offset=0, end_offset=s.size, torn=True, extra={"writer": writer})
-    if is_last:
-        return Finding(F.SHORT_CHUNK, EXIT_TORN, reason + " (last chunk: torn while being created)",
+    if j.torn:
+        return Finding(F.SHORT_CHUNK, j.code, reason + " (last chunk: torn while being created)",
                        file=c.name, offset=0, end_offset=s.size, torn=True)
-    return Finding(F.SHORT_CHUNK, EXIT_CORRUPT, reason + " (not the last chunk: acknowledged data may be lost)",
+    return Finding(F.SHORT_CHUNK, j.code, reason + " (not the last chunk: acknowledged data may be lost)",
                    file=c.name, offset=0, end_offset=s.size, torn=False)
 
 
@@ -328,25 +327,26 @@ def _unsupported_chunk(c: ChunkFile, s: ChunkScan) -> Finding:
                    extra={"version": s.version}, value_kind="version")
 
 
-def _sequence_finding(chunks, prev_where, prev_last, pos, run: Run) -> Finding:
+def _sequence_finding(chunks, prev_where, j: J.Judged) -> Finding:
     ppos, prun = prev_where
+    pos, run, prev_last = j.pos, j.item, j.last_before
     here = f"{chunks[pos].name}@{run.offset}"
     there = f"{chunks[ppos].name}@{prun.offset}"
-    if run.first_seq > prev_last + 1:
-        a, b = prev_last + 1, run.first_seq - 1
+    if j.gap is not None:
+        a, b = j.gap
         reason = (f"sequence gap: {b - a + 1} missing ({a}..{b}) between seq {prev_last} (run from {there}) "
                   f"and seq {run.first_seq}")
         missing_idx = [i for i in range(chunks[ppos].index + 1, chunks[pos].index)
                        if all(c.index != i for c in chunks)]
         if missing_idx:
             reason += f"; chunk index {missing_idx[0]}..{missing_idx[-1]} absent"
-        return Finding(F.SEQUENCE_GAP, EXIT_SEQUENCE, reason, file=chunks[pos].name, offset=run.offset,
+        return Finding(F.SEQUENCE_GAP, j.code, reason, file=chunks[pos].name, offset=run.offset,
                        sequence_range=(a, b), missing=(a, b), previous_sequence=prev_last)
     a, b = run.first_seq, min(run.last_seq, prev_last)
     cls = F.SEQUENCE_REPEAT if run.first_seq == prev_last else F.SEQUENCE_REGRESSION
     reason = (f"sequence {'repeats' if cls == F.SEQUENCE_REPEAT else 'goes back'}: seq {run.first_seq} at {here} "
               f"after seq {prev_last}; {a}..{b} appear twice")
-    return Finding(cls, EXIT_SEQUENCE, reason, file=chunks[pos].name, offset=run.offset,
+    return Finding(cls, j.code, reason, file=chunks[pos].name, offset=run.offset,
                    sequence_range=(a, b), repeated=(a, b), previous_sequence=prev_last)
 
 
@@ -355,32 +355,32 @@ def _damage_finding(c, j: J.Judged, entries, is_last, writer) -> Finding:
     shared = dict(field=d.field, claimed_sequence=d.sequence, last_good_sequence=j.last_before,
                   lost_sequence_range=lost_rng)
     if d.kind == fscan.UNDECODABLE:
-        return Finding(F.UNDECODABLE_PAYLOAD, EXIT_CORRUPT,
+        return Finding(F.UNDECODABLE_PAYLOAD, j.code,
                        f"CRC-valid compressed payload does not decode: {d.reason}", c.name, d.offset, d.end,
                        (d.sequence, d.sequence), **shared)
     if d.kind == fscan.MID_LOG:
         after = [item for p, item in entries[k + 1:] if p == entries[k][0] and isinstance(item, Run)]
         extra = dict(next_good_sequence=d.resync_sequence, salvageable_records=sum(r.count for r in after),
                      salvageable_sequence_range=[after[0].first_seq, after[-1].last_seq] if after else None)
-        return Finding(F.MID_LOG_DAMAGE, EXIT_CORRUPT,
+        return Finding(F.MID_LOG_DAMAGE, j.code,
                        f"{d.reason}; intact records resume at offset {d.end}", c.name, d.offset, d.end,
                        lost_rng, d.stored, d.computed, extra, **shared)
-    # Tail damage: the judge says whether it is torn (ops/judge.py).
+    # Tail damage: the judge says whether it is torn, in progress, and its exit code (ops/judge.py).
     torn = j.torn
     shared.update(tail_kind=d.tail_kind, torn=torn)
     reason = f"{d.tail_kind} tail: {d.reason}"
-    if J.in_progress(d, is_last, writer):
-        return Finding(F.IN_PROGRESS, EXIT_OK, f"append in progress by a live writer ({writer}): {d.reason}",
+    if j.live:
+        return Finding(F.IN_PROGRESS, j.code, f"append in progress by a live writer ({writer}): {d.reason}",
                        c.name, d.offset, d.end, None, d.stored, d.computed, {"writer": writer}, **shared)
     if torn:
         if d.tail_kind == fscan.CHECKSUM:
             reason += " (a complete record fails its check: it may have been acknowledged; repair keeps it as evidence)"
         elif not is_last:
             reason += " (the next chunk continues the sequence: the writer restarted)"
-        return Finding(F.TAIL_DAMAGE, EXIT_TORN, reason, c.name, d.offset, d.end, lost_rng, d.stored,
+        return Finding(F.TAIL_DAMAGE, j.code, reason, c.name, d.offset, d.end, lost_rng, d.stored,
                        d.computed, **shared)
     reason += " (in a closed chunk that the next chunk does not continue: acknowledged data is damaged)"
-    return Finding(F.TAIL_DAMAGE, EXIT_CORRUPT, reason, c.name, d.offset, d.end, lost_rng, d.stored,
+    return Finding(F.TAIL_DAMAGE, j.code, reason, c.name, d.offset, d.end, lost_rng, d.stored,
                    d.computed, **shared)
 
 

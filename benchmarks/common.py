@@ -48,11 +48,13 @@ def bench_dir(default_repeat: int) -> tuple[argparse.Namespace, str]:
     ap.add_argument("--mb", type=int, default=256)
     ap.add_argument("--dir")
     ap.add_argument("--repeat", type=int, default=default_repeat)
+    ap.add_argument("--compressed", action="store_true", help="payloads over 512 bytes zlib-compressed")
     args = ap.parse_args()
-    d = args.dir or os.path.join(tempfile.gettempdir(), f"walctl-bench-{args.mb}mb")
+    z = "-z" if args.compressed else ""
+    d = args.dir or os.path.join(tempfile.gettempdir(), f"walctl-bench-{args.mb}mb{z}")
     if not os.path.isdir(d):
-        subprocess.run([sys.executable, os.path.join(HERE, "gen_wal.py"), d, str(args.mb)], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run([sys.executable, os.path.join(HERE, "gen_wal.py"), d, str(args.mb)]
+                       + (["compressed"] if args.compressed else []), check=True, stdout=subprocess.DEVNULL)
     return args, d
 
 

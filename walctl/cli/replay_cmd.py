@@ -20,7 +20,8 @@ object, payload_hex decoded, lossless), --msgpack (a stream of maps), --sync-blo
 named wal-%012d.bin after its last sequence). The stream stops at damage and says where (exit code as
 for verify); --skip-damaged goes on and lists every range it skipped. A summary line goes to stderr,
 --report FILE writes it as JSON (schema walctl.replay/1). --follow keeps streaming as a live writer
-appends, until SIGINT/SIGTERM or --timeout.
+appends, until SIGINT/SIGTERM or --timeout. From 64 MiB of chunks to read, V2 chunks are encoded by a
+worker per core (--jobs N to choose); the output is the same, in order.
 
 Example: walctl replay /var/lib/agent/wal --after "$(cat hwm)" --jsonl | walctl import /srv/follower/wal
 Example: walctl replay wal/ --after 5000 --sync-blob --out outbox/"""
@@ -38,8 +39,9 @@ def replay(
                                                           "instead of standard output."),
     skip_damaged: bool = typer.Option(False, "--skip-damaged", help="Go on past damage (a chunk .quarantine/ "
                                       "holds for a missing one is read); report what was skipped."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=0, help="Encode V2 chunks in N processes (0: one per core); "
-                                                            "the output order is the same."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=0, show_default=False,
+                                       help="Encode V2 chunks in N processes (0: one per core; default: one per "
+                                            "core from 64 MiB to replay, else 1); the output is the same."),
     report_path: Optional[str] = typer.Option(None, "--report", help="Write the JSON report to FILE ('-': stderr)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary line (errors and skips are still shown)."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep streaming new events as they are appended."),
@@ -63,7 +65,7 @@ def replay(
         raise UsageError("a binary stream would go to the terminal; use --out or a pipe")
     from ..ops.replay import ReplayOptions, replay as run_replay
 
-    opts = ReplayOptions(after, to, limit, form, skip_damaged, jobs or os.cpu_count() or 1)
+    opts = ReplayOptions(after, to, limit, form, skip_damaged, None if jobs is None else jobs or os.cpu_count() or 1)
     if out is None:
         write, fd = _stdout_writer()
         report = run_replay(path, write, opts, out_fd=fd)

@@ -47,7 +47,8 @@ class ReplayOptions(NamedTuple):
     limit: int | None = None
     form: str = ev.FORM_JSONL
     skip_damaged: bool = False
-    jobs: int = 1  # > 1: chunks are encoded (and written) by forked workers; needs out_fd
+    jobs: int | None = 1  # > 1: chunks are encoded (and written) by forked workers; needs out_fd. None: auto_jobs
+
 
 
 class Blocked(NamedTuple):
@@ -182,8 +183,6 @@ def first_record_seq(path: str, fs=DEFAULT_FS) -> int | None:
 def replay_v2(path: str, kind: str, out, opts: ReplayOptions, fs, out_fd: int | None = None,
               progress=None) -> ReplayReport:
     """Spector V2 chunks (KINDS: replay); `kind` is detected again with the chunks."""
-    import os
-
     chunks, foreign, kind, writer = resolve_chunks(path, fs)
     if opts.skip_damaged:  # what was set aside is read, not skipped (named in the report)
         from .salvage_sources import with_set_aside
@@ -200,10 +199,11 @@ def replay_v2(path: str, kind: str, out, opts: ReplayOptions, fs, out_fd: int | 
         return outcome, enc.pieces, enc.marks
 
     parallel = None
-    if opts.jobs > 1 and out_fd is not None and len(todo) > 1 and fs.real and hasattr(os, "fork"):
+    jobs = opts.jobs if opts.jobs is not None else _auto_jobs(todo)
+    if jobs > 1 and out_fd is not None and len(todo) > 1 and fs.real and hasattr(os, "fork"):
         from .replay_workers import ParallelChunks
 
-        source = parallel = ParallelChunks(todo, opts.jobs, out_fd, encode_chunk)
+        source = parallel = ParallelChunks(todo, jobs, out_fd, encode_chunk)
     else:
         source = _Sequential(todo, encode_chunk, out)
     try:
@@ -212,6 +212,12 @@ def replay_v2(path: str, kind: str, out, opts: ReplayOptions, fs, out_fd: int | 
     finally:
         if parallel is not None:
             parallel.close()
+
+
+def _auto_jobs(todo) -> int:
+    from .replay_workers import auto_jobs
+
+    return auto_jobs(todo)
 
 
 class _Local:

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from .fields import is_iso_time, shown
 from .jsonload import NotText, check_text, utf8_text
+from .lines import line_spans, overlong_reason, tail_of
 from .names import LEDGER_DIR, chunk_name, parse_chunk_name, parse_segment_name
 
 LEDGER_NAME = "ledger.jsonl"
@@ -216,26 +217,23 @@ def decode_line(raw: bytes, number: int = 1, offset: int = 0, check=None) -> Lin
 
 def decode_ledger(data, check=None) -> LedgerRead:
     """`data`: the ledger's bytes, or a buffer over them (a mapping: a large ledger is not copied).
-    `check`: as decode_line's (another file of lines CRC'd alike)."""
+    `check`: as decode_line's (another file of lines CRC'd alike). Its lines and tail are split by the
+    line-log rule (format/lines.py)."""
     lines, bad = [], []
-    pos, number, torn = 0, 0, None
-    while pos < len(data):
+    number, torn = 0, None
+    tail = tail_of(data, MAX_LINE_BYTES)
+    for pos, end in line_spans(data, tail.offset if tail is not None else None):
         number += 1
-        end = data.find(b"\n", pos)
-        if end < 0 and len(data) - pos > MAX_LINE_BYTES:
-            # Longer than any line a writer appends: not one torn append but damage (a zero-filled or
-            # overwritten tail), which may have swallowed whole lines and their expectations.
-            bad.append(BadLine(number, pos, f"{len(data) - pos} bytes with no newline at the end, longer than any "
-                                            f"ledger line ({MAX_LINE_BYTES} bytes): not a torn append"))
-            break
-        if end < 0:
-            torn = pos  # no final newline: a crash mid-append; not corruption, cut by the next writer
-            break
         raw = data[pos:end]
         if raw.strip():
             got = decode_line(raw, number, pos, check)
             (lines if isinstance(got, Line) else bad).append(got)
-        pos = end + 1
+    if tail is not None and tail.overlong:
+        # Longer than any line a writer appends: not one torn append but damage (a zero-filled or
+        # overwritten tail), which may have swallowed whole lines and their expectations.
+        bad.append(BadLine(number + 1, tail.offset, overlong_reason(tail, MAX_LINE_BYTES, "ledger line")))
+    elif tail is not None:
+        torn = tail.offset  # no final newline: a crash mid-append; not corruption, cut by the next writer
     return LedgerRead(tuple(lines), tuple(bad), torn, len(data))
 
 

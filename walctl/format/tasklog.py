@@ -9,9 +9,13 @@ from __future__ import annotations
 import io
 from typing import NamedTuple
 
+from .lines import tail_at
 from .tasklog_entry import (ANOMALY, CORRUPT, SEQUENCE, SURROGATE_ESCAPE_BYTES, UNSUPPORTED, Problem, parse_line,
                             ts_instant)
 
+# The spec (jsonl-logs.md) calls every byte after the last newline torn, NUL-filled tails included: a line
+# holds whole files (PatchPreview), so no length tells a torn append from damage.
+MAX_LINE_BYTES = None
 
 
 class TaskState(NamedTuple):
@@ -205,8 +209,9 @@ def fold(buf, task_id: str, *, timeline: bool = False, until: int | None = None)
         line = readline()
         if not line:
             break
-        if line[-1:] != b"\n":  # what follows the last \n: a torn line, never folded
-            torn = (offset, len(line))
+        if line[-1:] != b"\n":  # what follows the last \n: the tail (format/lines.py), never folded
+            tail = tail_at(offset, len(line), MAX_LINE_BYTES)
+            torn = (tail.offset, tail.length)
             break
         if until is not None and number >= until:
             break

@@ -15,6 +15,7 @@ from typing import NamedTuple
 from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_TORN, UnsupportedInput, combine_exit_codes
 from ..format.fields import is_iso_time, shown
 from ..format.jsonload import loads
+from ..format.lines import line_spans, tail_of
 from ..store import durable
 from ..store.fs import DEFAULT_FS
 from .agents_tree import Tree, build_tree
@@ -24,6 +25,9 @@ from .findings import Finding
 STATES = ("created", "active", "suspended", "terminated")
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 NO_SESSION_JSON = "no session.json"
+# events.jsonl: a line holds a whole message, of no bounded size, and the spec cuts any partial tail: every
+# unterminated tail is torn (format/lines.py)
+MAX_LINE_BYTES = None
 
 
 class Line(NamedTuple):
@@ -136,16 +140,11 @@ def read_session(directory: str, fs=DEFAULT_FS) -> Session:
         with fs.map_read(log) as buf:
             data = bytes(buf)
         size = len(data)
-        pos = n = 0
-        while True:
-            nl = data.find(b"\n", pos)
-            if nl < 0:
-                break
-            n += 1
+        torn = tail_of(data, MAX_LINE_BYTES)
+        for n, (pos, nl) in enumerate(line_spans(data, torn.offset if torn is not None else None), 1):
             lines.append(_parse_event_line(n, pos, nl + 1, data[pos:nl], sid))
-            pos = nl + 1
-        if pos < len(data):
-            tail = (pos, data[pos:])
+        if torn is not None:
+            tail = (torn.offset, data[torn.offset:])
     pending = None
     pf = os.path.join(directory, "events.pending")
     if fs.exists(pf):

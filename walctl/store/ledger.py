@@ -12,6 +12,7 @@ import queue
 import threading
 
 from ..format import ledger as L
+from ..format.lines import tail_of
 from ..format.digest import sha256_hex
 from . import durable
 from .fs import DEFAULT_FS
@@ -50,11 +51,12 @@ def append_lines(directory: str, lines: list[bytes], fs=DEFAULT_FS, name: str = 
         size = fs.stat(path).size
         if size and fs.read_range(path, size - 1, 1) != b"\n":
             with fs.map_read(path) as buf:
-                keep = buf.rfind(b"\n") + 1
-            if size - keep > L.MAX_LINE_BYTES:  # not a torn append: damage, which is never cut silently
+                tail = tail_of(buf, L.MAX_LINE_BYTES)
+            keep = tail.offset
+            if tail.overlong:  # not a torn append: damage, which is never cut silently
                 from ..errors import EXIT_CORRUPT, NotClean
 
-                raise NotClean(f"the ledger's last {size - keep} bytes have no newline and are longer than any "
+                raise NotClean(f"the ledger's last {tail.length} bytes have no newline and are longer than any "
                                f"line: damaged, not torn (verify reports it); move {L.LEDGER_DIR}/ aside to go on "
                                f"without its expectations (nothing is read from it but them)", path, code=EXIT_CORRUPT)
             durable.truncate(path, keep, fs)  # the torn line was never acknowledged

@@ -9,6 +9,7 @@ import os
 from ..format.digest import sha256_hex
 from ..format.fields import ISO, STR, Field, field_problem, shown
 from ..format.jsonload import NotText, loads
+from ..format.lines import line_spans, overlong_reason, tail_of
 from ..format.names import QUARANTINE_DIR, name_problem
 from . import durable
 from .fs import DEFAULT_FS
@@ -19,6 +20,8 @@ MANIFEST = "MANIFEST.jsonl"
 CUT_BYTES, CUT_FILE = "cut-truncate", "cut-move"
 CUT_ACTIONS = (CUT_BYTES, CUT_FILE)
 BYTE_ACTIONS = ("truncate", CUT_BYTES)  # lines whose evidence is bytes cut from a file's end
+# walctl writes every line; the longest is a --reason the command line can pass (128 KiB), JSON-escaped
+MAX_LINE_BYTES = 1 << 20
 
 
 def qdir(directory: str) -> str:
@@ -145,31 +148,39 @@ def record(directory: str, entry: dict, fs=DEFAULT_FS) -> None:
 
 
 def read_manifest(directory: str, fs=DEFAULT_FS) -> tuple[list[dict], list[str]]:
-    """(entries, problems). A torn last line (a crash mid-append) is a problem, not a failure."""
+    """(entries, problems). A torn last line (a crash mid-append: no newline) is a problem, not a failure,
+    and never used even when its JSON is whole: it was never acknowledged (format/lines.py)."""
     path = os.path.join(qdir(directory), MANIFEST)
     if not fs.exists(path):
         return [], []
-    with fs.map_read(path) as buf:
-        lines = bytes(buf).split(b"\n")
     entries, problems = [], []
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            e = loads(line, allow_lone_surrogates=False)
-        except NotText as why:  # whole, but not text: not a torn line
-            problems.append(f"{MANIFEST} line {i}: {why}; ignored (never acted on)")
-            continue
-        except ValueError:
-            last = i == len(lines) or (i == len(lines) - 1 and lines[-1] == b"")
-            problems.append(f"{MANIFEST} line {i}: {'torn last line' if last else 'not JSON (a line torn by a crash)'}")
-            continue
-        why = entry_problem(e)
-        if why:
-            problems.append(f"{MANIFEST} line {i}: {why}; ignored (never acted on)")
-        else:
-            entries.append(e)
+    with fs.map_read(path) as buf:
+        tail = tail_of(buf, MAX_LINE_BYTES)
+        number = 0
+        for number, (pos, nl) in enumerate(line_spans(buf, tail.offset if tail is not None else None), 1):
+            _read_line(buf[pos:nl], number, entries, problems)
+    if tail is not None:
+        problems.append(f"{MANIFEST} line {number + 1}: " + (
+            overlong_reason(tail, MAX_LINE_BYTES, "manifest line") if tail.overlong else "torn last line"))
     return entries, problems
+
+
+def _read_line(line: bytes, i: int, entries: list, problems: list) -> None:
+    if not line.strip():
+        return
+    try:
+        e = loads(line, allow_lone_surrogates=False)
+    except NotText as why:  # whole, but not text: not a torn line
+        problems.append(f"{MANIFEST} line {i}: {why}; ignored (never acted on)")
+        return
+    except ValueError:  # a fragment a crash left, which the next writer's line followed on a line of its own
+        problems.append(f"{MANIFEST} line {i}: not JSON (a line torn by a crash)")
+        return
+    why = entry_problem(e)
+    if why:
+        problems.append(f"{MANIFEST} line {i}: {why}; ignored (never acted on)")
+    else:
+        entries.append(e)
 
 
 # Actions whose evidence is outside .quarantine/ (an archive's copy): recorded, never used as a path.

@@ -3,7 +3,7 @@
 #
 #   archive.sh push WAL_DIR CHECKPOINT_DIR DEST [NAMESPACE]
 #       crontab:  */5 * * * * /usr/local/bin/archive.sh push /var/lib/agent/wal /var/lib/agent/ckpt s3://backups/agents agent-7
-#   archive.sh restore DEST NAMESPACE OUT_DIR [--to-seq N | --until T]
+#   archive.sh restore DEST NAMESPACE OUT_DIR [--to N | --until T]
 #       then:     walctl recover --checkpoints OUT_DIR/checkpoints --log OUT_DIR/wal --out state.json
 #
 # DEST: file:///mnt/backup or s3://bucket/prefix (AWS_ENDPOINT_URL and AWS_* credentials for MinIO, Ceph...).

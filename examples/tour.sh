@@ -38,7 +38,7 @@ total=$((total + 1))
 if "$WALCTL" recover --checkpoints "$here/checkpoints" --log "$here/segments"; then good=$((good + 1)); else fail=1; fi
 echo
 echo "== the records around the damage, readable past it:"
-"$WALCTL" inspect "$here/wal-midlog-corrupt" --from-seq 8 --to-seq 12 --payload none
+"$WALCTL" inspect "$here/wal-midlog-corrupt" --from 8 --to 12 --payload none
 echo
 echo "== what the healthy WAL holds:"
 "$WALCTL" stats "$here/wal-healthy"

@@ -159,10 +159,10 @@ def test_write_refusing_a_gap_prints_commands_that_run(cli, tmp_path):
 def test_compact_refusal_names_a_verify_that_shows_the_repeat(cli, tmp_path):
     d = write_dir(odd_dir(tmp_path), {0: make_chunk(range(1, 6)), 1: make_chunk(range(5, 9)),
                                       2: make_chunk(range(9, 12))})
-    r = cli("compact", d, "--before", "3")
+    r = cli("compact", d, "--to", "3")
     (see,) = printed_commands(r.err)
     assert r.code == 4 and see == ["walctl", "verify", d]
-    doc = cli("compact", d, "--before", "3", "--json").json()  # it read the directory: its own document
+    doc = cli("compact", d, "--to", "3", "--json").json()  # it read the directory: its own document
     assert doc["schema"] == "walctl.compact/2" and doc["outcome"] == "failed" and doc["exit_code"] == 4
     assert doc["removals"] == [] and doc["applied"] is False and doc["error"].startswith("refusing to compact")
     assert [f["class"] for f in doc["findings"]] == ["sequence-repeat"]

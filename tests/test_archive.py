@@ -188,7 +188,7 @@ def test_rotten_object_is_named_by_verify_and_refused_by_restore(tmp_path, dest)
     assert code == 3 and [f.file for f in findings] == [f"n/chunks/{victim.name}"]
     with pytest.raises(WalctlError) as e:
         restore(dest["url"], str(tmp_path / "r"), namespace="n", endpoint_url=dest["endpoint"])
-    assert e.value.exit_code == 3 and f"--to-seq {victim.first_sequence - 1}" in e.value.reason
+    assert e.value.exit_code == 3 and f"--to {victim.first_sequence - 1}" in e.value.reason
     restore(dest["url"], str(tmp_path / "r2"), namespace="n", to_seq=victim.first_sequence - 1,
             endpoint_url=dest["endpoint"])
     assert events(tmp_path / "r2" / "wal") == events(wal)[:victim.first_sequence - 1]
@@ -268,10 +268,10 @@ def test_prune_keeps_what_the_newest_checkpoints_need(tmp_path, dest):
 def test_delete_local_only_archived_chunks_below_the_hwm(tmp_path, cli):
     wal = make_wal(tmp_path / "wal")
     url = "file://" + str(tmp_path / "a")
-    r = cli("archive", "push", wal, url, "--delete-local", "--before", "150")
+    r = cli("archive", "push", wal, url, "--delete-local", "--to", "150")
     assert r.code == 0 and "would remove" in r.out
     names_before = sorted(n for n in os.listdir(wal) if n.endswith(".bin"))
-    r = cli("archive", "push", wal, url, "--delete-local", "--before", "150", "--apply", "--json")
+    r = cli("archive", "push", wal, url, "--delete-local", "--to", "150", "--apply", "--json")
     doc = r.json()
     assert r.code == 0 and doc["deleted_local"]
     left = sorted(n for n in os.listdir(wal) if n.endswith(".bin"))

@@ -300,7 +300,7 @@ def test_cli_create_from_state_file_restore_and_inspect(cli, tmp_path):
     state_file = tmp_path / "state.json"
     state_file.write_text(json.dumps(STATE))
     d = str(tmp_path / "ck")
-    r = cli("checkpoint", "create", d, "--state", str(state_file), "--wal-seq", "7", "--json")
+    r = cli("checkpoint", "create", d, "--state", str(state_file), "--to", "7", "--json")
     made = r.json()
     assert r.code == 0 and made["wal_sequence"] == 7 and made["ratio"] > 0
     out = tmp_path / "back.json"
@@ -311,7 +311,7 @@ def test_cli_create_from_state_file_restore_and_inspect(cli, tmp_path):
     assert doc["header"]["wal_sequence"] == 7 and doc["top_level_keys"]["memory_blocks"] == "list of 1"
     lst = cli("checkpoint", "list", d, "--json").json()
     assert [c["header"]["wal_sequence"] for c in lst["checkpoints"]] == [7]
-    assert cli("checkpoint", "create", d, "--state", str(state_file)).code == 2  # --wal-seq missing
+    assert cli("checkpoint", "create", d, "--state", str(state_file)).code == 2  # --to missing
     assert cli("verify", d).code == 0 and cli("verify", made["path"]).code == 0
 
 

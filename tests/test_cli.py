@@ -134,7 +134,7 @@ def test_inspect_jsonl_invalid_utf8_id_and_unknown_type(cli, tmp_path):
 def test_inspect_filters_combine(cli):
     d = case_dir("basic")
     expected = load_expected("basic")["appended"]
-    rows = cli("inspect", "--jsonl", d, "--from-seq", "10", "--to-seq", "30", "--type", "remember").jsonl()
+    rows = cli("inspect", "--jsonl", d, "--from", "10", "--to", "30", "--type", "remember").jsonl()
     assert [r["sequence"] for r in rows] == [e["sequence"] for e in expected
                                              if 10 <= e["sequence"] <= 30 and e["type"] == "REMEMBER"]
     rows = cli("inspect", "--jsonl", d, "--id", "mém-ü-日本").jsonl()
@@ -166,11 +166,11 @@ def test_inspect_reads_past_midlog_damage_and_reports_it(cli):
 
 
 def test_inspect_table_shows_damage_row_and_payload_views(cli):
-    r = cli("inspect", case_dir("payload-bitflip-midlog"), "--from-seq", "20", "--to-seq", "30")
+    r = cli("inspect", case_dir("payload-bitflip-midlog"), "--from", "20", "--to", "30")
     assert "DAMAGE" in r.out and "wal-000000.bin@2368" in r.out
-    r = cli("inspect", case_dir("basic"), "--to-seq", "1")
+    r = cli("inspect", case_dir("basic"), "--to", "1")
     assert "hello world" in r.out
-    r = cli("inspect", case_dir("basic"), "--to-seq", "1", "--payload", "base64")
+    r = cli("inspect", case_dir("basic"), "--to", "1", "--payload", "base64")
     assert "aGVsbG8gd29ybGQ=" in r.out
 
 

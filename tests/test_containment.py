@@ -140,7 +140,7 @@ def test_a_pending_manifest_line_cannot_send_compaction_outside(tmp_path, outsid
     sha = hashlib.sha256(chunk_bytes(d, "wal-000000.bin")).hexdigest()
     _manifest_line(d, action="compact", source="wal-000000.bin", length=os.path.getsize(os.path.join(d, "wal-000000.bin")),
                    sha256=sha, evidence=evidence)
-    r = cli("compact", d, "--before", "5", "--apply", "--json")
+    r = cli("compact", d, "--to", "5", "--apply", "--json")
     assert r.code == 0, r.err
     (ev,) = r.json()["manifest"]
     assert ev["evidence"] == ".quarantine/wal-000000.bin" and ev["sha256"] == sha
@@ -417,7 +417,7 @@ def test_agents_recover_refuses_a_hard_linked_log_before_changing_anything(tmp_p
 def test_archive_push_never_ships_or_deletes_a_linked_chunk(tmp_path, outside, cli):
     d = write_dir(tmp_path / "wal", {1: make_chunk(range(6, 11)), 2: make_chunk(range(11, 16))})
     os.symlink(outside / "victim.bin", os.path.join(d, "wal-000000.bin"))  # seq 1..5, a valid chunk
-    r = cli("archive", "push", d, f"file://{tmp_path / 'st'}", "--before", "12", "--delete-local", "--apply",
+    r = cli("archive", "push", d, f"file://{tmp_path / 'st'}", "--to", "12", "--delete-local", "--apply",
             "--json")
     doc = r.json()
     assert r.code == 5 and "internal" not in r.err
@@ -434,7 +434,7 @@ def test_compact_archive_to_refuses_a_conflict_before_moving_any_chunk(tmp_path,
     arch = tmp_path / "arch"
     arch.mkdir()
     (arch / "wal-000001.bin").write_bytes(b"other bytes")  # the second chunk's name is taken
-    r = cli("compact", d, "--before", "12", "--archive-to", str(arch), "--apply")
+    r = cli("compact", d, "--to", "12", "--archive-to", str(arch), "--apply")
     assert r.code == 7 and "nothing was changed" in r.err
     assert sorted(n for n in os.listdir(d) if n.endswith(".bin")) == ["wal-000000.bin", "wal-000001.bin",
                                                                      "wal-000002.bin"]

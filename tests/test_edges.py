@@ -74,7 +74,7 @@ def test_loader_nan_surrogates_and_bytes():
 def test_deep_json_on_write_and_import_input_is_a_usage_error(tmp_path, cli, monkeypatch):
     import io
 
-    for args in (("write", tmp_path / "w"), ("import", tmp_path / "i", "--form", "jsonl")):
+    for args in (("write", tmp_path / "w"), ("import", tmp_path / "i", "--format", "jsonl")):
         monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(DEEP.encode() + b"\n")))
         r = cli(*args)
         assert r.code == 2 and "nested deeper than 256" in r.err and "internal error" not in r.err, args
@@ -84,7 +84,7 @@ def test_deep_json_on_write_and_import_input_is_a_usage_error(tmp_path, cli, mon
 def test_deep_json_state_for_checkpoint_create_and_merge_is_a_usage_error(tmp_path, cli):
     state = tmp_path / "state.json"
     state.write_text('{"a":' * 100_000)
-    r = cli("checkpoint", "create", tmp_path / "ck", "--state", state, "--wal-seq", "1")
+    r = cli("checkpoint", "create", tmp_path / "ck", "--state", state, "--to", "1")
     assert r.code == 2 and "nested deeper than 256" in r.err and "internal error" not in r.err
     assert not (tmp_path / "ck").exists()
     merged = tmp_path / "m.json"
@@ -257,12 +257,12 @@ def test_import_refuses_bad_type_ordinals_and_disagreeing_types(tmp_path, cli, m
     import io
 
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(line)))
-    r = cli("import", tmp_path / "i", "--form", "jsonl")
+    r = cli("import", tmp_path / "i", "--format", "jsonl")
     assert r.code == 2 and why in r.err and "internal error" not in r.err
     assert os.listdir(tmp_path) == []
     ok = _replay_line()
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(ok)))
-    assert cli("import", tmp_path / "i", "--form", "jsonl").code == 0
+    assert cli("import", tmp_path / "i", "--format", "jsonl").code == 0
 
 
 def test_read_only_commands_on_these_inputs_change_nothing(tmp_path, cli):

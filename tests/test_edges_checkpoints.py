@@ -233,7 +233,7 @@ def test_cli_checkpoint_create_on_a_full_disk_exits_6_without_a_tmp(cli, tmp_pat
 
     (tmp_path / "s.json").write_text(json.dumps({"agent_state": {"x": "y" * 5000}}))
     monkeypatch.setattr(fsmod.os, "write", enospc)
-    r = cli("checkpoint", "create", tmp_path / "ck", "--state", tmp_path / "s.json", "--wal-seq", "5")
+    r = cli("checkpoint", "create", tmp_path / "ck", "--state", tmp_path / "s.json", "--to", "5")
     monkeypatch.setattr(fsmod.os, "write", real)
     assert r.code == 6 and "no space left on device" in r.err
     assert os.listdir(tmp_path / "ck") == []

@@ -34,7 +34,7 @@ def segdir(tmp_path):
 def test_dry_run_plans_whole_segments_at_or_below_the_hwm_and_changes_nothing(cli, segdir):
     d, _ = segdir
     before = tree_digest(d)
-    r = cli("compact", d, "--before", "65", "--json")
+    r = cli("compact", d, "--to", "65", "--json")
     assert r.code == 0
     doc = r.json()
     assert doc["applied"] is False and doc["hwm"] == 65

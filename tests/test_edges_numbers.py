@@ -26,7 +26,7 @@ ROWS = [
     ["inspect", "W", "--around", "wal-000001.bin:N"],
     ["inspect", "W", "--around", "N"],
     ["inspect", "W", "--since", "N"],
-    ["compact", "W", "--before", "N", "--apply", "--json"],
+    ["compact", "W", "--to", "N", "--apply", "--json"],
     ["checkpoint", "prune", "W", "--max-age", "Nh", "--json"],
     ["write", "W", "--type", "N", "--id", "m", "--payload", "p", "--json"],
     ["replay", "W", "--from-seq", "N"],

@@ -32,7 +32,7 @@ COMMANDS = [
     (["heal", "PATH", "--from", "file://OUT", "--apply", "--json"], "dir"),
     (["salvage", "PATH", "--out", "OUT", "--json"], "path"),
     (["migrate", "PATH", "--out", "OUT", "--json"], "path"),
-    (["compact", "PATH", "--before", "5", "--json"], "dir"),
+    (["compact", "PATH", "--to", "5", "--json"], "dir"),
     (["quarantine", "list", "PATH", "--json"], "dir"),
     (["quarantine", "show", "PATH", "x", "--json"], "dir"),
     (["quarantine", "move", "PATH", "wal-000000.bin", "--reason", "r", "--json"], "dir"),
@@ -257,10 +257,10 @@ def test_a_non_file_named_like_a_chunk_is_unsupported_for_every_reader(cli, tmp_
 def test_dry_run_lines_print_the_exact_command_and_it_works(cli, tmp_path):
     wal = tmp_path / "my wal"
     shutil.copytree(os.path.join(EXAMPLES, "wal-healthy"), wal)
-    r = cli("compact", wal, "--before", "45")
+    r = cli("compact", wal, "--to", "45")
     assert r.code == 0
     line = r.out.splitlines()[-1]
-    assert line == f"dry run: nothing was changed; to do it: walctl compact '{wal}' --before 45 --apply"
+    assert line == f"dry run: nothing was changed; to do it: walctl compact '{wal}' --to 45 --apply"
     again = shlex.split(line.split("to do it: ", 1)[1])
     assert cli(*again[1:]).code == 0
     assert sorted(os.listdir(wal / ".quarantine")) == ["MANIFEST.jsonl", "wal-000000.bin"]

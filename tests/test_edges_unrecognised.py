@@ -71,8 +71,8 @@ def test_an_empty_directory_is_exit_5_unsupported_for_every_command(cli, tmp_pat
 
 
 @pytest.mark.parametrize("argv", [
-    ["seal", "D", "--json"], ["seal", "D", "--apply", "--json"], ["compact", "D", "--before", "5", "--json"],
-    ["compact", "D", "--before", "5", "--apply", "--json"],
+    ["seal", "D", "--json"], ["seal", "D", "--apply", "--json"], ["compact", "D", "--to", "5", "--json"],
+    ["compact", "D", "--to", "5", "--apply", "--json"],
     ["repair", "D", "--accept-loss", "1..2", "--reason", "r", "--json"],
     ["repair", "D", "--accept-loss", "1..2", "--reason", "r", "--apply", "--json"],
     ["verify", "D", "--json"], ["map", "D", "--json"], ["stats", "D", "--json"], ["repair", "D", "--json"],

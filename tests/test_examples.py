@@ -181,7 +181,7 @@ def test_archive_script_pushes_and_restores_onto_a_fresh_directory(tmp_path):
                              capture_output=True, text=True, env=env)
         assert out.returncode == 3, out.stdout + out.stderr  # the example's newest checkpoint is rotten
         assert "ALERT ARCHIVE" in out.stdout and "held back" in out.stdout
-    out = subprocess.run(["sh", script, "restore", dest, "agent", str(tmp_path / "fresh"), "--to-seq", "30"],
+    out = subprocess.run(["sh", script, "restore", dest, "agent", str(tmp_path / "fresh"), "--to", "30"],
                          capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "restored into" in out.stdout

@@ -109,7 +109,7 @@ def test_after_to_limit_and_inspect_follow(tmp_path, cli):
     res = follow(d, lambda recs: got.extend(r.sequence for r in recs), after=12, to=17, interval=0.01,
                  timeout=2, install_signals=False)
     assert got == [13, 14, 15, 16, 17] and res.ended_by == "to"
-    r = cli("inspect", d, "--follow", "--jsonl", "--from-seq", "5", "--limit", "3", "--timeout", "2")
+    r = cli("inspect", d, "--follow", "--jsonl", "--from", "5", "--limit", "3", "--timeout", "2")
     assert r.code == 0 and [x["sequence"] for x in r.jsonl()] == [5, 6, 7]
     r = cli("replay", d, "--follow", "--after", "18", "--timeout", "0.3")
     assert r.code == 0 and [x["sequence"] for x in r.jsonl()] == [19, 20]

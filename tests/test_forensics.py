@@ -173,7 +173,7 @@ def test_around_outside_a_chunk_file_is_exit_2_also_as_chunk_offset(cli, tmp_pat
 
 
 def test_hexdump_of_a_damaged_sequence_shows_its_bytes(cli):
-    r = cli("inspect", os.path.join(EXAMPLES, "wal-midlog-corrupt"), "--from-seq", "10", "--to-seq", "10", "--hexdump")
+    r = cli("inspect", os.path.join(EXAMPLES, "wal-midlog-corrupt"), "--from", "10", "--to", "10", "--hexdump")
     assert r.code == 3
     assert "-- record at offset 744 (damaged)" in r.out
     assert ">000002e0        736" in r.out and "[57]" in r.out  # the bytes, the damaged offset bracketed

@@ -125,7 +125,7 @@ def fuzz_write_import(cli, lines, swap, monkeypatch):
     with tempfile.TemporaryDirectory() as d:
         for args, data in ((("write", os.path.join(d, "w")), lines + [shaped]),
                            (("write", os.path.join(d, "s"), "--format", "segments"), lines + [shaped]),
-                           (("import", os.path.join(d, "i"), "--form", "jsonl"), [shaped_replay] + lines)):
+                           (("import", os.path.join(d, "i"), "--format", "jsonl"), [shaped_replay] + lines)):
             monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"\n".join(data) + b"\n"),
                                                               errors="surrogateescape"))
             _check(cli(*args), args)

@@ -334,7 +334,7 @@ def test_without_a_ledger_a_quarantined_tail_chunk_is_still_a_sequence_finding(t
 
 def test_compaction_moves_are_below_the_horizon_not_findings(tmp_path, cli):
     d = written(tmp_path, 300)
-    r = cli("compact", d, "--before", "150", "--apply")
+    r = cli("compact", d, "--to", "150", "--apply")
     assert r.code == 0
     moved = [x for x in ledger_lines(d) if x["event"] == "moved"]
     assert [m["why"] for m in moved] == ["compact"] * 3 and moved[-1]["last_seq"] == 129

@@ -179,12 +179,12 @@ def five_chunks(tmp_path):
 def test_compact_dry_run_then_apply_with_manifest(tmp_path, cli):
     d = five_chunks(tmp_path)
     before = tree_digest(d)
-    plan = cli("compact", d, "--before", "25", "--json").json()
+    plan = cli("compact", d, "--to", "25", "--json").json()
     assert tree_digest(d) == before
     assert [(r["file"], r["first_sequence"], r["last_sequence"]) for r in plan["removals"]] == \
         [("wal-000000.bin", 1, 10), ("wal-000001.bin", 11, 20)]
     assert "above the HWM 25" in plan["stopped_at"]
-    r = cli("compact", d, "--before", "25", "--apply")
+    r = cli("compact", d, "--to", "25", "--apply")
     assert r.code == 0
     assert sorted(n for n in os.listdir(d) if n.startswith("wal-")) == ["wal-000002.bin", "wal-000003.bin",
                                                                        "wal-000004.bin"]
@@ -231,7 +231,7 @@ def test_compact_refuses_a_regression_and_moves_nothing(tmp_path, cli):
         compact(d, before=12, apply=True)
     assert e.value.exit_code == 4 and "goes back" in e.value.reason and "5..10" in e.value.reason
     assert {n: open(os.path.join(d, n), "rb").read() for n in os.listdir(d)} == before  # not even the lock file
-    r = cli("compact", d, "--before", "12", "--apply")
+    r = cli("compact", d, "--to", "12", "--apply")
     assert r.code == 4 and "goes back" in r.err and sorted(os.listdir(d)) == sorted(before)
 
 

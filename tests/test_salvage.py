@@ -199,7 +199,7 @@ def test_untrusted_manifest_lines_and_links_are_never_followed(tmp_path, cli):
 
 def test_compacted_chunks_are_not_sources(tmp_path, cli):
     d = write_dir(tmp_path / "w", {i: make_chunk(range(1 + 10 * i, 11 + 10 * i)) for i in range(4)})
-    assert cli("compact", d, "--before", "25", "--apply").code == 0
+    assert cli("compact", d, "--to", "25", "--apply").code == 0
     doc = cli("salvage", d, "--out", str(tmp_path / "new"), "--json").json()
     assert doc["first_sequence"] == 21 and doc["records_from_quarantine"] == 0 and doc["lost_sequence_ranges"] == []
     assert any("compaction retired" in n for n in doc["notes"])

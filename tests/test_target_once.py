@@ -80,7 +80,7 @@ class Case:
 
     def setup_compact(self):
         self.target = healthy(self.tmp / "wal")
-        self.argv, self.want = ["compact", self.target, "--before", "6", "--apply"], (0,)
+        self.argv, self.want = ["compact", self.target, "--to", "6", "--apply"], (0,)
 
     def check_compact(self, real):
         assert sorted(n for n in os.listdir(real) if n.startswith("wal-")) == ["wal-000002.bin"]
@@ -116,7 +116,7 @@ class Case:
     def setup_archive_push___delete_local(self):
         self.target = healthy(self.tmp / "wal")
         self.arch = self.tmp / "arch"
-        self.argv = ["archive", "push", self.target, f"file://{self.arch}", "--delete-local", "--before", "6",
+        self.argv = ["archive", "push", self.target, f"file://{self.arch}", "--delete-local", "--to", "6",
                      "--apply"]
         # 6: an upload the swap made read other bytes than the file described is refused by the archive's
         # own check ("upload not verified"); nothing is deleted for it

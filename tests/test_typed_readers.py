@@ -127,7 +127,7 @@ def _ledger_case(cli, tmp_path, gapped, key, value):
     clean(r, "map")
     assert r.code == 3 and tree_digest(d) == before  # read-only commands changed nothing
     for args in (("seal", d), ("archive", "push", d, "file://" + str(tmp_path / "a")),
-                 ("compact", d, "--before", "3"), ("repair", d, "--accept-loss", "50..51", "--reason", "x")):
+                 ("compact", d, "--to", "3"), ("repair", d, "--accept-loss", "50..51", "--reason", "x")):
         clean(cli(*args), args)
     r = cli("write", d, "--type", "0", "--id", "m", "--payload", "x")
     clean(r, "write")
@@ -381,7 +381,7 @@ def test_stdin_bytes_that_are_not_utf8_name_the_line_under_every_locale(tmp_path
     r = walctl(["tasklog", "append", log, "--entry", '{"type":"InstructionStart","instruction":"go\udcff"}'
                 .encode("utf-8", "surrogateescape")], b"", env)
     assert r.returncode == 2 and "entry 1 is not JSON text: a string holds a lone surrogate" in r.stderr.decode()
-    r = walctl(["import", tmp_path / "i", "--form", "jsonl"],
+    r = walctl(["import", tmp_path / "i", "--format", "jsonl"],
                b'{"sequence":1,"type_ordinal":0,"memory_id_hex":null,"timestamp_ms":1,"payload_hex":""}\n', env)
     assert r.returncode == 2 and "line 1" in r.stderr.decode() and "memory_id_hex null is not a string" in \
         r.stderr.decode() and "None" not in r.stderr.decode()

@@ -52,7 +52,7 @@ def test_follow_takes_durations_on_the_command_line(tmp_path, cli):
     for interval in ("1s", "500ms", "0.5"):  # `replay --interval 1s` was "not a valid float"
         r = cli("replay", d, "--follow", "--interval", interval, "--to", "1", "--timeout", "1m")
         assert r.code == 0 and r.out.count("\n") == 1, (interval, r.err)
-        r = cli("inspect", d, "--follow", "--interval", interval, "--to-seq", "1", "--timeout", "60", "--jsonl")
+        r = cli("inspect", d, "--follow", "--interval", interval, "--to", "1", "--timeout", "60", "--jsonl")
         assert r.code == 0 and r.out.count("\n") == 1, (interval, r.err)
     r = cli("replay", d, "--follow", "--interval", "5ms")
     assert r.code == 2 and "--interval '5ms': at least 10ms" in r.err

@@ -304,7 +304,7 @@ def test_repair_against_a_directory_being_written_by_another_process_is_refused(
                             env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(__file__))})
     try:
         assert proc.stdout.readline().strip() == "ready"
-        for args in (["repair", d, "--apply"], ["write", d, "--type", "0"], ["compact", d, "--before", "1", "--apply"]):
+        for args in (["repair", d, "--apply"], ["write", d, "--type", "0"], ["compact", d, "--to", "1", "--apply"]):
             out = subprocess.run([sys.executable, "-m", "walctl", *args], capture_output=True, text=True)
             assert out.returncode == 6, (args, out.stderr)
             assert "locked by a live writer" in out.stderr and "pid" in out.stderr

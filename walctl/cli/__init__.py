@@ -219,6 +219,9 @@ def _run_command(argv: list[str] | None = None) -> int:
 
     DOCUMENTS["built"] = 0  # (tests run many commands in one process)
     args = sys.argv[1:] if argv is None else list(argv)
+    from .aliases import rewrite
+
+    args = rewrite(args)  # old option spellings, with a note; advice (rerun) shows only the new ones
     RUN["argv"] = [a for a in args if a != "--debug"]
     if "--debug" in args:
         _debug["on"] = True

@@ -48,7 +48,7 @@ def push(wal_dir: str = typer.Argument(..., help="A V2 chunk or ADR-003 segment 
          jobs: int = JOBS,
          delete_local: bool = typer.Option(False, "--delete-local", help="Remove archived chunks below the HWM "
                                                                          "(with --apply)."),
-         before: Optional[int] = typer.Option(None, "--before", min=0, help="--delete-local: the HWM."),
+         to: Optional[int] = typer.Option(None, "--to", min=0, help="--delete-local: the HWM (sequences <= N are covered)."),
          checkpoint_meta: Optional[str] = typer.Option(None, "--checkpoint-meta",
                                                        help="--delete-local: the HWM from Spector's checkpoint.meta."),
          apply: bool = typer.Option(False, "--apply", help="--delete-local: really remove."),
@@ -65,8 +65,8 @@ def push(wal_dir: str = typer.Argument(..., help="A V2 chunk or ADR-003 segment 
                                                              "--follow: walctl.archive-follow/1)."),
          progress: Optional[bool] = PROGRESS,
          metrics_file: Optional[str] = METRICS_FILE):
-    if (before is not None or checkpoint_meta) and not delete_local:
-        raise UsageError("--before/--checkpoint-meta set the HWM for --delete-local")
+    if (to is not None or checkpoint_meta) and not delete_local:
+        raise UsageError("--to/--checkpoint-meta set the HWM for --delete-local")
     if follow and (delete_local or apply):
         raise UsageError("--follow ships; --delete-local belongs to a one-shot push")
     with Recording(metrics_file, "archive push", [wal_dir], guard=[checkpoints, dest]) as rec:
@@ -76,18 +76,18 @@ def push(wal_dir: str = typer.Argument(..., help="A V2 chunk or ADR-003 segment 
                                 None if max_wait is None else parse_duration(max_wait, "--max-wait"),
                                 None if timeout is None else parse_duration(timeout, "--timeout"), json_out, rec)
         else:
-            code = _push_once(rec, wal_dir, dest, namespace, checkpoints, jobs, delete_local, before, checkpoint_meta,
+            code = _push_once(rec, wal_dir, dest, namespace, checkpoints, jobs, delete_local, to, checkpoint_meta,
                               apply, endpoint_url, json_out, progress)
     return code
 
 
-def _push_once(rec, wal_dir, dest, namespace, checkpoints, jobs, delete_local, before, checkpoint_meta, apply,
+def _push_once(rec, wal_dir, dest, namespace, checkpoints, jobs, delete_local, to, checkpoint_meta, apply,
                endpoint_url, json_out, progress) -> int:
     from ..ops.archive_push import push as run_push
 
     with Bar("push", path_bytes(wal_dir, checkpoints), progress) as bar:
         rep = run_push(wal_dir, dest, namespace=namespace, checkpoints=checkpoints, jobs=jobs,
-                       delete_local=delete_local, hwm_before=before, checkpoint_meta=checkpoint_meta, apply=apply,
+                       delete_local=delete_local, hwm_before=to, checkpoint_meta=checkpoint_meta, apply=apply,
                        endpoint_url=endpoint_url, progress=bar.callback)
     if rec.path is not None:
         from ..ops.metrics import push_targets
@@ -268,7 +268,7 @@ def verify(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pre
     return code
 
 
-@app.command("restore", help="""Write OUT/wal holding exactly the archived events up to --to-seq N or --until T
+@app.command("restore", help="""Write OUT/wal holding exactly the archived events up to --to N or --until T
 (default: all), and OUT/checkpoints with the newest archived checkpoint at or below that point that
 verifies (falling back past damaged ones), then verify OUT/wal. OUT must be new or empty. Recover the
 state with: walctl recover --checkpoints OUT/checkpoints --log OUT/wal. A namespace of task logs or of
@@ -279,22 +279,16 @@ Example: walctl archive restore s3://backups/agents /srv/agent-7 --namespace age
 def restore(dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix.", callback=existing_archive),
             out: str = typer.Argument(..., help="A new (or empty) directory."),
             namespace: Optional[str] = typer.Option(None, "--namespace", help="Needed when DEST holds several."),
-            to_seq: Optional[int] = typer.Option(None, "--to-seq", min=1, help="The last sequence to restore."),
+            to: Optional[int] = typer.Option(None, "--to", min=1, help="The last sequence to restore."),
             until: Optional[str] = typer.Option(None, "--until", help="Restore events up to this time, inclusive "
                                                                       "(epoch ms or ISO-8601)."),
-            to_time: Optional[str] = typer.Option(None, "--to-time", hidden=True, help="Old spelling of --until."),
             jobs: int = JOBS, endpoint_url: Optional[str] = ENDPOINT,
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-restore/2)."),
             progress: Optional[bool] = PROGRESS):
     from ..ops.archive_restore import restore as run_restore
 
-    if to_time is not None:
-        warn_line("note: --to-time is now --until")  # (as cut says of --at-time)
-        if until is not None:
-            raise UsageError("give --until (or its old spelling --to-time) once")
-        until = to_time
-    if to_seq is not None and until is not None:
-        raise UsageError("give --to-seq or --until, not both")
+    if to is not None and until is not None:
+        raise UsageError("give --to or --until, not both")
     on_interrupt(f"interrupted before anything was written to {out}; run the same restore again: {rerun()}")
 
     def undone(undo) -> None:  # what the cleanup really did, for the Ctrl-C line
@@ -303,7 +297,7 @@ def restore(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pr
         on_interrupt(f"interrupted; {undo.summary()}; {then}")
 
     with Bar("restore", None, progress) as bar:
-        rep = run_restore(dest, out, namespace=namespace, to_seq=to_seq,
+        rep = run_restore(dest, out, namespace=namespace, to_seq=to,
                           to_time_ms=parse_time(until, "--until"), jobs=jobs, endpoint_url=endpoint_url,
                           progress=bar.callback, undone=undone)
     on_interrupt(None)
@@ -337,7 +331,7 @@ Example: walctl archive prune s3://backups/agents --namespace agent-7 --keep 3 -
 def prune(dest: str = typer.Argument(..., help="file:///path or s3://bucket/prefix.", callback=existing_archive),
           namespace: str = typer.Option(..., "--namespace", help="The namespace to prune."),
           keep: int = typer.Option(2, "--keep", min=1, help="Keep what the newest K valid checkpoints need."),
-          max_age: str = typer.Option("7d", "--max-age", help="Only objects older than this (s, m, h, d)."),
+          max_age: str = typer.Option("7d", "--max-age", help="Only objects older than this (a duration: 30d, 12h)."),
           apply: bool = typer.Option(False, "--apply", help="Really delete."),
           jobs: int = JOBS, endpoint_url: Optional[str] = ENDPOINT,
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-prune/1).")):

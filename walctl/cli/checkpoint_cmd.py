@@ -22,12 +22,12 @@ Example: walctl checkpoint list /var/lib/agent/checkpoints""", no_args_is_help=T
 
 
 @app.command("create", help="""Write a new checkpoint into DIR, durably: from a state file (JSON or msgpack) with
---wal-seq, or by folding a log with a reducer (--log). Make the log durable up to the sequence first.
+--to N (the last log sequence it holds), or by folding a log with a reducer (--log). Make the log durable up to the sequence first.
 
-Example: walctl checkpoint create ckpts/ --state state.json --wal-seq 1200""")
+Example: walctl checkpoint create ckpts/ --state state.json --to 1200""")
 def create(directory: str = typer.Argument(..., help="The checkpoint directory (created if missing)."),
            state: Optional[str] = typer.Option(None, "--state", help="A JSON or msgpack state file."),
-           wal_seq: Optional[int] = typer.Option(None, "--wal-seq", min=0, help="The last log sequence the state holds."),
+           wal_seq: Optional[int] = typer.Option(None, "--to", min=0, help="The last log sequence the state holds."),
            log: Optional[str] = typer.Option(None, "--log", help="Fold this log from empty instead of --state.", callback=existing_path),
            reducer: str = typer.Option("auto", "--reducer", metavar="[auto|adr003|spector|MODULE:FUNCTION]", help=REDUCER_HELP + " With --log."),
            level: int = typer.Option(9, "--level", min=1, max=22, help="zstd level."),
@@ -35,7 +35,7 @@ def create(directory: str = typer.Argument(..., help="The checkpoint directory (
            progress: Optional[bool] = PROGRESS,
            metrics_file: Optional[str] = METRICS_FILE):
     if (state is None) == (log is None):
-        raise UsageError("give --state FILE --wal-seq N, or --log DIR")
+        raise UsageError("give --state FILE --to N, or --log DIR")
     with Recording(metrics_file, "checkpoint create", [directory], guard=[log]) as rec:
         _create(rec, directory, state, wal_seq, log, reducer, level, json_out, progress)
 
@@ -46,7 +46,7 @@ def _create(rec, directory, state, wal_seq, log, reducer, level, json_out, progr
     records = None
     if state is not None:
         if wal_seq is None:
-            raise UsageError("--state needs --wal-seq N (the last log sequence the state reflects)")
+            raise UsageError("--state needs --to N (the last log sequence the state reflects)")
         from ..ops.checkpoint import load_state_file
 
         st, seq = load_state_file(state), wal_seq
@@ -177,7 +177,7 @@ unless --apply; each move is recorded in .quarantine/MANIFEST.jsonl. walctl dele
 
 Example: walctl checkpoint prune ckpts/ --max-age 24h --apply""")
 def prune(directory: str = typer.Argument(..., help="The checkpoint directory.", callback=existing_dir),
-          max_age: str = typer.Option("24h", "--max-age", help="Older than this (s, m, h, d) may go."),
+          max_age: str = typer.Option("24h", "--max-age", help="Older than this (a duration: 30d, 12h) may go."),
           keep: int = typer.Option(2, "--keep", min=1, help="Always keep this many newest valid checkpoints."),
           apply: bool = typer.Option(False, "--apply", help="Move them (default: print the plan only)."),
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-prune/2).")):

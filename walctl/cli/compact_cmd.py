@@ -10,7 +10,7 @@ from .targets import existing_dir
 HELP = """Move closed chunks whose records a checkpoint covers into DIR/.quarantine/ (or --archive-to another
 directory). Dry run unless --apply.
 
-The high-water mark comes from --before N (every sequence <= N is covered), a Spector checkpoint.meta, or
+The high-water mark comes from --to N (every sequence <= N is covered), a Spector checkpoint.meta, or
 a checkpoint directory (--checkpoints: the wal_sequence of the oldest valid checkpoint kept for fallback).
 A chunk's last sequence is read from the first record header of the next chunk, so old chunks are not
 scanned. Never removes the last chunk, a foreign, unsupported or damaged chunk, or anything past a gap.
@@ -24,7 +24,7 @@ Example: walctl compact /var/lib/agent/wal --checkpoint-meta /var/lib/agent/chec
 
 def compact(
     directory: str = typer.Argument(..., help="The WAL directory.", callback=existing_dir),
-    before: Optional[int] = typer.Option(None, "--before", help="The HWM: sequences <= N are covered."),
+    to: Optional[int] = typer.Option(None, "--to", help="The HWM: sequences <= N are covered."),
     checkpoint_meta: Optional[str] = typer.Option(None, "--checkpoint-meta", help="Take the HWM from this file."),
     checkpoints: Optional[str] = typer.Option(None, "--checkpoints",
                                               help="Take the HWM from the oldest valid checkpoint in this directory."),
@@ -36,7 +36,7 @@ def compact(
     from ..ops.compact import compact as run_compact
 
     try:
-        rep = run_compact(directory, before=before, checkpoint_meta=checkpoint_meta, checkpoints=checkpoints,
+        rep = run_compact(directory, before=to, checkpoint_meta=checkpoint_meta, checkpoints=checkpoints,
                           archive_to=archive_to, apply=apply)
     except NotClean as e:  # its own document when it examined the directory; else walctl.error/1
         examined_document("walctl.compact/2", e, json_out)

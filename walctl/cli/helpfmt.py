@@ -19,7 +19,7 @@ NO_REWRAP = "\b"
 METAVARS = {
     "--out": "PATH", "--from": "FILE", "--report": "FILE", "--state": "FILE", "--log": "DIR",
     "--checkpoints": "DIR", "--archive-to": "DIR", "--checkpoint-meta": "FILE", "--older-than": "AGE",
-    "--max-age": "AGE", "--since": "TIME", "--until": "TIME", "--to-time": "TIME", "--endpoint-url": "URL",
+    "--max-age": "AGE", "--since": "TIME", "--until": "TIME", "--endpoint-url": "URL",
     "--id": "ID", "--namespace": "NAME", "--workflow": "NAME", "--reason": "TEXT", "--entry": "JSON",
     "--type": "TYPE", "--payload-hex": "HEX", "--payload-b64": "BASE64",
 }

@@ -8,13 +8,13 @@ import typer
 from ..errors import EXIT_OK, UsageError
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
 from .render import emit, json_document
-from .writer_options import BATCH_MS, BATCH_RECORDS, COMPRESS_THRESHOLD, MAX_CHUNK_BYTES, SYNC, check_sync
+from .writer_options import BATCH_INTERVAL, BATCH_RECORDS, COMPRESS_THRESHOLD, MAX_CHUNK_BYTES, SYNC, batch_ms, check_sync
 from .targets import existing_path
 
 HELP = """Apply a replay stream (from walctl replay) to a WAL directory, idempotently and durably.
 
 Reads standard input (or --from FILE); the form (jsonl, msgpack or the Spector sync blob) is detected
-from the first byte, or given with --form. Events at or below the directory's high-water mark are
+from the first byte, or given with --format. Events at or below the directory's high-water mark are
 skipped, so a re-run changes nothing; the event at the HWM, when the stream carries it, must equal the
 local one (else exit 4: the logs diverged). Above the HWM the sequence must continue exactly: a gap is
 refused (exit 4), and what came before it stays applied. The directory is created if missing and takes
@@ -28,10 +28,10 @@ Example: walctl import restored/wal --from outbox/wal-000000005000.bin --sync al
 def import_(
     directory: str = typer.Argument(..., help="The WAL (or ADR-003 segment) directory to apply to."),
     from_: Optional[str] = typer.Option(None, "--from", help="Read the stream from FILE instead of stdin.", callback=existing_path),
-    form: Optional[str] = typer.Option(None, "--form", metavar="[jsonl|msgpack|sync]", help="jsonl, msgpack or sync (default: detected)."),
+    form: Optional[str] = typer.Option(None, "--format", metavar="[jsonl|msgpack|sync]", help="jsonl, msgpack or sync (default: detected)."),
     sync: str = SYNC,
     batch_records: int = BATCH_RECORDS,
-    batch_ms: int = BATCH_MS,
+    batch_interval: str = BATCH_INTERVAL,
     max_chunk_bytes: int = MAX_CHUNK_BYTES,
     compress_threshold: Optional[int] = COMPRESS_THRESHOLD,
     max_payload: int = typer.Option(256 << 20, "--max-payload", min=1,
@@ -51,7 +51,7 @@ def import_(
         return EXIT_OK
     check_sync(sync)
     if form is not None and form not in ev.FORMS:
-        raise UsageError(f"--form must be one of {', '.join(ev.FORMS)} (got {form!r})")
+        raise UsageError(f"--format must be one of {', '.join(ev.FORMS)} (got {form!r})")
     if from_ is None and sys.stdin.isatty():
         raise UsageError("the stream comes on standard input (a pipe from walctl replay) or from --from FILE")
     f = open(from_, "rb") if from_ is not None else sys.stdin.buffer
@@ -61,7 +61,7 @@ def import_(
         with Bar("import", path_bytes(from_) if from_ else None, progress) as bar:
             got_form, items = read_stream(f, form, max_payload, progress=bar.callback)
             report = import_stream(directory, items, got_form, sync=sync, batch_records=batch_records,
-                                   batch_ms=batch_ms, max_chunk_bytes=max_chunk_bytes,
+                                   batch_ms=batch_ms(batch_interval), max_chunk_bytes=max_chunk_bytes,
                                    compress_threshold=compress_threshold, allow_initial_gap=allow_initial_gap)
         on_interrupt(None)
     finally:

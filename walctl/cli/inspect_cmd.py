@@ -27,7 +27,7 @@ From a finding to its bytes: --damaged dumps every damaged region of a directory
 marked, what was lost and what resumes after it); --seq N and --around CHUNK:OFFSET go straight to the
 bytes. A piece in DIR/.quarantine/ is read at the offset it was cut from.
 
-Example: walctl inspect wal/ --from-seq 100 --type REMEMBER --jsonl | jq .payload_hex
+Example: walctl inspect wal/ --from 100 --type REMEMBER --jsonl | jq .payload_hex
 Example: walctl inspect wal/ --damaged
 Example: walctl inspect wal/ --around wal-000003.bin:2368 --context 64"""
 
@@ -35,8 +35,8 @@ Example: walctl inspect wal/ --around wal-000003.bin:2368 --context 64"""
 def inspect(
     path: str = typer.Argument(..., help="A chunk directory or one chunk file (also a quarantined one).", callback=existing_path),
     jsonl: bool = typer.Option(False, "--jsonl", help="One JSON object per valid record on stdout."),
-    from_seq: Optional[int] = typer.Option(None, "--from-seq", help="Only sequences >= N."),
-    to_seq: Optional[int] = typer.Option(None, "--to-seq", help="Only sequences <= N."),
+    from_seq: Optional[int] = typer.Option(None, "--from", help="Only sequences >= N."),
+    to_seq: Optional[int] = typer.Option(None, "--to", help="Only sequences <= N."),
     types: Optional[List[str]] = typer.Option(None, "--type", help="Only this event type (name or ordinal); repeatable."),
     memory_id: Optional[str] = typer.Option(None, "--id", help="Only records with this memoryId."),
     since: Optional[str] = typer.Option(None, "--since", help="Only timestamps >= T (epoch ms or ISO-8601)."),
@@ -55,7 +55,7 @@ def inspect(
     strict: bool = typer.Option(False, "--strict", help="Exit as verify --strict: any anomaly (an accepted "
                                                         "loss too) is corruption (3)."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing records as a live writer appends "
-                                                              "(filters --from-seq/--to-seq/--limit apply)."),
+                                                              "(filters --from/--to/--limit apply)."),
     interval: str = typer.Option("200ms", "--interval", help="--follow: poll this often (10ms to 60s)."),
     timeout: Optional[str] = typer.Option(None, "--timeout", help="--follow: stop after this long (2m, 30s)."),
     progress: Optional[bool] = PROGRESS,

@@ -138,7 +138,7 @@ directory's lock.
 Example: walctl quarantine purge /var/lib/agent/wal --older-than 30d --apply""")
 def purge(directory: str = typer.Argument(..., help="The directory whose .quarantine/ to purge.", callback=existing_dir),
           older_than: str = typer.Option(..., "--older-than", help="Only files quarantined longer ago than this "
-                                                                   "(s, m, h, d; 0 for all)."),
+                                                                   "(a duration: 30d, 12h; 0 for all)."),
           apply: bool = typer.Option(False, "--apply", help="Delete them (default: print the plan only)."),
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine-purge/1).")):
     from ..ops.quarantine import purge as run_purge, said

@@ -114,7 +114,7 @@ RUN = {"argv": []}
 
 def rerun(*add: str) -> str:
     """This run's exact command line (shell-quoted, --json left out) with the flags in `add` appended:
-    `walctl compact /srv/wal --before 40 --apply`."""
+    `walctl compact /srv/wal --to 40 --apply`."""
     from ..ops.advice import cmd
 
     words = [a for a in RUN["argv"] if a != "--json" and a not in add]

@@ -115,25 +115,41 @@ def resume(path: str = typer.Argument(..., help="A task log.", callback=existing
 
 
 @app.command("replay", help="""The state after each entry, in order, read-only (recorded results are the truth:
-nothing is re-executed); --until stops at a line.
+nothing is re-executed); --to-line stops after a line, --until before the first entry stamped later.
 
-Example: walctl tasklog replay wal/3f2a...77.wal --until 12""")
+Example: walctl tasklog replay wal/3f2a...77.wal --to-line 12
+Example: walctl tasklog replay wal/3f2a...77.wal --until 2026-11-21T12:00Z --jsonl""")
 def replay(path: str = typer.Argument(..., help="A task log.", callback=existing_path),
-           until: Optional[int] = typer.Option(None, "--until", min=1, help="Stop after this line number."),
-           json_out: bool = typer.Option(False, "--json", help="One JSON object per entry (JSON lines, schema walctl.tasklog-replay/1).")):
+           to_line: Optional[int] = typer.Option(None, "--to-line", min=1, help="Stop after this line number."),
+           until: Optional[str] = typer.Option(None, "--until", help="Only entries stamped at or before T "
+                                                                    "(epoch ms or ISO-8601)."),
+           jsonl: bool = typer.Option(False, "--jsonl", help="One JSON object per entry (JSON lines, schema walctl.tasklog-replay/1).")):
     import json
 
     from ..ops.tasklog import read_task
 
-    rep = read_task(path, timeline=True, until=until)
+    rep = read_task(path, timeline=True, until=to_line, until_ms=_until_time(until))
     for number, kind, st in rep.read.states:
         row = {"line": number, "type": kind, "last_confirmed": st.last_confirmed,
                "resume_step_index": st.resume_step_index(), "in_flight": st.in_flight_step_index,
                "last_sha": st.last_sha, "complete": st.complete}
-        emit(json.dumps(row, ensure_ascii=False) if json_out else
+        emit(json.dumps(row, ensure_ascii=False) if jsonl else
              f"line {number:>4} {kind:<16} confirmed {_dash(st.last_confirmed)} resume {_dash(st.resume_step_index())} "
              f"in-flight {_dash(st.in_flight_step_index)} sha {(st.last_sha or '-')[:12]}")
     raise typer.Exit(rep.exit_code)
+
+
+def _until_time(text: str | None) -> int | None:
+    """--until took a line number before it took a time (issue #26): a number that small is refused, never
+    read as a moment of 1970."""
+    from ..errors import UsageError
+    from .units import parse_time
+
+    ms = parse_time(text, "--until")
+    if ms is not None and text.strip().isdigit() and ms < 10 ** 11:
+        raise UsageError(f"--until {text}: --until is a time now (epoch ms or ISO-8601); "
+                         f"stop after a line with --to-line {text}")
+    return ms
 
 
 def _dash(v) -> str:

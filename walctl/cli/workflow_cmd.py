@@ -227,7 +227,7 @@ the store's walctl lock and refuses a symlinked entry (exit 7, nothing moved).
 
 Example: walctl workflow cleanup /var/lib/workflows --max-age 24h --apply""")
 def cleanup(root: str = typer.Argument(..., help="The store's root directory.", callback=existing_dir),
-            max_age: str = typer.Option("24h", "--max-age", help="Older than this (s, m, h, d) expires."),
+            max_age: str = typer.Option("24h", "--max-age", help="Older than this (a duration: 30d, 12h) expires."),
             apply: bool = typer.Option(False, "--apply", help="Do it (default: list what would go)."),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-cleanup/1).")):
     from ..ops.workflow import cleanup as run_cleanup

@@ -7,7 +7,7 @@ import typer
 from ..errors import UsageError
 from .render import emit, error_line, json_document
 from .stdin import stdin_lines
-from .writer_options import BATCH_MS, BATCH_RECORDS, COMPRESS_THRESHOLD, MAX_CHUNK_BYTES, SYNC, check_sync
+from .writer_options import BATCH_INTERVAL, BATCH_RECORDS, COMPRESS_THRESHOLD, MAX_CHUNK_BYTES, SYNC, batch_ms, check_sync
 
 HELP = """Append records to a V2 WAL directory (created if missing), durably, Java-compatible.
 
@@ -27,7 +27,7 @@ def write(
     directory: str = typer.Argument(..., help="The WAL directory."),
     sync: str = SYNC,
     batch_records: int = BATCH_RECORDS,
-    batch_ms: int = BATCH_MS,
+    batch_interval: str = BATCH_INTERVAL,
     max_chunk_bytes: int = MAX_CHUNK_BYTES,
     compress_threshold: Optional[int] = COMPRESS_THRESHOLD,
     max_drop_bytes: int = typer.Option(64 << 20, "--max-drop-bytes", min=0,
@@ -60,7 +60,7 @@ def write(
         raise UsageError("--id/--payload*/--timestamp-ms describe one event and need --type")
     else:
         events = parse_lines(stdin_lines(), fmt)
-    r = write_events(directory, events, fmt=fmt, sync=sync, batch_records=batch_records, batch_ms=batch_ms,
+    r = write_events(directory, events, fmt=fmt, sync=sync, batch_records=batch_records, batch_ms=batch_ms(batch_interval),
                      max_chunk_bytes=max_chunk_bytes, compress_threshold=compress_threshold,
                      max_drop_bytes=max_drop_bytes, encoding=encoding,
                      **({"seal_on_close": True} if seal_on_close else {}))

@@ -185,12 +185,15 @@ class LogRead(NamedTuple):
         return "stopped_clean" if s.clean_shutdown else "interrupted"
 
 
-def read_log(buf, task_id: str, *, timeline: bool = False, until: int | None = None) -> LogRead:
-    """The whole log (or its lines up to `until`) folded; `timeline` keeps the state after each entry."""
-    return fold(buf, task_id, timeline=timeline, until=until)[0]
+def read_log(buf, task_id: str, *, timeline: bool = False, until: int | None = None,
+             until_instant: str | None = None) -> LogRead:
+    """The whole log (or its lines up to line `until`, or up to the first entry stamped after
+    `until_instant`, a ts_instant key) folded; `timeline` keeps the state after each entry."""
+    return fold(buf, task_id, timeline=timeline, until=until, until_instant=until_instant)[0]
 
 
-def fold(buf, task_id: str, *, timeline: bool = False, until: int | None = None) -> tuple[LogRead, Folder]:
+def fold(buf, task_id: str, *, timeline: bool = False, until: int | None = None,
+         until_instant: str | None = None) -> tuple[LogRead, Folder]:
     """read_log, and the Folder itself so that a writer can check further entries against the rules."""
     # readline (C speed) over an mmap or a BytesIO: no copy of the whole log, no list of all its lines
     reader = buf if hasattr(buf, "readline") and hasattr(buf, "seek") else io.BytesIO(bytes(buf))
@@ -219,6 +222,9 @@ def fold(buf, task_id: str, *, timeline: bool = False, until: int | None = None)
         raw = line[:-1]
         end = offset + len(line)
         e, code, problem = parse_line(raw, task_id, escapes)
+        if until_instant is not None and problem is None and ts_instant(e["ts"]) > until_instant:
+            number -= 1  # the first entry after the time ends the fold, unread
+            break
         if problem is not None:
             problems.append(Problem(code, "unsupported-version" if code == UNSUPPORTED else "corrupt-line",
                                     number, offset, end, problem))
@@ -227,6 +233,6 @@ def fold(buf, task_id: str, *, timeline: bool = False, until: int | None = None)
             if states is not None:
                 states.append((number, e["type"], folder.state()))
         offset = end
-    read = LogRead(folder.state(), tuple(problems), torn if until is None else None, number,
+    read = LogRead(folder.state(), tuple(problems), torn if until is None and until_instant is None else None, number,
                    tuple(states) if states is not None else None)
     return read, folder

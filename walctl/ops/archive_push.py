@@ -308,7 +308,7 @@ def _delete_local(wal_dir, store, ns, entries, files, delete_local, before, chec
     from .kinds import archived
 
     if before is None and checkpoint_meta is None and checkpoints is None:
-        raise UsageError("--delete-local needs a compaction HWM: --before N, --checkpoint-meta or --checkpoints")
+        raise UsageError("--delete-local needs a compaction HWM: --to N, --checkpoint-meta or --checkpoints")
     hwm, source = _hwm(before, checkpoint_meta, None if before is not None or checkpoint_meta else checkpoints)
     local = {lf.entry.name: lf for lf in files if archived(lf.entry.kind).compact}
 

@@ -157,13 +157,13 @@ def _needed(wal: list[Entry], namespace: str, to_seq: int | None, to_time_ms: in
         raise NotClean(f"no WAL objects archived under {namespace}", url, code=EXIT_SEQUENCE)
     target = to_seq if to_seq is not None else wal[-1].last_sequence
     if to_time_ms is None and target > wal[-1].last_sequence:
-        raise NotClean(f"--to-seq {target}: the archive holds sequences up to {wal[-1].last_sequence}", url,
+        raise NotClean(f"--to {target}: the archive holds sequences up to {wal[-1].last_sequence}", url,
                        code=EXIT_SEQUENCE)
     needed = [e for e in wal if e.first_sequence <= target]
     if not needed:
         raise NotClean(f"the archive starts at {wal[0].first_sequence}, after {target}", url, code=EXIT_SEQUENCE)
     for a, b in gaps(needed):
-        raise NotClean(f"sequences {a}..{b} are in no archived object: restorable up to {a - 1} (--to-seq {a - 1})",
+        raise NotClean(f"sequences {a}..{b} are in no archived object: restorable up to {a - 1} (--to {a - 1})",
                        url, code=EXIT_SEQUENCE)
     return target, needed
 
@@ -191,7 +191,7 @@ def _fetch_all(store, namespace: str, needed: list[Entry], pieces: dict, scratch
             if sha != e.sha256:
                 ok_to = e.first_sequence - 1
                 raise NotClean(f"{namespace}/{e.kind}/{e.name} is corrupt in the archive (sha256 {sha}, pushed as "
-                               f"{e.sha256}); restorable up to {ok_to} (--to-seq {ok_to})", store.url,
+                               f"{e.sha256}); restorable up to {ok_to} (--to {ok_to})", store.url,
                                code=EXIT_CORRUPT)
 
 

@@ -76,15 +76,15 @@ class CompactReport(NamedTuple):
 def read_hwm(before: int | None, checkpoint_meta: str | None, fs=DEFAULT_FS,
              checkpoints: str | None = None) -> tuple[int, str]:
     if sum(x is not None for x in (before, checkpoint_meta, checkpoints)) != 1:
-        raise UsageError("give exactly one high-water mark: --before N, --checkpoint-meta PATH or --checkpoints DIR")
+        raise UsageError("give exactly one high-water mark: --to N, --checkpoint-meta PATH or --checkpoints DIR")
     if checkpoints is not None:
         from .checkpoint import horizon
 
         return horizon(checkpoints, fs)
     if before is not None:
         if before < 0:
-            raise UsageError("--before must be >= 0")
-        return before, f"--before {before}"
+            raise UsageError("--to must be >= 0")
+        return before, f"--to {before}"
     if not fs.exists(checkpoint_meta):
         return 0, f"{checkpoint_meta} (missing: HWM 0)"
     meta = decode_checkpoint_meta(fs.read_head(checkpoint_meta, 64))

@@ -85,10 +85,12 @@ class TaskReport(NamedTuple):
 
 
 def read_task(path: str, *, strict: bool = False, fs=DEFAULT_FS, timeline: bool = False,
-              until: int | None = None) -> TaskReport:
+              until: int | None = None, until_ms: int | None = None) -> TaskReport:
+    """`until`: stop after this line; `until_ms`: before the first entry stamped after this time."""
     tid = _existing_task_id(path, fs)
+    instant = None if until_ms is None else _instant_key(until_ms)
     with fs.map_read(path) as buf:
-        read = tl.read_log(buf, tid, timeline=timeline, until=until)
+        read = tl.read_log(buf, tid, timeline=timeline, until=until, until_instant=instant)
     return TaskReport(path, tid, read, strict)
 
 
@@ -219,3 +221,13 @@ def _append(path: str, tid: str, entries: list[dict], force: bool, fs, now) -> l
 def _now_ts() -> str:
     t = time.time()
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1e6) % 1_000_000:06d}Z"
+
+
+def _instant_key(ms: int) -> str:
+    """Epoch milliseconds as a ts_instant key (seconds, then the fraction's digits without trailing zeros)."""
+    secs, frac = divmod(ms, 1000)
+    if secs < 0:
+        return "0"  # before every ts
+    if secs >= 253402300800:  # 10000-01-01: after every ts
+        return "A"
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f"{frac:03d}".rstrip("0")

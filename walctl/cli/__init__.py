@@ -241,8 +241,11 @@ def _run_command(argv: list[str] | None = None) -> int:
         if type(e).__name__ == "NoArgsIsHelpError" and e.ctx is not None:
             sys.stdout.write(e.ctx.get_help() + "\n")  # `walctl` or `walctl verify` alone: the help
             return EXIT_USAGE
-        # the full path (`walctl quarantine purge --help`), not the last word
+        # the full path (`walctl quarantine purge --help`), not the last word; an option's missing value is
+        # reported from the root's context, so the command comes from the words typed
         path = e.ctx.command_path if e.ctx is not None and e.ctx.command_path else "walctl"
+        if path == "walctl" and _command_words(args):
+            path = f"walctl {_command_words(args)}"
         return _fail(args, EXIT_USAGE, "usage", f"{e.format_message()} (see '{path} --help')",
                      json_ok=_takes_json(e))
     except click_exceptions.ClickException as e:

@@ -10,7 +10,7 @@ from .metrics_opt import METRICS_FILE, Recording
 from .units import parse_duration
 from .recover_cmd import REDUCER_HELP
 from .progress import PROGRESS, Bar, on_interrupt, path_bytes
-from .render import emit, json_document, plain_table, rerun, safe
+from .render import emit, json_document, plain_table, rerun, safe, say
 from .targets import existing_dir, existing_path
 
 app = typer.Typer(help="""O_CKPT_V2 checkpoints: create, verify, inspect, list, prune, restore.
@@ -76,7 +76,7 @@ def _create(rec, directory, state, wal_seq, log, reducer, level, json_out, progr
 @app.command("verify", help="""Check checkpoint files (or every *.ckpt of a directory) through all eleven steps.
 
 Example: walctl checkpoint verify ckpts/ --json""")
-def verify(paths: List[str] = typer.Argument(..., help="Checkpoint files or directories.", callback=existing_path),
+def verify(paths: List[str] = typer.Argument(..., metavar="PATH", help="Checkpoint files or directories.", callback=existing_path),
            strict: bool = typer.Option(False, "--strict", help="Treat anomalies as corruption."),
            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.verify/2).")):
     from . import verify_cmd
@@ -159,15 +159,28 @@ def list_(directory: str = typer.Argument(..., help="The checkpoint directory.",
     lst = list_dir(directory)
     if json_out:
         emit(json_document("walctl.checkpoint-list/2", lst.to_json()))
-        raise typer.Exit(EXIT_OK)
-    rows = [[i, c.file, c.header.wal_sequence, c.header.timestamp, c.header.compressed_size,
-             "valid" if c.checked.ok else f"INVALID step {c.checked.failure.step}: {c.checked.failure.reason}"]
-            for i, c in enumerate(lst.candidates)]
-    rows += [["-", r.file, "", "", "", f"REJECTED step {r.checked.failure.step}: {r.checked.failure.reason}"]
-             for r in lst.rejected]
-    for line in plain_table(["rank", "file", "wal_sequence", "timestamp", "bytes", "status"], rows, indent=""):
+        raise typer.Exit(lst.exit_code)
+    rows = [[i, c.file, c.header.wal_sequence, _iso(c.header.timestamp), c.header.compressed_size,
+             "valid" if c.checked.ok else "INVALID"] for i, c in enumerate(lst.candidates)]
+    rows += [["-", r.file, "", "", "", "REJECTED"] for r in lst.rejected]
+    for line in plain_table(["rank", "file", "wal_sequence", "time (UTC)", "bytes", "status"], rows, indent="",
+                            fixed=(1,)):
         emit(line)
-    raise typer.Exit(EXIT_OK)
+    for r in lst.candidates + lst.rejected:  # why, under the table: a reason is prose, wrapped, never cut
+        if not r.checked.ok:
+            say(f"{r.file}: {'INVALID' if r.checked.header_ok else 'REJECTED'} step {r.checked.failure.step}: "
+                f"{r.checked.failure.reason}")
+    raise typer.Exit(lst.exit_code)
+
+
+def _iso(seconds: int) -> str:
+    """A header's timestamp (epoch seconds) as ISO-8601 UTC, as every other time walctl prints."""
+    from ..format.hexdump import format_timestamp_ms
+
+    try:
+        return format_timestamp_ms(seconds * 1000)
+    except (OverflowError, ValueError, OSError):
+        return str(seconds)
 
 
 @app.command("prune", help="""Move checkpoints older than --max-age into DIR/.quarantine/, always keeping the newest

@@ -18,7 +18,7 @@ Example: walctl help quarantine purge"""
 
 
 def help_(
-    command: List[str] = typer.Argument(None, metavar="[COMMAND...]", help="A command, e.g. verify or archive push."),
+    command: List[str] = typer.Argument(None, metavar="COMMAND", help="A command, e.g. verify or archive push."),
     width: int = typer.Option(0, "--width", min=0, help="Wrap at N columns (0: the terminal's width, at most 100)."),
 ) -> int:
     from .roff import render
@@ -26,7 +26,13 @@ def help_(
     name = "walctl" if not command else f"walctl-{command[0]}"
     page = read_page(name)
     if page is None:
-        raise UsageError(f"no manual page for '{' '.join(command or [])}' (see 'walctl --help' for the commands)")
+        import difflib
+
+        from . import COMMANDS
+
+        near = difflib.get_close_matches(command[0], list(COMMANDS), n=1)
+        hint = f"did you mean 'walctl help {near[0]}'?" if near else "see 'walctl --help' for the commands"
+        raise UsageError(f"no manual page for '{' '.join(command or [])}' ({hint})")
     _refuse_extra_words(command or [], page)
     if not width:
         import shutil

@@ -90,6 +90,15 @@ def polish(command) -> None:
             p.metavar = mv
         if getattr(p, "param_type_name", "") == "argument" and hasattr(p, "display_type_rich"):
             p.display_type_rich = _no_type  # typer 0.28+ lists `PATH <str>`: the name says it
+        if getattr(p, "param_type_name", "") == "argument" and hasattr(p, "_usage_display_name"):
+            p._usage_display_name = _usage_name.__get__(p)  # typer 0.29 writes `{PATH}...`, `[[NAME]]`
+
+
+def _usage_name(arg) -> str:
+    """`PATH`, `PATH...`, `[NAME]`, `[COMMAND]...`: the usage line as man pages write it."""
+    name = arg.display_name_raw.strip("[]")
+    name = name if arg.required else f"[{name}]"
+    return name + ("..." if arg.nargs != 1 else "")
 
 
 def _fast_help_option(option):

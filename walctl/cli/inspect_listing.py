@@ -9,7 +9,7 @@ import typer
 
 from ..errors import EXIT_OK
 from .inspect_bytes import emit_fields, emit_view
-from .render import emit, paint, rich_console, safe, warn_line
+from .render import emit, paint, safe, warn_line
 
 
 def show_records(path: str, flt, jsonl: bool, hexdump: bool, payload: str, progress, strict: bool = False):
@@ -63,40 +63,74 @@ def _render_jsonl(walk, payload_mode: str) -> None:
 
 
 def _render_table(walk, payload_mode: str) -> None:
-    from rich.table import Table
-    from rich.text import Text
+    """A plain table fitted to the terminal (cli/fit.py): a long memoryId or payload is cut as
+    `start…(N B)`; where even cut values leave no room, the payload gets a line of its own. Printed in slices
+    of 2,000 rows: a big WAL streams instead of building one table."""
+    from .fit import term_width
 
+    width, rows, header = term_width(), [], True
+    for item in walk:
+        rows.append(_row(item, payload_mode))
+        if len(rows) >= 2000:
+            _print_rows(rows, width, header)
+            rows, header = [], False
+    if rows or (header and not walk.matched):
+        _print_rows(rows, width, header)
+
+
+_HEADERS = ["seq", "type", "memoryId", "timestamp (UTC)", "z", "stored", "at", "payload"]
+_ID, _PAYLOAD = 2, 7
+
+
+def _row(item, payload_mode: str) -> list[str]:
     from ..format.hexdump import format_timestamp_ms
     from ..ops.records import Record, render_payload
+    from .fit import Sized
 
-    console = rich_console()
+    if not isinstance(item, Record):
+        return ["!!", "DAMAGE", "", "", "", "", safe(f"{item.file}@{item.damage.offset}"), safe(damage_text(item))]
+    # a prefix is rendered, never a whole large payload; the byte count is the payload's own
+    view = "" if payload_mode == "none" else render_payload(bytes(item.payload[:4096]), payload_mode)[1]
+    mid = item.memory_id_text
+    return [str(item.sequence), safe(item.type), Sized(safe(mid[:4096]), len(item.memory_id)),
+            format_timestamp_ms(item.timestamp_ms), "z" if item.compressed else "", str(item.stored_len),
+            safe(f"{item.file}@{item.offset}"), Sized(view, len(item.payload)) if view else ""]
 
-    def new_table(header: bool):
-        t = Table(box=None, pad_edge=False, header_style="bold", show_header=header)
-        for col in ("seq", "type", "memoryId", "timestamp (UTC)", "z", "stored", "at", "payload"):
-            folds = col in ("memoryId", "payload")
-            t.add_column(col, no_wrap=not folds, overflow="fold" if folds else "ignore",
-                         ratio=1 if col == "payload" else None)
-        return t
 
-    table = new_table(True)
-    for item in walk:
-        if isinstance(item, Record):
-            # A table cell shows 160 characters: render a prefix, never a whole large payload.
-            view = "" if payload_mode == "none" else render_payload(bytes(item.payload[:4096]), payload_mode)[1]
-            if len(view) > 160:
-                view = view[:157] + "..."
-            table.add_row(str(item.sequence), safe(item.type), Text(safe(item.memory_id_text[:40])),
-                          format_timestamp_ms(item.timestamp_ms), "z" if item.compressed else "",
-                          str(item.stored_len), safe(f"{item.file}@{item.offset}"), Text(safe(view)))
-        else:
-            table.add_row("!!", Text("DAMAGE", style="bold red"), "", "", "", "",
-                          safe(f"{item.file}@{item.damage.offset}"), Text(safe(damage_text(item)), style="red"))
-        if table.row_count >= 2000:  # print in slices: a big WAL streams instead of building one table
-            console.print(table)
-            table = new_table(False)
-    if table.row_count or not walk.matched:
-        console.print(table)
+def _print_rows(rows: list[list[str]], width: int | None, header: bool) -> None:
+    """Prints the rows (with the header when asked), fitted to `width`."""
+    from .fit import MIN_CUT, cut, fit_rows
+
+    # on a pipe: whole rows, but a memoryId over 40 and a payload over 160 characters are still cut
+    cells = [[cut(v, 40) if i == _ID else cut(v, 160) if i == _PAYLOAD else v for i, v in enumerate(r)]
+             for r in rows]
+    fixed = tuple(i for i in range(len(_HEADERS)) if i not in (_ID, _PAYLOAD))
+    rest = sum(max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(_HEADERS) if i in fixed)
+    ids = max([len(_HEADERS[_ID])] + [min(len(r[_ID]), MIN_CUT) for r in cells])
+    if width is None or rest + ids + MIN_CUT + 2 * (len(_HEADERS) - 1) <= width:
+        lines = fit_rows(_HEADERS, cells, "", width, fixed)
+        out = lines if header else lines[1:]
+    else:  # too narrow for memoryId and payload beside the rest: they go on a line under their row
+        keep = [i for i in range(len(_HEADERS)) if i in fixed]
+        lines = fit_rows([_HEADERS[i] for i in keep], [[r[i] for i in keep] for r in cells], "", width,
+                         tuple(range(len(keep))))
+        out = lines[:1] if header else []
+        for line, r in zip(lines[1:], cells):
+            out.append(line)
+            if r[_ID] or r[_PAYLOAD]:
+                out.append(_under(r[_ID], r[_PAYLOAD], width, cut))
+    for line in out:
+        emit(line)
+
+
+def _under(memory_id: str, payload: str, width: int, cut) -> str:
+    """`    memoryId M  payload P`, cut to the width: the memoryId gets at most a third of it."""
+    room = max(width - len("    memoryId   payload "), 2 * 10)
+    mid = cut(memory_id, max(room // 3, 10)) if memory_id else ""
+    parts = [f"memoryId {mid}"] if mid else []
+    if payload:
+        parts.append(f"payload {cut(payload, max(room - len(mid), 10))}")
+    return ("    " + "  ".join(parts)).rstrip()
 
 
 def _render_hexdump(walk) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import typer
 
 from ..errors import EXIT_OK
-from .render import emit, json_document, plain_table, seq_range
+from .render import emit, json_document, plain_table, say_command, seq_range
 from .targets import existing_dir
 
 app = typer.Typer(help="""What walctl set aside in DIR/.quarantine/, what it holds, putting it back, purging it.
@@ -41,7 +41,7 @@ def list_(directory: str = typer.Argument(..., help="The WAL directory.", callba
     if rows:
         from ..ops.advice import cmd
 
-        emit(f"what a piece holds: {shown(cmd('quarantine', 'show', directory, lst.items[0].name))}")
+        say_command("what a piece holds:", shown(cmd('quarantine', 'show', directory, lst.items[0].name)))
     raise typer.Exit(EXIT_OK)
 
 

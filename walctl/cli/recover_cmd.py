@@ -22,6 +22,8 @@ Example: walctl recover --checkpoints ckpts/ --log segments/ --out state.json --
 REDUCER_HELP = "auto (spector for a Spector V2 log, else adr003), adr003, spector, or module:function."
 
 
+SKIPPED_SHOWN = 10  # the text lists this many skipped entries; --json the first 100
+
 def recover(
     checkpoints: Optional[str] = typer.Option(None, "--checkpoints", help="The checkpoint directory.", callback=existing_dir),
     log: Optional[str] = typer.Option(None, "--log", help="The log: ADR-003 segments or V2 chunks.", callback=existing_path),
@@ -113,6 +115,10 @@ def _render_text(rep, out, written: bool, strict: bool, fp: dict | None = None) 
          f"torn bytes ignored {rep.torn_bytes_ignored}; {rep.seconds['total'] * 1000:.1f} ms")
     for w in rep.warnings:
         emit(f"  warning: {w}")
+    for s in rep.skipped[:SKIPPED_SHOWN]:  # what the warning's "listed as skipped" points to
+        emit(f"  skipped: sequence {s['sequence']}: {s['reason']}")
+    if len(rep.skipped) > SKIPPED_SHOWN:
+        emit(f"  skipped: {len(rep.skipped) - SKIPPED_SHOWN} more (--json lists the first 100)")
     if written:
         emit(f"  state written to {out}")
     if fp:

@@ -122,8 +122,81 @@ def rerun(*add: str) -> str:
 
 
 def next_lines(steps, indent: str = "") -> list[str]:
-    """`next:` lines for the steps of ops/advice.py: each pastes as printed (its note is a shell comment)."""
-    return [f"{indent}{'next:' if i == 0 else '     '} {safe(s.text())}" for i, s in enumerate(steps)]
+    """`next:` lines for the steps of ops/advice.py: each pastes as printed (its note is a shell comment).
+    Too wide for the terminal, the note goes on a line of its own and the command is broken between words
+    with a shell continuation (` \\`), so that it still pastes whole."""
+    from .fit import term_width
+
+    width, out = term_width(), []
+    for i, s in enumerate(steps):
+        lead = f"{indent}{'next:' if i == 0 else '     '} "
+        line = lead + safe(s.text())
+        if width is None or len(line) <= width:
+            out.append(line)
+            continue
+        command, hash_, note = safe(s.text()).partition("   # ")
+        out.extend(_continued(lead, command, width))
+        if hash_:
+            out.extend(wrapped(" " * len(lead) + "# " + note, width, "# "))
+    return out
+
+
+def _continued(lead: str, command: str, width: int) -> list[str]:
+    """The command over several lines joined by ` \\`, broken only at spaces outside quotes (a backslash
+    inside quotes is no continuation)."""
+    words, word, quote = [], "", None
+    for ch in command:
+        if quote is None and ch == " ":
+            if word:
+                words.append(word)
+            word = ""
+            continue
+        if ch in "'\"" and quote in (None, ch):
+            quote = None if quote == ch else ch
+        word += ch
+    words.append(word)
+    lines, line, pad = [], lead, " " * (len(lead) + 4)
+    for w in words:
+        if line.strip() and len(line) + 1 + len(w) > width - 2:
+            lines.append(line + " \\")
+            line = pad + w
+        else:
+            line = line + w if line == lead else f"{line} {w}"
+    return lines + [line]
+
+
+def wrapped(text: str, width: int | None, indent: str = "") -> list[str]:
+    """Prose wrapped between words to `width` (None: one line); continuation lines keep the text's own
+    leading spaces, plus `indent`."""
+    if width is None or len(text) <= width:
+        return [text]
+    import textwrap
+
+    lead = " " * (len(text) - len(text.lstrip(" ")))
+    return textwrap.wrap(text, width, subsequent_indent=lead + indent, break_long_words=False,
+                         break_on_hyphens=False) or [text]
+
+
+def say_command(prefix: str, command: str) -> None:
+    """`prefix command` on one line when it fits the terminal, else the command under it, indented, broken
+    between words with ` \\` (it still pastes whole)."""
+    from .fit import term_width
+
+    width = term_width()
+    if width is None or len(prefix) + 1 + len(command) <= width:
+        emit(f"{prefix} {command}")
+        return
+    emit(prefix)
+    for line in _continued("  ", command, width):
+        emit(line)
+
+
+def say(text: str, indent: str = "  ") -> None:
+    """Prose on stdout, wrapped between words to the terminal's width; whole on a pipe."""
+    from .fit import term_width
+
+    for line in wrapped(text, term_width(), indent):
+        emit(line)
 
 
 def examined_document(schema: str, error, json_out: bool) -> None:
@@ -150,10 +223,13 @@ def emit(text: str) -> None:
     sys.stdout.write(text + "\n")
 
 
-def plain_table(headers: list[str], rows: list[list], indent: str = "  ") -> list[str]:
-    cells = [[str(h) for h in headers]] + [["" if v is None else str(v) for v in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    return [indent + "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
+def plain_table(headers: list[str], rows: list[list], indent: str = "  ", fixed: tuple[int, ...] = (0,)) -> list[str]:
+    """A table cut to the terminal's width (cli/fit.py: `start…(N B)`), never padded; whole on a pipe. The
+    `fixed` columns (by default the first, which names the row) are never cut."""
+    from .fit import fit_rows, term_width
+
+    cells = [["" if v is None else v if isinstance(v, str) else str(v) for v in r] for r in rows]
+    return fit_rows([str(h) for h in headers], cells, indent, term_width(), fixed)
 
 
 def rich_console(stderr: bool = False):
@@ -166,6 +242,18 @@ def rich_console(stderr: bool = False):
     # through safe() first, and is never read as markup.
     return Console(file=stream, no_color=bool(os.environ.get("NO_COLOR")), highlight=False,
                    soft_wrap=False, width=width, markup=False, emoji=False)
+
+
+def plural(n: int, noun: str) -> str:
+    """`1 chunk`, `2 chunks`, `1 entry`, `3 entries`; `2 valid` (an adjective counts nothing)."""
+    if n == 1 or noun in ("valid",):
+        return f"{n} {noun}"
+    return f"{n} {noun[:-1]}ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else f"{n} {noun}s"
+
+
+def singular(nouns: str) -> str:
+    """`records` -> `record`, `entries` -> `entry`; an adjective (`valid`) stays as it is."""
+    return nouns[:-3] + "y" if nouns.endswith("ies") else nouns[:-1] if nouns.endswith("s") else nouns
 
 
 def seq_range(a, b) -> str:

@@ -15,7 +15,7 @@ Example: walctl schema walctl.verify/2 > verify.schema.json"""
 
 
 def schema(
-    name: str = typer.Argument(None, metavar="[NAME]", help="A schema name, e.g. walctl.verify/2."),
+    name: str = typer.Argument(None, metavar="NAME", help="A schema name, e.g. walctl.verify/2."),
 ) -> int:
     from .. import schemas
 

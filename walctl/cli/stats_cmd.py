@@ -5,7 +5,7 @@ from typing import Optional
 import typer
 
 from .progress import PROGRESS, Bar, path_bytes
-from .render import emit, json_document, rich_console, safe, seq_range
+from .render import emit, json_document, safe, seq_range
 from .targets import existing_path
 
 HELP = """Counts and bytes per event type, compression ratio, sequence and time ranges, per chunk. Read-only.
@@ -44,35 +44,30 @@ def _ratio(st) -> str:
 
 
 def _render(st) -> None:
-    from rich.table import Table
-
     from ..format.hexdump import format_timestamp_ms
+    from .render import plain_table, plural, say
 
     rep = st.report
-    console = rich_console()
-    console.print(f"{safe(st.path)}: {rep.verdict} (exit {rep.exit_code}); {st.records} records in "
-                  f"{len(rep.chunks)} chunks, {sum(c.size for c in rep.chunks)} bytes", markup=False)
-    console.print(f"  sequences {seq_range(st.min_sequence, st.max_sequence)}; time "
-                  + (f"{format_timestamp_ms(st.min_timestamp_ms)} .. {format_timestamp_ms(st.max_timestamp_ms)}"
-                     if st.records else "-") + f"; compression {_ratio(st)}", markup=False)
-    types = Table(box=None, pad_edge=False, header_style="bold", title=None)
-    for col in ("type", "ordinal", "records", "record bytes", "stored payload", "payload", "compressed"):
-        types.add_column(col, justify="left" if col == "type" else "right")
-    for k in sorted(st.types):
-        t = st.types[k]
-        types.add_row(safe(t.type), str(t.type_ordinal), str(t.records), str(t.record_bytes), str(t.stored_bytes),
-                      str(t.payload_bytes), str(t.compressed_records))
-    console.print(types)
-    chunks = Table(box=None, pad_edge=False, header_style="bold")
-    for col in ("chunk", "bytes", "records", "sequences", "first (UTC)", "last (UTC)", "damaged", "verdict"):
-        chunks.add_column(col)
+    say(f"{safe(st.path)}: {rep.verdict} (exit {rep.exit_code}); {plural(st.records, 'record')} in "
+         f"{plural(len(rep.chunks), 'chunk')}, {plural(sum(c.size for c in rep.chunks), 'byte')}")
+    say(f"  sequences {seq_range(st.min_sequence, st.max_sequence)}; time "
+         + (f"{format_timestamp_ms(st.min_timestamp_ms)} .. {format_timestamp_ms(st.max_timestamp_ms)}"
+            if st.records else "-") + f"; compression {_ratio(st)}")
+    rows = [[safe(t.type), t.type_ordinal, t.records, t.record_bytes, t.stored_bytes, t.payload_bytes,
+             t.compressed_records] for t in (st.types[k] for k in sorted(st.types))]
+    for line in plain_table(["type", "ordinal", "records", "record bytes", "stored payload", "payload",
+                             "compressed"], rows, indent=""):
+        emit(line)
+    rows = []
     for c in rep.chunks:
         cs = st.chunks.get(c.file)
-        chunks.add_row(safe(c.file), str(c.size), str(cs.records if cs else 0),
-                       seq_range(cs.first_sequence, cs.last_sequence) if cs else "-",
-                       format_timestamp_ms(cs.first_timestamp_ms) if cs else "-",
-                       format_timestamp_ms(cs.last_timestamp_ms) if cs else "-", str(c.damaged_bytes), c.verdict)
-    console.print(chunks)
+        rows.append([safe(c.file), c.size, cs.records if cs else 0,
+                     seq_range(cs.first_sequence, cs.last_sequence) if cs else "-",
+                     format_timestamp_ms(cs.first_timestamp_ms) if cs else "-",
+                     format_timestamp_ms(cs.last_timestamp_ms) if cs else "-", c.damaged_bytes, c.verdict])
+    for line in plain_table(["chunk", "bytes", "records", "sequences", "first (UTC)", "last (UTC)", "damaged",
+                             "verdict"], rows, indent=""):
+        emit(line)
 
 
 def _segment_stats(path: str, json_out: bool, progress=None) -> int:

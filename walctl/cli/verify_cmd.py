@@ -13,7 +13,7 @@ from ..ops.report import VerifyReport
 from ..ops.verify import verify_paths
 from .metrics_opt import METRICS_FILE, Recording
 from .progress import PROGRESS, Bar, path_bytes
-from .render import emit, json_document, next_lines, paint, plain_table, rerun, safe, seq_range
+from .render import emit, json_document, next_lines, paint, plain_table, plural, rerun, safe, say, seq_range, singular
 
 HELP = f"""Check WAL chunk files or directories and say exactly what is damaged. Read-only.
 
@@ -33,7 +33,7 @@ _VERDICT_COLOR = {"clean": "green", "torn": "yellow"}
 
 
 def verify(
-    paths: List[str] = typer.Argument(..., metavar="PATH...", help="Chunk directories or chunk files."),
+    paths: List[str] = typer.Argument(..., metavar="PATH", help="Chunk directories or chunk files."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.verify/2) on stdout."),
     strict: bool = typer.Option(False, "--strict", help="Treat every anomaly as corruption (exit 3): a type "
                                 "ordinal 16..255 (the reference Java reader cannot open the directory), a record "
@@ -125,17 +125,17 @@ def render_human(report: VerifyReport, verbose: bool, archive: str | None = None
         head = f"{p.path}: {paint(p.verdict.upper(), _VERDICT_COLOR.get(p.verdict, 'red'))} (exit {p.exit_code})"
         if p.chunks:
             unit = _units(p.kind)
-            head += (f": {len(p.chunks)} {unit[0]}{'s' if len(p.chunks) != 1 else ''}, {p.records} {unit[1]}, "
+            head += (f": {plural(len(p.chunks), unit[0])}, {plural(p.records, singular(unit[1]))}, "
                      f"seq {seq_range(p.first_sequence, p.last_sequence)}, {p.damaged_bytes} damaged bytes")
-        emit(head)
+        say(head)
         if p.live_writer:
-            emit(f"  live writer: {p.live_writer}")
+            say(f"  live writer: {p.live_writer}")
         if p.ledger and (p.ledger["verified_by_hash"] or p.ledger["trusted_by_stat"]):
-            emit(f"  ledger: {len(p.ledger['verified_by_hash'])} sealed chunks verified by SHA-256"
+            say(f"  ledger: {len(p.ledger['verified_by_hash'])} sealed chunks verified by SHA-256"
                  + (f", {len(p.ledger['trusted_by_stat'])} trusted unchanged (--quick): "
                     + ", ".join(p.ledger["trusted_by_stat"]) if p.ledger["trusted_by_stat"] else ""))
         if p.ledger and p.ledger.get("note"):
-            emit(f"  note: {p.ledger['note']}")
+            say(f"  note: {p.ledger['note']}")
         if p.coverage is not None:
             for line in coverage_lines(p):
                 emit(line)
@@ -148,11 +148,11 @@ def render_human(report: VerifyReport, verbose: bool, archive: str | None = None
                 emit(line)
         for f in p.findings:
             label = f"{f.severity:<7} {f.cls}"
-            emit(f"  {paint(label, _SEVERITY_COLOR.get(f.severity))}  {f.one_line()}")
+            say(f"  {paint(label, _SEVERITY_COLOR.get(f.severity))}  {f.one_line()}", "    ")
             extra = f.extra
             if extra.get("salvageable_records"):
                 a, b = extra["salvageable_sequence_range"]
-                emit(f"      salvageable after it: {extra['salvageable_records']} records, seq {a}..{b}")
+                say(f"      salvageable after it: {plural(extra['salvageable_records'], 'record')}, seq {a}..{b}")
             if f.lost_sequence_range and f.cls != SEQUENCE_GAP:
                 a, b = f.lost_sequence_range
                 emit(f"      sequences lost: {seq_range(a, b)}")

@@ -100,8 +100,13 @@ def next_steps(report) -> list[Step]:
 
 
 def look_steps(report) -> list[Step]:
-    return [step("inspect", report.path, "--damaged", note="the damaged bytes, annotated"),
-            step("map", report.path, note="where the damage lies")]
+    from .kinds import kind_of
+
+    out = [step("inspect", report.path, "--damaged", note="the damaged bytes, annotated")]
+    k = kind_of(report.kind)
+    if k is None or not k.whole_files:  # a checkpoint is checked whole: no map to draw
+        out.append(step("map", report.path, note="where the damage lies"))
+    return out
 
 
 def _mends(report) -> bool:

@@ -34,6 +34,8 @@ def checkpoint_class(failure_class: str) -> str:
     return {ck.CORRUPT: K.CHECKPOINT_CORRUPT, ck.UNSUPPORTED: K.CHECKPOINT_UNSUPPORTED}[failure_class]
 
 
+SIZE_STEP = 7  # format/checkpoint.py: the file's size against the header's (a size, not a checksum)
+
 class CheckpointReport(NamedTuple):
     path: str
     file: str
@@ -139,6 +141,11 @@ class Listing(NamedTuple):
     directory: str
     candidates: tuple[CheckpointReport, ...]  # header verifies, in "latest" order
     rejected: tuple[CheckpointReport, ...]  # header does not verify
+
+    @property
+    def exit_code(self) -> int:
+        """As verify's: the worst of the checkpoints listed (an INVALID one is corruption, 3)."""
+        return combine_exit_codes(r.exit_code for r in self.candidates + self.rejected)
 
     def to_json(self) -> dict:
         return {"directory": self.directory,

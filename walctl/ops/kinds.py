@@ -43,6 +43,8 @@ class Kind(NamedTuple):
     compact: bool = False        # compact (and archive push --delete-local) removes its closed files
     indexed: bool = False        # its files are numbered one by one: an absent number is a missing file (map)
     annotated: bool = False      # inspect --damaged annotates its bytes with V2 record headers
+    whole_files: bool = False    # each file is checked whole and stands alone (checkpoints): no damage map
+                                 # to draw, and the files' sequences are a set (lowest..highest), not a run
     reducer: str = "adr003"      # recover --reducer auto: the reducer for its events (ops/recover.py: REDUCERS)
     fold: str | None = None      # "module:function" -> Folded: merge folds it into states
     # The archive (ops/archive*.py): its files as archive objects; None where it is not archived.
@@ -79,7 +81,7 @@ _V2 = dict(units="records", inspect=VIEW_RECORDS, stats=VIEW_RECORDS, verify=Non
            fold="merge:fold_wal")
 _SEG = dict(item="segment", counted="entries", units="entries", inspect=VIEW_ENTRIES, stats=VIEW_ENTRIES, verify="verify_kinds:verify_segments",
             replay="replay:replay_segments", events="recover:segment_events")
-_CKPT = dict(item="checkpoint", counted="valid", units="checkpoints", inspect=VIEW_CHECKPOINTS, stats=VIEW_SUMMARY, verify="verify_kinds:verify_checkpoint_kind")
+_CKPT = dict(whole_files=True, item="checkpoint", counted="valid", units="checkpoints", inspect=VIEW_CHECKPOINTS, stats=VIEW_SUMMARY, verify="verify_kinds:verify_checkpoint_kind")
 _TLOG = dict(item="task log", counted="entries", units="entries", inspect=VIEW_TASKLOGS, stats=VIEW_SUMMARY, verify="verify_kinds:verify_tasklog_kind")
 _ARCHIVED_V2 = dict(archive="chunks", files="archive_push:chunk_names", describe="archive_kinds:describe_chunk",
                     number="archive_kinds:chunk_number", file_name="archive_kinds:chunk_file",

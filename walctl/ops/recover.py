@@ -237,7 +237,7 @@ def _recover(tried: RecoverReport, base, log, no_log, fold, allow_gap, warnings,
             warnings.append(f"the log ends at sequence {report.last_sequence}, below the checkpoint's {w}")
     state, final, skipped = _fold(fold, state, entries, w)
     if skipped:
-        warnings.append(f"{len(skipped)} entries were not applied by the reducer (see skipped)")
+        warnings.append(f"{len(skipped)} entries were not applied by the reducer (listed as skipped)")
     t2 = time.perf_counter()
     # Spec step 5: entries replayed include those the reducer skipped (unknown operations), not duplicates.
     return tried._replace(state=state, outcome=outcome, entries_replayed=len(entries), skipped=tuple(skipped),

@@ -65,12 +65,24 @@ class PathReport(NamedTuple):
     def records(self) -> int:
         return sum(c.records for c in self.chunks)
 
+    def _a_set(self) -> bool:
+        """Files whose sequences are a set, listed by name (checkpoints): lowest..highest, never first..last
+        (`seq 75000..32919` read as a range backwards)."""
+        from .kinds import kind_of
+
+        k = kind_of(self.kind)
+        return k is not None and k.whole_files
+
     @property
     def first_sequence(self) -> int | None:
+        if self._a_set():
+            return min((c.first_sequence for c in self.chunks if c.first_sequence is not None), default=None)
         return next((c.first_sequence for c in self.chunks if c.first_sequence is not None), None)
 
     @property
     def last_sequence(self) -> int | None:
+        if self._a_set():
+            return max((c.last_sequence for c in self.chunks if c.last_sequence is not None), default=None)
         return next((c.last_sequence for c in reversed(self.chunks) if c.last_sequence is not None), None)
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import re
 import signal
 import subprocess
 import sys
@@ -81,11 +82,11 @@ def test_every_long_command_reports_each_chunk_read_and_prints_nothing_itself(tm
         def advance(self, n, total=None):
             calls.append(n)
 
-    monkeypatch.setattr(P, "Bar", Spy)
     for mod in ("verify_cmd", "stats_cmd", "inspect_cmd", "salvage_cmd", "replay_cmd", "recover_cmd"):
-        m = __import__(f"walctl.cli.{mod}", fromlist=["x"])
-        if hasattr(m, "Bar"):
+        m = __import__(f"walctl.cli.{mod}", fromlist=["x"])  # imported before P.Bar is patched: a module
+        if hasattr(m, "Bar"):                                 # first imported under the patch kept the Spy
             monkeypatch.setattr(m, "Bar", Spy)
+    monkeypatch.setattr(P, "Bar", Spy)
     args = [a.format(wal=wal, seg=seg, out=str(tmp_path / "out")) for a in argv] + ["--progress"]
     assert run(args) == 0
     assert sorted(c for c in calls if c) == sizes and sum(calls) == sum(sizes)
@@ -192,3 +193,79 @@ def test_checkpoint_restore_counts_the_file_read_then_the_state_written(tmp_path
     calls.clear()
     out.unlink()
     assert run(["checkpoint", "restore", made.path, "--out", str(out), "--no-progress"]) == 0 and calls == []
+
+
+# ---- rate, time left, where it goes, --progress=json (issue #26) ------------------------------------
+
+class Ticks:
+    """A clock that moves one second each time it is read: progress driven by the data, never by sleeps."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        self.t += 1.0
+        return self.t
+
+
+def _read_all(fd) -> bytes:
+    import select
+
+    out = b""
+    while select.select([fd], [], [], 0)[0]:
+        try:
+            got = os.read(fd, 65536)
+        except OSError:
+            break
+        if not got:
+            break
+        out += got
+    return out
+
+
+def test_in_a_terminal_the_bar_shows_rate_and_time_left_on_stderr_while_stdout_is_piped(tmp_path, monkeypatch,
+                                                                                          capfd):
+    import pty
+
+    wal = _big_wal(tmp_path)
+    master, slave = pty.openpty()
+    tty = os.fdopen(slave, "w", buffering=1)
+    monkeypatch.setattr(sys, "stderr", tty)  # stderr a terminal, stdout (captured) a pipe: `| gzip > f`
+    monkeypatch.setitem(P.Bar.__init__.__kwdefaults__, "clock", Ticks())
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    try:
+        assert run(["replay", wal]) == 0
+        tty.flush()
+        drawn = _read_all(master).decode("utf-8", "replace")
+    finally:
+        tty.close()
+        os.close(master)
+    out = capfd.readouterr().out
+    assert len(out.splitlines()) == 6 * 400 and "replay" not in out  # the records, and only them, on stdout
+    assert "replay" in drawn and "/s" in drawn  # the bar, on the terminal, with a rate
+    assert "? " not in drawn.replace("\x1b[?25l", "").replace("\x1b[?25h", "")  # never `? -:--:--`
+    assert re.search(r"\d:\d\d:\d\d", drawn) and "-:--:--" not in drawn  # a time left
+
+
+def test_progress_json_lines_validate_and_count_every_byte(tmp_path, monkeypatch, capfd):
+    jsonschema = pytest.importorskip("jsonschema")
+    import json
+
+    from walctl import schemas
+
+    wal = _big_wal(tmp_path)
+    monkeypatch.setitem(P.Bar.__init__.__kwdefaults__, "clock", Ticks())  # each update is a second later
+    assert run(["verify", wal, "--progress=json"]) == 0
+    cap = capfd.readouterr()
+    lines = [json.loads(ln) for ln in cap.err.splitlines() if ln.startswith('{"schema": "walctl.progress/1"')]
+    check = jsonschema.Draft202012Validator(schemas.load("walctl.progress/1"))
+    for ln in lines:
+        check.validate(ln)
+    total = sum(os.path.getsize(os.path.join(wal, f)) for f in os.listdir(wal))
+    assert [ln["final"] for ln in lines] == [False] * (len(lines) - 1) + [True]
+    assert lines[-1]["done_bytes"] == lines[-1]["total_bytes"] == total
+    assert all(a["done_bytes"] <= b["done_bytes"] for a, b in zip(lines, lines[1:]))
+    assert all(ln["rate_bytes_per_s"] > 0 for ln in lines) and lines[0]["eta_s"] > 0
+    assert "CLEAN" in cap.out  # stdout keeps the report
+    assert run(["verify", wal, "--progress=json", "--no-progress"]) == 0  # --no-progress still wins
+    assert "walctl.progress/1" not in capfd.readouterr().err

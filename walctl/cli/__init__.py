@@ -222,6 +222,9 @@ def _run_command(argv: list[str] | None = None) -> int:
     from .aliases import rewrite
 
     args = rewrite(args)  # old option spellings, with a note; advice (rerun) shows only the new ones
+    from .progress import take_json_flag
+
+    args = take_json_flag(args)  # --progress=json: machine-readable progress lines on stderr
     RUN["argv"] = [a for a in args if a != "--debug"]
     if "--debug" in args:
         _debug["on"] = True

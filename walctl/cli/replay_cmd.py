@@ -66,9 +66,10 @@ def replay(
     from ..ops.replay import ReplayOptions, replay as run_replay
 
     opts = ReplayOptions(after, to, limit, form, skip_damaged, None if jobs is None else jobs or os.cpu_count() or 1)
-    if out is None:
+    if out is None:  # progress on stderr when it is a terminal, as pv and restic do (`... | gzip > f`)
         write, fd = _stdout_writer()
-        report = run_replay(path, write, opts, out_fd=fd)
+        with Bar("replay", path_bytes(path), progress) as bar:
+            report = run_replay(path, write, opts, out_fd=fd, progress=bar.callback)
     else:
         on_interrupt(f"interrupted; {out} was not written (its partial .tmp is removed on the way out, or by "
                      "the next run); run the same replay again")

@@ -34,7 +34,6 @@ def checkpoint_class(failure_class: str) -> str:
     return {ck.CORRUPT: K.CHECKPOINT_CORRUPT, ck.UNSUPPORTED: K.CHECKPOINT_UNSUPPORTED}[failure_class]
 
 
-SIZE_STEP = 7  # format/checkpoint.py: the file's size against the header's (a size, not a checksum)
 
 class CheckpointReport(NamedTuple):
     path: str

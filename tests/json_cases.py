@@ -163,6 +163,7 @@ def cases(ws: str):
          ("jsonl-file", w("v2.jsonl")), "walctl.record/1"),
         ("replay segments", ["replay", w("segments"), "--out", w("seg.jsonl")], ("jsonl-file", w("seg.jsonl")),
          "walctl.entry/1"),
+        ("progress json", ["verify", w("wal-healthy"), "--progress=json"], "progress", "walctl.progress/1"),
         ("replay report", ["replay", w("wal-healthy"), "--out", w("stream.jsonl"), "--report", w("report.json")],
          w("report.json"), "walctl.replay/1"),
         ("import", ["import", w("follower"), "--from", w("stream.jsonl"), "--json"], "doc", "walctl.import/1"),
@@ -267,13 +268,19 @@ def run_case(run, ws: str, argv) -> str:
     if argv is None:
         return ""
     argv = [first_quarantined(ws, "wal-torn-tail") if a == "@first" else a for a in argv]
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         run(argv)
+    STDERR["last"] = err.getvalue()
     return out.getvalue()
 
 
+STDERR = {"last": ""}  # the last case's stderr: --progress=json lines are read from it
+
+
 def documents(what, text: str) -> list:
+    if what == "progress":  # walctl.progress/1 lines, on stderr
+        return [json.loads(ln) for ln in STDERR["last"].splitlines() if ln.startswith('{"schema": "walctl.progress/1"')]
     if what == "doc":
         return [json.loads(text)]
     if what == "jsonl":

@@ -99,7 +99,7 @@ def test_a_missing_argument_names_itself(capsys):
     assert run(["verify"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err == "walctl: error: Missing argument 'PATH...'. (see 'walctl verify --help')\n"
+    assert captured.err == "walctl: error: Missing argument 'PATH'. (see 'walctl verify --help')\n"
     assert run(["quarantine", "show", "dir"]) == 2
     assert "Missing argument 'NAME'." in capsys.readouterr().err
     assert run(["quarantine"]) == 2  # a group alone still shows its commands

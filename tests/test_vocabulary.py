@@ -58,6 +58,8 @@ def concept_of(cmd: str, p) -> str | None:
     if (cmd, name) in NOT_THE_CONCEPT:
         return None
     if "bool" in ann:
+        if "stderr" in text:  # --progress (=json): how progress is shown, not what stdout holds
+            return None
         if re.search(r"JSON lines|JSON object per", text):
             return "json lines"
         return "json document" if re.search(r"\bJSON document\b", text) and "FILE" not in text else None

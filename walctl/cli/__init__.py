@@ -212,19 +212,22 @@ def _say_followed() -> None:
         sys.stderr.write(f"target: {typed} -> {resolved}\n")
 
 
+def _prepared(args: list[str]) -> list[str]:
+    """The command line as the commands parse it: old option spellings rewritten, with a note (advice shows
+    only the new ones), and --progress=json taken as progress in JSON lines on stderr."""
+    from .aliases import rewrite
+    from .progress import take_json_flag
+
+    return take_json_flag(rewrite(args))
+
+
 def _run_command(argv: list[str] | None = None) -> int:
     from .render import DOCUMENTS
 
     from .render import RUN
 
     DOCUMENTS["built"] = 0  # (tests run many commands in one process)
-    args = sys.argv[1:] if argv is None else list(argv)
-    from .aliases import rewrite
-
-    args = rewrite(args)  # old option spellings, with a note; advice (rerun) shows only the new ones
-    from .progress import take_json_flag
-
-    args = take_json_flag(args)  # --progress=json: machine-readable progress lines on stderr
+    args = _prepared(sys.argv[1:] if argv is None else list(argv))
     RUN["argv"] = [a for a in args if a != "--debug"]
     if "--debug" in args:
         _debug["on"] = True

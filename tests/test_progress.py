@@ -184,12 +184,17 @@ def test_checkpoint_restore_counts_the_file_read_then_the_state_written(tmp_path
             calls.append((n, more_total))
 
     monkeypatch.setattr(checkpoint_cmd, "Bar", Spy)
+    from walctl.ops import checkpoint as ops_ck
+
+    monkeypatch.setattr(ops_ck, "PROGRESS_PIECE_BYTES", 256 << 10)
     out = tmp_path / "state.json"
     assert run(["checkpoint", "restore", made.path, "--out", str(out), "--progress"]) == 0
-    written = os.path.getsize(out)
-    assert calls[0] == (os.path.getsize(made.path), 0)  # the file, read and checked
-    assert calls[1] == (0, written)  # then the write adds its bytes to the work
-    assert sum(n for n, _ in calls[2:]) == written and len(calls) > 2
+    written, size = os.path.getsize(out), os.path.getsize(made.path)
+    read = calls[:calls.index((0, written))]  # the file, read and checked in pieces: the bar moves as it goes
+    assert sum(n for n, _ in read) == size and all(m == 0 for _, m in read)
+    assert max(n for n, _ in read) <= 256 << 10 and len(read) == 1 + -(-(size - 256) // (256 << 10)) > 4
+    rest = calls[len(read) + 1:]  # then the write adds its bytes to the work, and does them
+    assert sum(n for n, _ in rest) == written and rest
     calls.clear()
     out.unlink()
     assert run(["checkpoint", "restore", made.path, "--out", str(out), "--no-progress"]) == 0 and calls == []

@@ -181,10 +181,11 @@ def check_header(buf, file_id: str | None) -> tuple[CheckpointHeader | None, Fai
 
 
 def check_file(buf, file_id: str | None, *, max_state_bytes: int = DEFAULT_MAX_STATE_BYTES,
-               decode: bool = True, check_canonical: bool = True) -> Checked:
+               decode: bool = True, check_canonical: bool = True, body_sha256: str | None = None) -> Checked:
     """All eleven steps over the whole file's bytes. `decode=False` stops after the body checksum;
     `check_canonical=False` skips re-encoding the state to look for the non-canonical anomaly (restore
-    and recover only need the state)."""
+    and recover only need the state); `body_sha256`: step 8's digest, already computed by the caller
+    (restore hashes the body in pieces to report progress as it goes)."""
     h, failure, anomalies = check_header(buf, file_id)
     if failure is not None or h is None:
         return Checked(h, failure, tuple(anomalies), None)
@@ -194,7 +195,11 @@ def check_file(buf, file_id: str | None, *, max_state_bytes: int = DEFAULT_MAX_S
                                               f"{expected}", len(buf), expected), tuple(anomalies), None)
     body = memoryview(buf)[CHECKPOINT_HEADER.size:]
     inflate_anomalies: list[str] = []
-    inflated, digest = _digest_and_inflate(body, h.uncompressed_size, max_state_bytes, decode, inflate_anomalies)
+    if body_sha256 is not None:
+        inflated, digest = None, body_sha256
+    else:
+        inflated, digest = _digest_and_inflate(body, h.uncompressed_size, max_state_bytes, decode,
+                                               inflate_anomalies)
     if digest != h.body_sha256.hex():
         return Checked(h, Failure(8, CORRUPT, "body SHA-256 mismatch", h.body_sha256.hex(), digest),
                        tuple(anomalies), None)
@@ -208,6 +213,22 @@ def check_file(buf, file_id: str | None, *, max_state_bytes: int = DEFAULT_MAX_S
         return Checked(h, failure, tuple(anomalies), None)
     state, failure = _decode_state(raw, h.wal_sequence, check_canonical, anomalies)
     return Checked(h, failure, tuple(anomalies), state)
+
+
+def body_digest_in_pieces(buf, piece_bytes: int, progress) -> str | None:
+    """Step 8's SHA-256 of a whole file's body, `piece_bytes` at a time, `progress(n)` after each piece
+    (the header's bytes with the first); None when the file is shorter than a header."""
+    if len(buf) < CHECKPOINT_HEADER.size:
+        return None
+    view = memoryview(buf)
+    h = hashlib.sha256()
+    start = CHECKPOINT_HEADER.size
+    progress(start)
+    for off in range(start, len(buf), piece_bytes):
+        piece = view[off:off + piece_bytes]
+        h.update(piece)
+        progress(len(piece))
+    return h.hexdigest()
 
 
 def _digest_and_inflate(body, size: int, max_state_bytes: int, decode: bool, anomalies: list[str]):

@@ -34,6 +34,7 @@ def checkpoint_class(failure_class: str) -> str:
     return {ck.CORRUPT: K.CHECKPOINT_CORRUPT, ck.UNSUPPORTED: K.CHECKPOINT_UNSUPPORTED}[failure_class]
 
 
+PROGRESS_PIECE_BYTES = 4 << 20  # restore's body hashed this much at a time, so its bar moves smoothly
 
 class CheckpointReport(NamedTuple):
     path: str
@@ -98,9 +99,11 @@ def check_path(path: str, *, strict: bool = False, decode: bool = True, check_ca
         checked = ck.Checked(h, failure, tuple(anomalies), None)
     else:
         with fs.map_read(path) as buf:
+            # with progress: the body hashed in pieces first (the bar moves as it is read), then checked
+            digest = None if progress is None else ck.body_digest_in_pieces(buf, PROGRESS_PIECE_BYTES, progress)
             checked = ck.check_file(buf, file_id(path), max_state_bytes=max_state_bytes, decode=decode,
-                                    check_canonical=check_canonical)
-            if progress is not None:
+                                    check_canonical=check_canonical, body_sha256=digest)
+            if progress is not None and digest is None:
                 progress(len(buf))
     return CheckpointReport(path, os.path.basename(path), checked, strict, time.perf_counter() - t)
 

@@ -170,7 +170,7 @@ def cases(ws: str):
         ("merge", ["merge", w("wal-healthy"), w("wal-sequence-gap"), "--out", w("merged"), "--json"], "doc",
          "walctl.merge/1"),
         ("merge state", None, w("merged", "state.json"), "walctl.memory-state/1"),
-        ("fingerprint", ["fingerprint", w("segments"), "--checkpoints", w("checkpoints"), "--at", "25", "--json"],
+        ("fingerprint", ["fingerprint", w("segments"), "--checkpoints", w("checkpoints"), "--to", "25", "--json"],
          "doc", "walctl.fingerprint/1"),
         ("fingerprint merge", ["fingerprint", w("merged"), "--json"], "doc", "walctl.fingerprint/1"),
         ("archive push", ["archive", "push", w("wal-sequence-gap"), arch, "--checkpoints", w("checkpoints"),

@@ -93,7 +93,7 @@ def test_cut_keeps_through_n_sets_the_rest_aside_and_verify_is_clean_and_says_so
 
 def test_a_segment_writer_continues_at_n_plus_1_and_the_state_at_n_is_the_one_before_the_cut(tmp_path, cli):
     d = seg_dir(tmp_path / "seg")
-    at = cli("fingerprint", d, "--at", "33", "--json").json()["sha256"]
+    at = cli("fingerprint", d, "--to", "33", "--json").json()["sha256"]
     assert cli("cut", d, "--after", "33", "--apply").code == 0
     assert cli("fingerprint", d, "--json").json()["sha256"] == at
     with WalWriter(d, format="segments") as w:

@@ -1,6 +1,6 @@
 """walctl fingerprint: one number for one state, whatever path reached it (checkpoint + log, a replay of
 the whole log, an archive push + restore, a replica written by replay | import, a merge); one changed
-event gives another; --at in the middle of a chunk."""
+event gives another; --to in the middle of a chunk."""
 from __future__ import annotations
 
 import io
@@ -50,14 +50,14 @@ def test_every_path_to_the_state_gives_one_fingerprint(tmp_path, cli):
         for e in events(60)[30:]:
             w.append(*e)
     assert len([n for n in os.listdir(wal) if n.endswith(".bin")]) > 3
-    full = fp(cli, wal, "--at", "45")
+    full = fp(cli, wal, "--to", "45")
     assert (full["sequence"], full["form"], full["reducer"], full["source"]) == (45, "canonical-state/1", "spector", "log")
-    from_ck = fp(cli, wal, "--checkpoints", ck, "--at", "45")
+    from_ck = fp(cli, wal, "--checkpoints", ck, "--to", "45")
     assert from_ck["source"] == "checkpoint+log" and from_ck["checkpoint"]["wal_sequence"] == 30
     assert from_ck["entries_folded"] == 15 and full["entries_folded"] == 45
     # the checkpoint alone, at its own sequence, and the log folded to the same sequence
     ck_file = os.path.join(ck, os.listdir(ck)[0])
-    assert fp(cli, ck_file)["sha256"] == fp(cli, wal, "--at", "30")["sha256"] == fp(cli, ck, "--at", "30")["sha256"]
+    assert fp(cli, ck_file)["sha256"] == fp(cli, wal, "--to", "30")["sha256"] == fp(cli, ck, "--to", "30")["sha256"]
     insp = cli("checkpoint", "inspect", ck_file, "--json").json()
     assert insp["fingerprint"] == {"form": "canonical-state/1", "sha256": fp(cli, ck_file)["sha256"], "sequence": 30}
     # an archive push, then a restore somewhere else
@@ -66,13 +66,13 @@ def test_every_path_to_the_state_gives_one_fingerprint(tmp_path, cli):
     assert cli("archive", "push", wal, f"file://{arch}", "--checkpoints", ck, "--apply").code == 0
     assert cli("archive", "restore", f"file://{arch}", tmp_path / "restored").code == 0
     restored = str(tmp_path / "restored" / "wal")
-    via_archive = fp(cli, restored, "--checkpoints", tmp_path / "restored" / "checkpoints", "--at", "45")
+    via_archive = fp(cli, restored, "--checkpoints", tmp_path / "restored" / "checkpoints", "--to", "45")
     # a replica fed by replay | import
     stream: list[bytes] = []
     replay(wal, stream.extend, ReplayOptions(form=ev.FORM_JSONL))
     form, items = read_stream(io.BufferedReader(io.BytesIO(b"".join(stream))))
     import_stream(str(tmp_path / "replica"), items, form)
-    replica = fp(cli, tmp_path / "replica", "--at", "45")
+    replica = fp(cli, tmp_path / "replica", "--to", "45")
     assert full["sha256"] == from_ck["sha256"] == via_archive["sha256"] == replica["sha256"]
     # recover prints the fingerprint of what it wrote: the state at the log's end
     rec = cli("recover", "--checkpoints", ck, "--log", wal, "--reducer", "spector", "--out", tmp_path / "s.json",
@@ -93,8 +93,8 @@ def test_one_changed_event_changes_the_fingerprint_from_its_sequence_on(tmp_path
     a = write_wal(tmp_path / "a", events(40))
     b = write_wal(tmp_path / "b", events(40, change=19))  # a REINFORCE: another valence (both folds keep it)
     for reducer in ("spector", "merge"):
-        before = [fp(cli, p, "--at", "18", "--reducer", reducer)["sha256"] for p in (a, b)]
-        after = [fp(cli, p, "--at", "19", "--reducer", reducer)["sha256"] for p in (a, b)]
+        before = [fp(cli, p, "--to", "18", "--reducer", reducer)["sha256"] for p in (a, b)]
+        after = [fp(cli, p, "--to", "19", "--reducer", reducer)["sha256"] for p in (a, b)]
         assert before[0] == before[1] and after[0] != after[1], reducer
     # (a later REINFORCE of the same memory may overwrite the valence again: states can converge, as they should)
 
@@ -103,10 +103,10 @@ def test_at_in_the_middle_of_a_chunk_folds_exactly_that_prefix(tmp_path, cli):
     wal = write_wal(tmp_path / "wal", events(50))  # one chunk
     assert [n for n in os.listdir(wal) if n.endswith(".bin")] == ["wal-000000.bin"]
     prefix = write_wal(tmp_path / "prefix", events(23))
-    mid = fp(cli, wal, "--at", "23")
+    mid = fp(cli, wal, "--to", "23")
     assert mid["sequence"] == 23 and mid["entries_folded"] == 23
     assert mid["sha256"] == fp(cli, prefix)["sha256"] != fp(cli, wal)["sha256"]
-    assert fp(cli, wal, "--at", "0")["sha256"] == fp(cli, wal, "--at", "0")["sha256"]
+    assert fp(cli, wal, "--to", "0")["sha256"] == fp(cli, wal, "--to", "0")["sha256"]
 
 
 def test_segments_and_damage_after_the_point(tmp_path, cli):
@@ -115,22 +115,22 @@ def test_segments_and_damage_after_the_point(tmp_path, cli):
     entries = random_entries(120)
     seg = write_segments(str(tmp_path / "seg"), entries, per_segment=50)
     short = write_segments(str(tmp_path / "short"), entries[:77], per_segment=50)
-    assert fp(cli, seg, "--at", "77")["sha256"] == fp(cli, short)["sha256"]
-    assert fp(cli, seg, "--at", "77")["reducer"] == "adr003"
+    assert fp(cli, seg, "--to", "77")["sha256"] == fp(cli, short)["sha256"]
+    assert fp(cli, seg, "--to", "77")["reducer"] == "adr003"
     # damage in the last segment: the state before it is still fingerprinted, with a warning; at it, refused
     last = os.path.join(seg, sorted(os.listdir(seg))[-1])
     data = bytearray(open(last, "rb").read())
     data[len(data) // 2] ^= 0xFF
     open(last, "wb").write(bytes(data))
-    got = fp(cli, seg, "--at", "77")
+    got = fp(cli, seg, "--to", "77")
     assert got["sha256"] == fp(cli, short)["sha256"] and any("not folded" in w for w in got["warnings"])
     r = cli("fingerprint", seg)
     assert r.code == 3 and "damaged" in r.err and "Traceback" not in r.err
 
 
 @pytest.mark.parametrize("args, code, words", [
-    (["--at", "99"], 4, "ends at sequence 50: there is no state at sequence 99"),
-    (["--at", "-1"], 2, "a sequence is 0 or more"),
+    (["--to", "99"], 4, "ends at sequence 50: there is no state at sequence 99"),
+    (["--to", "-1"], 2, "a sequence is 0 or more"),
     (["--reducer", "no_such_module_x:fn"], 2, "cannot be loaded"),
     (["--reducer", "fp_set_reducer:with_a_set"], 2, "no canonical form"),
 ])
@@ -147,7 +147,7 @@ def test_user_reducer_follows_recovers_rules(tmp_path, cli, monkeypatch):
     mod.write_text("def fold(state, e):\n    state['n'] = state.get('n', 0) + e['sequence']\n    return state\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     wal = write_wal(tmp_path / "wal", events(10))
-    doc = fp(cli, wal, "--reducer", "fp_sum_reducer:fold", "--at", "4")
+    doc = fp(cli, wal, "--reducer", "fp_sum_reducer:fold", "--to", "4")
     assert doc["reducer"] == "fp_sum_reducer:fold"
     from walctl.format.checkpoint import empty_state
     from walctl.ops.fingerprint import state_sha256
@@ -159,5 +159,5 @@ def test_merge_state_refuses_a_sequence(tmp_path, cli):
     wal = write_wal(tmp_path / "wal", events(10))
     shutil.copytree(wal, tmp_path / "wal2")
     assert cli("merge", wal, tmp_path / "wal2", "--out", tmp_path / "m").code == 0
-    r = cli("fingerprint", tmp_path / "m", "--at", "3")
+    r = cli("fingerprint", tmp_path / "m", "--to", "3")
     assert r.code == 2 and "no sequence" in r.err

@@ -22,6 +22,7 @@ RENAMED: dict[str, dict[str, str]] = {
     "tasklog replay": {"--json": "--jsonl"},
     "import": {"--form": "--format", "--batch-ms": "--batch-interval"},
     "write": {"--batch-ms": "--batch-interval"},
+    "fingerprint": {"--at": "--to"},  # the state through sequence N, as checkpoint create --to N
 }
 # an old spelling whose value changes unit on the way: milliseconds -> a duration
 _VALUE = {"--batch-ms": lambda v: v.strip() + "ms" if v.strip().isdigit() else v}

@@ -13,10 +13,10 @@ wrote, or a merge. Two replicas agree at N when their fingerprints at N are equa
 
 PATH is a Spector V2 chunk directory or an ADR-003 segment directory (with --checkpoints: start from the
 newest valid checkpoint at or below N, as recover does), a checkpoint file or directory, or merge's
-state.json (or its directory). An archive: restore it first (walctl archive restore). --at defaults to
+state.json (or its directory). An archive: restore it first (walctl archive restore). --to defaults to
 the last sequence. Damage at or below N refuses (exit 3 or 4); damage after N is a warning. Reads only.
 
-Example: walctl fingerprint /var/lib/agent/wal --at 1200 --checkpoints /var/lib/agent/ckpts"""
+Example: walctl fingerprint /var/lib/agent/wal --to 1200 --checkpoints /var/lib/agent/ckpts"""
 
 REDUCER_HELP = ("auto (spector for a Spector V2 log, else adr003), adr003, spector, merge (merge's per-memory "
                 "CRDT fold, to compare with a merge's state.json), or module:function (as recover loads it).")
@@ -25,10 +25,10 @@ REDUCER_HELP = ("auto (spector for a Spector V2 log, else adr003), adr003, spect
 def fingerprint(
     path: str = typer.Argument(..., help="A log directory, a checkpoint file or directory, or merge's state.json.",
                               callback=existing_path),
-    at: Optional[int] = typer.Option(None, "--at", help="The sequence whose state is fingerprinted (default: the "
+    at: Optional[int] = typer.Option(None, "--to", help="The sequence whose state is fingerprinted (default: the "
                                      "last one)."),
     checkpoints: Optional[str] = typer.Option(None, "--checkpoints", help="Start from the newest valid checkpoint "
-                                              "of this directory at or below --at.", callback=existing_dir),
+                                              "of this directory at or below --to.", callback=existing_dir),
     reducer: str = typer.Option("auto", "--reducer", metavar="[auto|adr003|spector|merge|MODULE:FUNCTION]",
                                 help=REDUCER_HELP),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.fingerprint/1)."),

@@ -70,7 +70,7 @@ def fingerprint(path: str, *, at: int | None = None, checkpoints: str | None = N
     from .merge import STATE_FILE
 
     if at is not None and at < 0:
-        raise UsageError(f"--at {at}: a sequence is 0 or more")
+        raise UsageError(f"--to {at}: a sequence is 0 or more")
     is_state = (fs.stat(path).kind == "dir" and fs.exists(os.path.join(path, STATE_FILE))) or \
         (fs.stat(path).kind == "file" and path.endswith(".json"))
     if is_state:
@@ -86,7 +86,7 @@ def _merge_state(path: str, at, checkpoints, reducer) -> Fingerprint:
     if reducer not in ("auto", MERGE):
         raise UsageError(f"{path} is merge's state (form {FORM_MEMORY}): --reducer {reducer} does not apply")
     if at is not None or checkpoints is not None:
-        raise UsageError(f"{path} is merge's state, which has no sequence: --at and --checkpoints do not apply")
+        raise UsageError(f"{path} is merge's state, which has no sequence: --to and --checkpoints do not apply")
     file = os.path.join(path, STATE_FILE) if os.path.isdir(path) else path
     folded = load_state(file)
     return Fingerprint(path, None, MERGE, FORM_MEMORY, memory_sha256(folded.states), "merge-state", None, 0, ())

@@ -45,7 +45,7 @@ def key_id(key: str) -> bytes:
 
 
 def fold_wal(path: str, fs=DEFAULT_FS, to: int | None = None) -> Folded:
-    """`to`: fold the events up to that sequence only (walctl fingerprint --at)."""
+    """`to`: fold the events up to that sequence only (walctl fingerprint --to)."""
     import msgpack
 
     from .replay import ReplayOptions, replay

@@ -154,7 +154,7 @@ class RecoverReport(NamedTuple):
 def recover(checkpoints: str | None, log: str | None, *, reducer: str = AUTO, allow_gap: bool = False,
             max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, fs=DEFAULT_FS, progress=None,
             strict: bool = False, until: int | None = None) -> RecoverReport:
-    """The state, and how it was reached. `until`: the state at that sequence (walctl fingerprint --at):
+    """The state, and how it was reached. `until`: the state at that sequence (walctl fingerprint --to):
     the newest checkpoint at or below it, the log's entries up to it; damage after it does not matter. A recovery that passed over a checkpoint file wrote a complete
     state all the same: its outcome is `recovered-with-fallback` (exit 0; 3 when `strict`, as verify
     --strict alerts on any anomaly). A failure raises NotClean carrying the report of what was tried

@@ -257,7 +257,7 @@ def test_decoder_refuses_every_shape_a_writer_never_writes():
     obj = json.loads(line)
     for key, bad in (("file", "../x"), ("size", -1), ("size", 1 << 63), ("records", True), ("first_seq", 11),
                      ("marks", [[1, 8], [1, 400]]), ("marks", [[1, 8], [5, 8]]), ("marks", [[0, 8]]),
-                     ("marks", [[1, 1000]]), ("marks", [[1, 8, 3]]), ("marks", "x"), ("v", 2),
+                     ("marks", [[1, 1000]]), ("marks", [[1, 8, 3]]), ("marks", "x"), ("v", 3),
                      ("marks", [[1, 8]] * (X.MAX_MARKS + 1)), ("mtime_ns", -5)):
         o = dict(obj, **{key: bad})
         o.pop("crc32c")

@@ -151,7 +151,7 @@ def _follow(path, jsonl, payload_mode, from_seq, to_seq, limit, interval, timeou
 
 def _summarise(walk) -> None:
     rep = walk.report
-    bad = [f for f in rep.findings if f.exit_code != 0]
+    bad = [f for f in rep.findings if f.exit_code != 0] + list(walk.seek.findings if walk.seek else ())
     for f in bad:
         warn_line(f"{rep.path}: {f.cls}: {f.one_line()}")
     sys.stderr.write(f"walctl: {walk.matched} records shown; {rep.path} is {rep.verdict} (exit {rep.exit_code})\n")

@@ -18,7 +18,7 @@ def show_records(path: str, flt, jsonl: bool, hexdump: bool, payload: str, progr
 
     # --payload none and the hex dump (the raw record) show no decoded payload: nothing is inflated for them
     walk = RecordWalk(path, flt, keep_raw=hexdump, progress=progress, strict=strict,
-                      payloads=payload != "none" and not hexdump)
+                      payloads=payload != "none" and not hexdump, seek_times=True)
     if jsonl:
         _render_jsonl(walk, payload)
     elif hexdump:

@@ -1,9 +1,12 @@
 """The sequence index `.walctl/index.jsonl` (docs/format.md, "The sequence index"). Pure: bytes <-> entries,
 and the marks of a chunk or segment built from its bytes.
 
-One line per sealed log file: `v` (1), `file`, what the ledger's seal of it says (`size`, `sha256`,
-`records`, `first_seq`, `last_seq`), the file's `mtime_ns` when it was indexed, `marks` ([sequence, offset] of a record every MARK_RECORDS records
-or MARK_BYTES bytes, the first record always), and `crc32c` as a ledger line has it. The index is a hint
+One line per sealed log file: `v` (2), `file`, what the ledger's seal of it says (`size`, `sha256`,
+`records`, `first_seq`, `last_seq`), the file's `mtime_ns` when it was indexed, `min_ts`/`max_ts` (the
+least and greatest record timestamp of a V2 chunk: timestamps need not rise, so not the first and last;
+null for segments and empty chunks), `marks` ([sequence, offset] of a record every MARK_RECORDS records
+or MARK_BYTES bytes, the first record always), and `crc32c` as a ledger line has it. A version-1 line
+(no `min_ts`/`max_ts`) still decodes, with no times; `seal --apply` writes it again as version 2. The index is a hint
 for readers: nothing in it is believed until the reader has checked it against the ledger's seal, the
 file's stat data and the record at the offset (ops/seek.py). A line that does not decode is reported by
 number and never used.
@@ -18,12 +21,13 @@ from .record import HEADER_SIZE, Invalid, check_header, record_size
 from .v2 import FILE_HEADER
 
 INDEX_NAME = "index.jsonl"
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 MARK_RECORDS = 256  # a reader seeking a sequence reads at most this many records past a mark
 MARK_BYTES = 1 << 20  # ... or this many bytes, whichever comes first
 MAX_MARKS = 1 << 16  # per file: a longer list is not one walctl wrote
 MAX_LINE_BYTES = 4 << 20
-_KEYS = ("v", "file", "size", "sha256", "mtime_ns", "records", "first_seq", "last_seq", "marks", "crc32c")
+_KEYS_V1 = ("v", "file", "size", "sha256", "mtime_ns", "records", "first_seq", "last_seq", "marks", "crc32c")
+_KEYS = {1: _KEYS_V1, 2: _KEYS_V1 + ("min_ts", "max_ts")}
 _I64 = 1 << 63
 
 
@@ -36,6 +40,9 @@ class IndexEntry(NamedTuple):
     first_seq: int | None
     last_seq: int | None
     marks: tuple  # (sequence, offset), both strictly rising
+    min_ts: int | None = None  # the least and greatest record timestamp (ms) of a V2 chunk; None: unknown
+    max_ts: int | None = None
+    version: int = INDEX_VERSION  # of the line it was read from (a kept version-1 line is written as it was)
 
     def mark_at_or_before(self, sequence: int) -> tuple[int, int] | None:
         """The last mark whose sequence is <= `sequence` (the record carrying it is at or after it)."""
@@ -66,9 +73,11 @@ def _compact(obj: dict) -> bytes:
 
 def encode_entry(e: IndexEntry) -> bytes:
     """One index line, newline included."""
-    obj = {"v": INDEX_VERSION, "file": e.file, "size": e.size, "sha256": e.sha256, "mtime_ns": e.mtime_ns,
+    obj = {"v": e.version, "file": e.file, "size": e.size, "sha256": e.sha256, "mtime_ns": e.mtime_ns,
            "records": e.records,
            "first_seq": e.first_seq, "last_seq": e.last_seq, "marks": [list(m) for m in e.marks]}
+    if e.version >= 2:
+        obj["min_ts"], obj["max_ts"] = e.min_ts, e.max_ts
     obj["crc32c"] = f"{crc32c(_compact(obj)):08x}"
     return _compact(obj) + b"\n"
 
@@ -79,10 +88,14 @@ def _int(v, lo: int = 0) -> bool:
 
 def _problem(obj) -> str | None:
     """Why a decoded line is not an entry walctl wrote (its shape only: what it claims is checked by readers)."""
-    if not isinstance(obj, dict) or sorted(obj) != sorted(_KEYS):
+    if not isinstance(obj, dict) or type(obj.get("v")) is not int or obj["v"] not in _KEYS:
+        return f"unknown version {obj.get('v')!r}" if isinstance(obj, dict) else "not an index line"
+    if sorted(obj) != sorted(_KEYS[obj["v"]]):
         return "not an index line (keys)"
-    if obj["v"] != INDEX_VERSION:
-        return f"unknown version {obj['v']!r}"
+    lo, hi = obj.get("min_ts"), obj.get("max_ts")
+    if (lo is None) != (hi is None) or (lo is not None and not (_int(lo, -_I64) and _int(hi, -_I64) and lo <= hi)) \
+            or (lo is not None and not obj["records"]):
+        return "min_ts..max_ts is not a range"
     if not is_log_file_name(obj["file"]) or not isinstance(obj["sha256"], str):
         return "file or sha256 is not what walctl writes"
     if not (_int(obj["size"]) and _int(obj["records"]) and _int(obj["mtime_ns"])):
@@ -120,8 +133,8 @@ def decode_line(raw: bytes, number: int) -> IndexEntry | BadIndexLine:
     if problem:
         return BadIndexLine(number, problem)
     return IndexEntry(obj["file"], obj["size"], obj["sha256"], obj["mtime_ns"], obj["records"], obj["first_seq"],
-                      obj["last_seq"],
-                      tuple((s, o) for s, o in obj["marks"]))
+                      obj["last_seq"], tuple((s, o) for s, o in obj["marks"]), obj.get("min_ts"), obj.get("max_ts"),
+                      obj["v"])
 
 
 def decode_index(data) -> IndexRead:
@@ -154,17 +167,26 @@ def _mark_offsets(offsets: list, every_records: int, every_bytes: int) -> list:
     return out
 
 
-def v2_offsets(buf) -> list:
+def v2_offsets(buf, times: list | None = None) -> list:
     """Where each record of a clean V2 chunk starts, hopping header to header (the caller has verified
-    the chunk: only headers are read, and checked; one that does not check ends the walk)."""
+    the chunk: only headers are read, and checked; one that does not check ends the walk). `times`, when
+    given, gets [least, greatest] timestamp of those records."""
     out = []
     off, end = FILE_HEADER.size, len(buf)
+    lo = hi = None
     while end - off >= HEADER_SIZE:
         h = check_header(buf, off, end)
         if type(h) is Invalid:
             break
         out.append(off)
+        ts = h.timestamp_ms
+        if lo is None or ts < lo:
+            lo = ts
+        if hi is None or ts > hi:
+            hi = ts
         off += record_size(h)
+    if times is not None:
+        times[:] = [lo, hi]
     return out
 
 
@@ -187,12 +209,8 @@ def segment_offsets(buf) -> list:
 def sequence_at(buf, off: int, is_v2: bool) -> int | None:
     """The sequence of the intact record (V2: header and payload CRC) or entry (its checksum) at `off`."""
     if is_v2:
-        from .record import check_record
-
-        if off < FILE_HEADER.size or off >= len(buf):
-            return None
-        h = check_record(buf, off, len(buf))
-        return None if type(h) is Invalid else h.sequence
+        got = v2_record_at(buf, off)
+        return None if got is None else got[0]
     from .segment import read_frame
 
     if off >= len(buf):
@@ -201,12 +219,23 @@ def sequence_at(buf, off: int, is_v2: bool) -> int | None:
     return None if fr.entry is None else fr.entry.sequence
 
 
+def v2_record_at(buf, off: int) -> tuple[int, int] | None:
+    """(sequence, timestamp_ms) of the intact V2 record (header and payload CRC) at `off`."""
+    from .record import check_record
+
+    if off < FILE_HEADER.size or off >= len(buf):
+        return None
+    h = check_record(buf, off, len(buf))
+    return None if type(h) is Invalid else (h.sequence, h.timestamp_ms)
+
+
 def build_entry(buf, is_v2: bool, seal: dict, mtime_ns: int, every_records: int = MARK_RECORDS,
                 every_bytes: int = MARK_BYTES) -> IndexEntry | None:
     """The entry of a sealed file (`seal`: its ledger seal's fields) from its bytes, or None when the bytes
     are not what the seal says (size, record count, first and last sequence, sequences rising by one:
     the record at each mark carries first_seq + its position)."""
-    offsets = (v2_offsets if is_v2 else segment_offsets)(buf)
+    times: list = [None, None]
+    offsets = v2_offsets(buf, times) if is_v2 else segment_offsets(buf)
     at = {off: i for i, off in enumerate(offsets)}
     kept = _mark_offsets(offsets, every_records, every_bytes)
     # the last record is read too (not kept as a mark unless it is one): it carries the seal's last sequence
@@ -219,4 +248,4 @@ def build_entry(buf, is_v2: bool, seal: dict, mtime_ns: int, every_records: int 
     if any(s is None or s != first + at[off] for s, off in zip(seqs, chosen)):
         return None
     marks = tuple(zip(seqs, chosen))[:len(kept)]
-    return IndexEntry(seal["file"], len(buf), seal["sha256"], mtime_ns, len(offsets), first, last, marks)
+    return IndexEntry(seal["file"], len(buf), seal["sha256"], mtime_ns, len(offsets), first, last, marks, *times)

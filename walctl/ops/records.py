@@ -108,7 +108,7 @@ class RecordWalk:
 
     def __init__(self, path: str, flt: RecordFilter | None = None, fs=DEFAULT_FS, keep_raw: bool = False,
                  payloads: bool = True, progress: Callable[[int], None] | None = None, strict: bool = False,
-                 set_aside: bool = False, seek_from: int = 0):
+                 set_aside: bool = False, seek_from: int = 0, seek_times: bool = False):
         """`payloads=False`: compressed records carry no payload (b""), only `decoded_len` (stats: memory
         stays bounded by one inflate piece, whatever a payload inflates to). `progress` is called with each
         chunk's size once it is read. `strict`: the report judged as verify --strict judges. `set_aside`: whole
@@ -118,6 +118,8 @@ class RecordWalk:
         # > 1: only sequences >= seek_from are wanted; the sequence index may let the walk start past the
         # chunks and records before them (ops/seek.py), and the report then covers what was read
         self.seek_from, self.seek = seek_from, None
+        # the filter's since/until may let the walk start past chunks wholly outside them (inspect)
+        self.seek_times = seek_times
         self.set_aside = set_aside
         self.payloads = payloads
         self.progress = progress
@@ -169,10 +171,17 @@ class RecordWalk:
         """(the chunks to read, the record offset to start the first at): all from 0 unless the index says less."""
         from .seek import seek
 
-        if self.seek_from <= 1 or not chunks or any(c.kind != "file" for c in chunks) \
+        timed = self.seek_times and (self.filter.since_ms is not None or self.filter.until_ms is not None)
+        if (self.seek_from <= 1 and not timed) or not chunks or any(c.kind != "file" for c in chunks) \
                 or self.fs.stat(self.path).kind != "dir":
             return chunks, 0
-        self.seek = seek(self.path, [(c.name, c.path) for c in chunks], self.seek_from, True, self.fs)
+        files = [(c.name, c.path) for c in chunks]
+        if self.seek_from > 1:
+            self.seek = seek(self.path, files, self.seek_from, True, self.fs)
+        else:
+            from .seek import seek_time
+
+            self.seek = seek_time(self.path, files, self.filter.since_ms, self.filter.until_ms, self.fs)
         start = self.seek.start
         return (chunks, 0) if start is None else (chunks[start.file:], start.offset)
 

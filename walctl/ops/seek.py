@@ -65,11 +65,27 @@ def _stale(reason: str, file: str | None = None, offset: int | None = None) -> S
 def seek(directory: str, files: list, target: int, is_v2: bool, fs=DEFAULT_FS, covered: bool = False) -> Seek:
     """Where to start reading `files` ((name, path) in the log's order) for sequences >= `target`.
     `covered`: skip as replay's covered prefix does (V2 replay); else only files the next one continues."""
+    if target <= 1 or not files:
+        return Seek(NOT_NEEDED, None, ())
+    return _checked(directory, fs, lambda entries, sealed: _walk(files, target, entries, sealed, is_v2, fs, covered))
+
+
+def seek_time(directory: str, files: list, since: int | None, until: int | None, fs=DEFAULT_FS) -> Seek:
+    """Where to start reading the V2 chunks `files` ((name, path) in the log's order) for records timed in
+    since..until (inclusive, ms; None: open): past the leading chunks whose [min_ts, max_ts] lies wholly
+    outside, each continued exactly by the next (the scan, which judges the whole log, has nothing to
+    say of them). Timestamps need not rise, so a chunk is skipped on its least and greatest, never on
+    its first and last; only a prefix is skipped."""
+    if (since is None and until is None) or len(files) < 2:
+        return Seek(NOT_NEEDED, None, ())
+    return _checked(directory, fs, lambda entries, sealed: _walk_time(files, since, until, entries, sealed, fs))
+
+
+def _checked(directory: str, fs, walk) -> Seek:
+    """`walk(entries, sealed)` when the index decodes and the directory has a ledger; else absent or stale."""
     from ..store.ledger import read_ledger
     from ..store.seqindex import read_index
 
-    if target <= 1 or not files:
-        return Seek(NOT_NEEDED, None, ())
     try:
         idx = read_index(directory, fs)
         if idx is None:
@@ -80,10 +96,49 @@ def seek(directory: str, files: list, target: int, is_v2: bool, fs=DEFAULT_FS, c
         led = read_ledger(directory, fs)
         if led is None:
             return _stale(f"the directory has no ledger to check {L.LEDGER_DIR}/{X.INDEX_NAME} against")
-        sealed = L.fold(led.lines).sealed
-        return _walk(files, target, idx.entries, sealed, is_v2, fs, covered)
+        return walk(idx.entries, L.fold(led.lines).sealed)
     except WalctlError as e:  # an index that cannot be read is one that cannot be used
         return _stale(f"unreadable ({e.reason})")
+
+
+def _walk_time(files: list, since: int | None, until: int | None, entries: dict, sealed: dict, fs) -> Seek:
+    skip = 0
+    for i, (name, path) in enumerate(files[:-1]):  # the last file is never skipped
+        e = entries.get(name)
+        if e is None or name not in sealed or e.min_ts is None:
+            break  # not indexed, no longer sealed, or no times (a version-1 line, an empty chunk): read it
+        problem = _vouched(e, sealed[name], path, fs)
+        if problem:
+            return _stale(problem, name)
+        if not ((since is not None and e.max_ts < since) or (until is not None and e.min_ts > until)):
+            break
+        n = entries.get(files[i + 1][0])
+        first = n.first_seq if n is not None else _first_sequence(files[i + 1][1], True, fs)
+        if e.last_seq is None or first != e.last_seq + 1:
+            break
+        problem = _marks_timed(path, e, fs)
+        if problem:
+            return _stale(problem[0], name, problem[1])
+        skip = i + 1
+    return Seek(USED, Start(skip, 0, None), ()) if skip else Seek(NOT_NEEDED, None, ())
+
+
+def _marks_timed(path: str, e: X.IndexEntry, fs) -> tuple[str, int] | None:
+    """Why a record at the chunk's marks is not the intact one the index describes, in its time range
+    (the range itself is the indexer's word, as the sequences between marks are: the file is unchanged
+    since walctl indexed it; a line forged consistently with a good CRC is not caught, as a forged mark
+    between two checked ones is not)."""
+    with fs.map_read(path) as buf:
+        for seq, off in e.marks:
+            got = X.v2_record_at(buf, off)
+            if got is None:
+                return f"no intact record at offset {off}", off
+            if got[0] != seq:
+                return f"the record at offset {off} carries sequence {got[0]}, the index says {seq}", off
+            if not e.min_ts <= got[1] <= e.max_ts:
+                return (f"the record at offset {off} is timed {got[1]}, outside the index's "
+                        f"{e.min_ts}..{e.max_ts}"), off
+    return None
 
 
 def v2_start(path: str, chunks: list, after: int, skip_damaged: bool, fs, first_seq_of) -> tuple[int, int, Seek]:

@@ -34,7 +34,8 @@ def read_index(directory: str, fs=DEFAULT_FS) -> X.IndexRead | None:
 def refresh_index(directory: str, fs=DEFAULT_FS, *, only=None, skip=()) -> list[str]:
     """Indexes every file the ledger seals that the index lacks or describes otherwise (another hash or
     size, another mtime: a copy, a rewrite; the caller has verified the sealed files or just wrote them),
-    drops entries of files no longer sealed, and rewrites the index when that changed anything.
+    drops entries of files no longer sealed, writes lines of an older version again, and rewrites the index
+    when that changed anything.
     Returns the names newly indexed. The caller holds the directory's lock. `only`: (re)build no other
     entries (a writer's sealer: the chunks it just closed); `skip`: files not to index (verify found them
     damaged or unlike their seal)."""
@@ -42,7 +43,8 @@ def refresh_index(directory: str, fs=DEFAULT_FS, *, only=None, skip=()) -> list[
     old = read_index(directory, fs)
     have = old.entries if old is not None else {}
     keep = {f: e for f, e in have.items() if f in sealed and _describes(e, sealed[f].fields)
-            and (only is not None and f not in only or _mtime(os.path.join(directory, f), fs) == e.mtime_ns)}
+            and (only is not None and f not in only or _mtime(os.path.join(directory, f), fs) == e.mtime_ns
+                 and e.version == X.INDEX_VERSION)}  # seal --apply writes an older line again
     added = []
     for name in sorted(set(sealed) - set(keep) - set(skip)):
         if only is not None and name not in only:

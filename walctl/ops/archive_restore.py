@@ -138,7 +138,10 @@ class _Fetch:
         if self.to_time_ms is None:
             self.to_seq = target  # a later view restores the same point
         self.scratch.clear()  # what an earlier view fetched
-        _fetch_all(self.store, self.ns, needed, pieces, self.scratch, self.jobs, self.progress)
+        stop = None
+        if self.to_time_ms is not None:  # objects after the first holding an event stamped later are not needed
+            stop = lambda e: _stamped_after(self.scratch.path(e.name), e, self.to_time_ms)  # noqa: E731
+        needed = _fetch_all(self.store, self.ns, needed, pieces, self.scratch, self.jobs, self.progress, stop)
         return man, target, needed
 
 
@@ -168,9 +171,13 @@ def _needed(wal: list[Entry], namespace: str, to_seq: int | None, to_time_ms: in
     return target, needed
 
 
-def _fetch_all(store, namespace: str, needed: list[Entry], pieces: dict, scratch, jobs: int, progress) -> None:
+def _fetch_all(store, namespace: str, needed: list[Entry], pieces: dict, scratch, jobs: int, progress,
+               stop=None) -> list[Entry]:
     """Every needed object into the scratch directory (a live file reassembled from its pieces), each
-    checked against its SHA-256; the first that differs refuses the restore (corruption)."""
+    checked against its SHA-256; the first that differs refuses the restore (corruption). `stop(entry)`,
+    asked in order of each object fetched: True when no later object is needed (--until: it holds an
+    event stamped after the time); objects are then fetched `2 * jobs` at a time, and those fetched up to
+    it are returned."""
     def fetch(e: Entry):
         if e.sha256 == "":  # reassembled from live pieces
             with scratch.open_write(e.name) as f:
@@ -184,15 +191,34 @@ def _fetch_all(store, namespace: str, needed: list[Entry], pieces: dict, scratch
 
     if progress:
         progress(0, total=sum(e.size for e in needed))
+    batch = len(needed) if stop is None else 2 * max(1, jobs)
+    done = 0
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        for e, sha in pool.map(fetch, needed):
-            if progress:
-                progress(e.size)
-            if sha != e.sha256:
-                ok_to = e.first_sequence - 1
-                raise NotClean(f"{namespace}/{e.kind}/{e.name} is corrupt in the archive (sha256 {sha}, pushed as "
-                               f"{e.sha256}); restorable up to {ok_to} (--to {ok_to})", store.url,
-                               code=EXIT_CORRUPT)
+        for start in range(0, len(needed), max(1, batch)):
+            for e, sha in pool.map(fetch, needed[start:start + batch]):
+                if progress:
+                    progress(e.size)
+                if sha != e.sha256:
+                    ok_to = e.first_sequence - 1
+                    raise NotClean(f"{namespace}/{e.kind}/{e.name} is corrupt in the archive (sha256 {sha}, pushed "
+                                   f"as {e.sha256}); restorable up to {ok_to} (--to {ok_to})", store.url,
+                                   code=EXIT_CORRUPT)
+                done += 1
+                if stop is not None and stop(e):
+                    return needed[:done]
+    return needed
+
+
+def _stamped_after(path: str, e: Entry, to_time_ms: int) -> bool:
+    """Whether the fetched object `e` at `path` holds an event stamped after the time: the kind's `until`
+    (the last event before the first stamped later) stops short of its last event."""
+    from ..store.fs import DEFAULT_FS
+    from .kinds import ARCHIVED
+
+    k = ARCHIVED.get(e.kind)
+    if k is None or k.until is None:
+        return False
+    return k.load("until")(path, to_time_ms, DEFAULT_FS) != e.last_sequence
 
 
 def _end_of_event(path: str, kind: str, seq: int) -> int | None:

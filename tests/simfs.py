@@ -21,7 +21,7 @@ import os
 import random
 from contextlib import contextmanager
 
-from walctl.errors import EnvironmentProblem, Refused, UnsupportedInput, WalctlError
+from walctl.errors import REASON_WRONG_KIND, EnvironmentProblem, Refused, UnsupportedInput, WalctlError
 from walctl.store.fs import Entry
 
 
@@ -38,11 +38,16 @@ class Inode:
 
 
 class SimFS:
-    real = False  # not the operating system's: no worker processes, no sync helper
+    # capabilities (store/fs.py): not the operating system's, so no worker processes, no sync helper, no
+    # background thread: every step runs in the caller's thread, where a crash can be simulated
+    worker_processes = sync_helper = background_threads = False
     hook = None  # hook(op, path): called before each step resolved from a root (as OsFileSystem.hook)
 
     def beneath(self, *roots: str) -> "Confined":
         return Confined(self, tuple(Pin(self, r) for r in roots))
+
+    def require_dir(self, path: str) -> None:
+        _require_dir(self, path)
 
     def __init__(self, seed: int = 0, crash_at: int | None = None):
         self.rng = random.Random(seed)
@@ -183,6 +188,10 @@ class SimFS:
         if p not in self.files:
             raise EnvironmentProblem("no such file or directory", path)
         yield bytes(self.files[p].data)
+
+    def read_input(self, path: str) -> bytes:
+        with self.map_read(path) as buf:
+            return bytes(buf)
 
     def read_head(self, path: str, n: int) -> bytes:
         return self.read_range(path, 0, n)
@@ -442,12 +451,19 @@ class Pin:
         return None
 
 
+def _require_dir(fs, path: str) -> None:
+    """store/oserror.require_dir on a simulated file system: its stat says the kind."""
+    if fs.stat(path).kind != "dir":
+        raise EnvironmentProblem("not a directory (a file where a directory is expected)", path,
+                                 kind=REASON_WRONG_KIND)
+
+
 class Confined:
     """A SimFS allowed to change things only beneath its roots, each pinned when it was confined: a path
     below a root goes to the pinned directory wherever it is now, never through a link below it (the
     real seam's descriptor discipline, store/root.py)."""
     MUTATIONS = ("open_append", "open_new", "truncate", "unlink", "mkdir", "rmdir", "lock")
-    READS = ("is_symlink", "link_count", "map_read", "read_head", "read_range", "read_durable",
+    READS = ("is_symlink", "link_count", "map_read", "read_head", "read_range", "read_durable", "read_input",
              "fsync_path", "fsync_dir")
 
     def __init__(self, base: SimFS, pins: tuple):
@@ -503,6 +519,9 @@ class Confined:
 
     def same_device(self, a: str, b: str) -> bool:
         return True
+
+    def require_dir(self, path: str) -> None:
+        _require_dir(self, path)
 
     def exists(self, path: str) -> bool:
         try:

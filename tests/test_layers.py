@@ -126,3 +126,49 @@ def test_layers_import_one_way():
             if layer in below and d.count(".") >= 1 and d.split(".")[1] in below[layer]:
                 wrong.append((mod, d))
     assert wrong == []
+
+
+def _ops_sources():
+    for dirpath, _, files in os.walk(os.path.join(ROOT, "ops")):
+        for f in sorted(files):
+            if f.endswith(".py"):
+                path = os.path.join(dirpath, f)
+                with open(path, encoding="utf-8") as fh:
+                    yield os.path.relpath(path, ROOT), ast.parse(fh.read())
+
+
+def test_ops_reads_and_writes_only_through_the_fs_it_is_given():
+    """The fs seam is closed (issue #25 item 4): ops/ never calls open(), never branches on what the file
+    system is (`.real`: a capability such as `fs.worker_processes` says what it may do), and names the
+    operating system's file system (DEFAULT_FS) only as a parameter's default, never in a body, where it
+    would bypass the fs a caller (a test's simulated one, a confined one) handed in."""
+    bad = []
+    for rel, tree in _ops_sources():
+        defaults = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                defaults.update(id(d) for d in node.args.defaults + node.args.kw_defaults if d is not None)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
+                bad.append(f"{rel}:{node.lineno}: open()")
+            if isinstance(node, ast.Attribute) and node.attr == "real":
+                bad.append(f"{rel}:{node.lineno}: .real")
+            if isinstance(node, ast.Constant) and node.value == "real":
+                bad.append(f"{rel}:{node.lineno}: 'real'")
+            if isinstance(node, ast.Name) and node.id == "DEFAULT_FS" and id(node) not in defaults:
+                bad.append(f"{rel}:{node.lineno}: DEFAULT_FS used in a body")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_module_asks_whether_the_fs_is_real():
+    bad = []
+    for dirpath, _, files in os.walk(ROOT):
+        for f in files:
+            if f.endswith(".py"):
+                path = os.path.join(dirpath, f)
+                with open(path, encoding="utf-8") as fh:
+                    tree = ast.parse(fh.read())
+                bad += [f"{os.path.relpath(path, ROOT)}:{n.lineno}" for n in ast.walk(tree)
+                        if (isinstance(n, ast.Attribute) and n.attr == "real")
+                        or (isinstance(n, ast.Constant) and n.value == "real")]
+    assert not bad, "\n".join(bad)

@@ -134,17 +134,36 @@ class WorkflowConflict(EnvironmentProblem):
         return (self.__class__, (self.reason, self.path, self.offset, self.state))
 
 
-def os_error_kind(e: OSError) -> str:
-    """The REASON_* of an OSError."""
+# errno -> (REASON_*, the words walctl says; None: the system's own words): the one errno map
+def _errno_map() -> dict:
     import errno
 
-    if e.errno == errno.ENOENT:
-        return REASON_NOT_FOUND
-    if e.errno == errno.ENOTDIR:
-        return REASON_WRONG_KIND
-    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return REASON_PERMISSION
-    return REASON_IO
+    return {errno.ENOENT: (REASON_NOT_FOUND, "no such file or directory"),
+            errno.ENOTDIR: (REASON_WRONG_KIND, "not a directory"),
+            errno.EACCES: (REASON_PERMISSION, "permission denied"),
+            errno.EPERM: (REASON_PERMISSION, "permission denied"),
+            errno.EROFS: (REASON_PERMISSION, None),
+            errno.ENOSPC: (REASON_IO, "no space left on device")}
+
+
+_ERRNO: dict | None = None
+
+
+def _errno_row(e: OSError) -> tuple[str, str | None]:
+    global _ERRNO
+    if _ERRNO is None:
+        _ERRNO = _errno_map()
+    return _ERRNO.get(e.errno, (REASON_IO, None))
+
+
+def os_error_kind(e: OSError) -> str:
+    """The REASON_* of an OSError."""
+    return _errno_row(e)[0]
+
+
+def describe_os_error(e: OSError) -> str:
+    """An OSError in walctl's words (the system's own for an errno the map does not name)."""
+    return _errno_row(e)[1] or e.strerror or str(e)
 
 
 class UnsupportedInput(WalctlError):

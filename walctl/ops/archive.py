@@ -24,6 +24,7 @@ from ..format.archive_manifest import CHECKPOINTS, CHUNKS, FILE_KINDS, KINDS, LI
     parse_objects, valid_object
 from ..format.names import is_plain_name
 from ..format.livepiece import Piece, parse_piece_name
+from ..store.fs import DEFAULT_FS
 from ..store.objstore import ObjectInfo, open_store
 from ..store.scratch import Scratch
 from . import classes as K
@@ -107,7 +108,7 @@ def piece_kind(p: Piece):
     return next(k for k in ARCHIVED.values() if k.piece is not None and k.load("number")(p.file) is not None)
 
 
-def describe(path: str, kind: str, md5: list | None = None) -> tuple[Entry | None, Finding | None]:
+def describe(path: str, kind: str, md5: list | None = None, fs=DEFAULT_FS) -> tuple[Entry | None, Finding | None]:
     """Sha256, sequence range and verdict of one file as the archive sees it: sealed, so any damage is
     corruption (a torn tail is only torn in a live log). With `md5` (a list), its MD5 is appended to it."""
     name = os.path.basename(path)
@@ -116,8 +117,8 @@ def describe(path: str, kind: str, md5: list | None = None) -> tuple[Entry | Non
                              "link points at", name)
     size = os.path.getsize(path)
     if kind == LIVE:  # a piece of a file (its kind's object once sealed), not an object of a kind of its own
-        with open(path, "rb") as f:
-            data = f.read()
+        with fs.map_read(path) as buf:
+            data = bytes(buf)
         e, f = describe_piece(name, data)
         if md5 is not None:
             md5.append(hashlib.md5(data).hexdigest())

@@ -31,8 +31,9 @@ import time
 from types import SimpleNamespace
 from typing import Callable, NamedTuple
 
-from ..errors import EXIT_CORRUPT, EXIT_OK, EnvironmentProblem, NotClean, Refused
+from ..errors import EXIT_CORRUPT, EXIT_OK, REASON_NOT_FOUND, EnvironmentProblem, NotClean, Refused
 from ..format.livepiece import Piece, piece_name
+from ..store.fs import DEFAULT_FS
 from ..store.objstore import open_store
 from .archive import LIVE, Entry, check_namespace, describe, object_key, \
     read_manifest, verify_upload, write_manifest
@@ -69,12 +70,13 @@ class Shipper:
                  min_piece_bytes: int = 0, max_wait: float | None = None, manifest_interval: float = 30.0,
                  endpoint_url: str | None = None, checkpoints: str | None = None,
                  on_shipped: Callable[[int], None] | None = None, clock=time.monotonic, store=None,
-                 wall=time.time, lock_identity: tuple[str, int] | None = None):
+                 wall=time.time, lock_identity: tuple[str, int] | None = None, fs=DEFAULT_FS):
         if not os.path.isdir(wal_dir):
             raise EnvironmentProblem("no such directory (not-found)" if not os.path.exists(wal_dir) else
                                      "not a directory: archive push --follow takes a V2 chunk or ADR-003 segment "
                                      "directory", wal_dir)
         self.wal_dir, self.dest, self.endpoint_url, self.checkpoints = wal_dir, dest, endpoint_url, checkpoints
+        self.fs = fs
         self.store = store or open_store(dest, endpoint_url)
         self.ns = namespace or os.path.basename(os.path.abspath(wal_dir))
         check_namespace(self.ns)
@@ -139,7 +141,7 @@ class Shipper:
         self._delete_pieces(list(man.stale_pieces))
         start = self._resume_point()
         self.follower = self.entry.load("follower")(self.wal_dir, lambda items: None, start=start,
-                                                    on_bytes=self._on_bytes)
+                                                    on_bytes=self._on_bytes, fs=self.fs)
         self.cur = self.follower.t.current
         return True
 
@@ -174,10 +176,10 @@ class Shipper:
     def _check_local(self, file: str, e: Entry) -> None:
         p = e.piece
         try:
-            with open(os.path.join(self.wal_dir, file), "rb") as f:
-                f.seek(p.start)
-                data = f.read(p.size)
-        except FileNotFoundError:
+            data = self.fs.read_range(os.path.join(self.wal_dir, file), p.start, p.size)
+        except EnvironmentProblem as err:
+            if err.kind != REASON_NOT_FOUND:
+                raise
             return  # moved away (compacted): the follower moves on to what is there
         if hashlib.sha256(data).hexdigest() != e.sha256:
             raise Refused(f"{file}: bytes {p.start}..{p.end} differ from the archived piece {e.name}: the local log "
@@ -295,7 +297,7 @@ class Shipper:
 
             e = _from_seals(self.wal_dir, [(path, self.kind)]).get(path)
             if e is None:
-                e, f = describe(path, self.kind)
+                e, f = describe(path, self.kind, fs=self.fs)
         if e is None or e.first_sequence is None:
             if f is not None:
                 self.held_back.append(f"{file}: {f.reason}")

@@ -194,13 +194,13 @@ def push(wal_dir: str, dest: str, *, namespace: str | None = None, checkpoints: 
          delete_local: bool = False, hwm_before: int | None = None, checkpoint_meta: str | None = None,
          apply: bool = False, endpoint_url: str | None = None,
          progress: Callable[[int], None] | None = None, multipart_threshold: int | None = None,
-         sealed_last: bool = True) -> PushReport:
+         sealed_last: bool = True, fs=DEFAULT_FS) -> PushReport:
     """multipart_threshold: files larger than this go to S3 in parts, each checked by the service
     (default store.objstore.MULTIPART_THRESHOLD_BYTES, 5 GiB). sealed_last: the last file goes too when
     the ledger seals it as it is (the follower, which ships it as pieces, closes it on its seal itself)."""
     t0 = time.perf_counter()
     # --delete-local changes WAL_DIR: opened now, once, so that the chunks it removes are the ones it read
-    local_fs = DEFAULT_FS.beneath(wal_dir) if delete_local and apply else None
+    local_fs = fs.beneath(wal_dir) if delete_local and apply else None
     store = open_store(dest, endpoint_url)
     if multipart_threshold is not None and hasattr(store, "multipart_threshold"):
         store.multipart_threshold = multipart_threshold
@@ -339,8 +339,7 @@ def _delete_local(wal_dir, store, ns, entries, files, delete_local, before, chec
     return deleted, []
 
 
-def _hwm(before, checkpoint_meta, checkpoints):
-    from ..store.fs import DEFAULT_FS
+def _hwm(before, checkpoint_meta, checkpoints, fs=DEFAULT_FS):
     from .compact import read_hwm
 
-    return read_hwm(before, checkpoint_meta, DEFAULT_FS, checkpoints)
+    return read_hwm(before, checkpoint_meta, fs, checkpoints)

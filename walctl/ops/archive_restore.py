@@ -41,7 +41,7 @@ class RestoreReport(NamedTuple):
 
 def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: int | None = None,
             to_time_ms: int | None = None, jobs: int = 4, endpoint_url: str | None = None,
-            progress=None, undone=None, store=None) -> RestoreReport:
+            progress=None, undone=None, store=None, fs=DEFAULT_FS) -> RestoreReport:
     """Writes OUT/wal (the events up to the point, exactly) and OUT/checkpoints (the newest archived
     checkpoint at or below it that verifies), then verifies OUT/wal.
 
@@ -50,7 +50,7 @@ def restore(dest: str, out_dir: str, *, namespace: str | None = None, to_seq: in
     what is left, before the error goes on (a failure's message says it too)."""
     store = store or open_store(dest, endpoint_url)
     namespace = _only_namespace(store) if namespace is None else namespace
-    out_fs = DEFAULT_FS.beneath(out_dir)  # OUT opened (or, missing, its parent) once: store/root.py
+    out_fs = fs.beneath(out_dir)  # OUT opened (or, missing, its parent) once: store/root.py
     if out_fs.exists(out_dir) and out_fs.listdir(out_dir):
         raise Refused(f"{out_dir} is not empty; restore writes a new directory", out_dir)
     parent = os.path.dirname(os.path.abspath(out_dir)) or "."

@@ -326,14 +326,13 @@ def horizon(directory: str, fs=DEFAULT_FS) -> tuple[int, str]:
                                        f"{oldest.header.wal_sequence})"
 
 
-def load_state_file(path: str) -> dict:
+def load_state_file(path: str, fs=DEFAULT_FS) -> dict:
     """A state for `checkpoint create --state`: one JSON object or one msgpack map."""
     from ..format.canonical import unpackb
     from ..format.jsonload import loads
 
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = fs.read_input(path)
     except OSError as e:
         raise UsageError(f"cannot read the state file: {e.strerror}", path) from None
     try:

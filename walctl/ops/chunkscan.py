@@ -45,7 +45,7 @@ def scan_chunks(chunks: list[ChunkFile], *, jobs: int = 1, fs=DEFAULT_FS,
     order = list(range(len(chunks))) if order is None else list(order)
     out: list[ChunkOutcome | None] = [None] * len(chunks)
     readable = [i for i in order if chunks[i].kind == "file"]
-    if jobs > 1 and len(readable) > 1 and fs.real and hasattr(os, "fork"):
+    if jobs > 1 and len(readable) > 1 and fs.worker_processes and hasattr(os, "fork"):
         from .parallel import parallel_scan
 
         # each worker is handed a chunk at a time, so a deadline stops them all at a chunk boundary

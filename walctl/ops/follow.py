@@ -24,6 +24,7 @@ from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_UNSUPPORTED, UsageError
 from ..format import scan as fscan
 from ..format.names import parse_chunk_name
 from ..format.v2 import FILE_HEADER, encode_file_header, visited_payload
+from ..store.fs import DEFAULT_FS
 from . import judge as J
 from .records import Record
 from .tail import FollowResult, Tail, drive, writer_is_alive
@@ -93,13 +94,13 @@ class ChunkFollower:
     boundary already known (archive push --follow) instead of searching for `after`."""
 
     def __init__(self, directory, on_records, *, after=0, to=None, limit=None, settle_polls=25, start=None,
-                 on_bytes=None):
+                 on_bytes=None, fs=DEFAULT_FS):
         from .replay import first_record_seq
 
         self.directory, self.on_records, self.on_bytes = directory, on_records, on_bytes
         self.after, self.to, self.limit, self.settle_polls = after, to, limit, settle_polls
-        self.t, last = Tail.open(directory, _chunk_names(directory), "records", after, first_record_seq, start,
-                                 fscan.LOOK_BEHIND)
+        self.t, last = Tail.open(directory, _chunk_names(directory), "records", after,
+                                 lambda path: first_record_seq(path, fs), start, fscan.LOOK_BEHIND, fs)
         self.judge = J.Judge(last=last)  # continuity, and the tails left in chunks rolled away from
         self.events = 0
         self.first = self.last = None

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 
-from ..errors import EXIT_CORRUPT, EXIT_OK
+from ..errors import EXIT_CORRUPT, EXIT_OK, WalctlError
 from ..format import segment as seg
 from ..format.names import parse_segment_name
+from ..store.fs import DEFAULT_FS
 from . import judge as J
 from .segment_items import SegmentItems
 from .tail import FollowResult, Tail, drive, writer_is_alive
@@ -23,18 +24,18 @@ def _segments(directory: str) -> list[tuple[int, str]]:
     return sorted((n, name) for name in os.listdir(directory) if (n := parse_segment_name(name)) is not None)
 
 
-def _first_entry_seq(path: str) -> int | None:
+def _first_entry_seq(path: str, fs=DEFAULT_FS) -> int | None:
     """The sequence of a segment's first entry, reading just that frame."""
+    size = seg.FRAME_LENGTH.size
     try:
-        with open(path, "rb") as f:
-            head = f.read(seg.FRAME_LENGTH.size)
-            if len(head) < seg.FRAME_LENGTH.size:
+        with fs.map_read(path) as buf:
+            if len(buf) < size:
                 return None
-            (n,) = seg.FRAME_LENGTH.unpack(head)
+            (n,) = seg.FRAME_LENGTH.unpack(buf[:size])
             if not 0 < n <= seg.MAX_FRAME_BYTES:
                 return None
-            head += f.read(n)
-    except OSError:
+            head = bytes(buf[:size + n])
+    except (OSError, WalctlError):  # gone, or not a file it can read: no first entry known
         return None
     fr = seg.read_frame(head, 0)
     return fr.entry.sequence if fr.entry is not None else None
@@ -53,12 +54,13 @@ class SegmentFollower:
     repeats included); `start` = (segment, offset, last sequence) resumes at a known frame boundary."""
 
     def __init__(self, directory, on_entries, *, after=0, to=None, limit=None, settle_polls=25, start=None,
-                 on_bytes=None, result_type=None, writer_alive=None):
+                 on_bytes=None, result_type=None, writer_alive=None, fs=DEFAULT_FS):
         self.directory, self.on_entries, self.on_bytes = directory, on_entries, on_bytes
         self.after, self.to, self.limit, self.settle_polls = after, to, limit, settle_polls
         self.result_type = result_type or FollowResult
         self.writer_alive = writer_alive or writer_is_alive
-        self.t, last = Tail.open(directory, _segments(directory), "entries", after, _first_entry_seq, start)
+        self.t, last = Tail.open(directory, _segments(directory), "entries", after,
+                                 lambda path: _first_entry_seq(path, fs), start, fs=fs)
         self.items = SegmentItems(last)  # the judge's adapter: continuity, duplicates, closed tails
         self.events, self.first, self.last = 0, None, None
 

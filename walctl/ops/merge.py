@@ -72,10 +72,9 @@ def fold_wal(path: str, fs=DEFAULT_FS, to: int | None = None) -> Folded:
     return Folded(path, "wal", states, counts[0], counts[1], rep.exit_code, stopped, counts[2])
 
 
-def load_state(path: str) -> Folded:
+def load_state(path: str, fs=DEFAULT_FS) -> Folded:
     try:
-        with open(path, "rb") as f:
-            doc = loads(f.read())
+        doc = loads(fs.read_input(path))
     except ValueError as e:
         raise UsageError(f"not a merge state file: {e}", path) from None
     if not isinstance(doc, dict) or doc.get("schema") != STATE_SCHEMA or not isinstance(doc.get("memories"), dict):
@@ -94,13 +93,13 @@ def load_input(path: str, fs=DEFAULT_FS) -> Folded:
     from .verify import detect_kind
 
     if os.path.isdir(path) and os.path.isfile(os.path.join(path, STATE_FILE)):
-        return load_state(os.path.join(path, STATE_FILE))
+        return load_state(os.path.join(path, STATE_FILE), fs)
     if os.path.isdir(path) or (os.path.isfile(path) and fs.read_head(path, 4) == b"SPEC"):
         kind = detect_kind(path, fs)
         if KINDS[kind].fold is None:
             raise UnsupportedInput(f"merge folds Spector V2 WALs; this is {kind}", path)
         return KINDS[kind].load("fold")(path, fs)
-    return load_state(path)
+    return load_state(path, fs)
 
 
 def merge_states(parts: list[dict]) -> dict:

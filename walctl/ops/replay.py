@@ -200,7 +200,7 @@ def replay_v2(path: str, kind: str, out, opts: ReplayOptions, fs, out_fd: int | 
 
     parallel = None
     jobs = opts.jobs if opts.jobs is not None else _auto_jobs(todo)
-    if jobs > 1 and out_fd is not None and len(todo) > 1 and fs.real and hasattr(os, "fork"):
+    if jobs > 1 and out_fd is not None and len(todo) > 1 and fs.worker_processes and hasattr(os, "fork"):
         from .replay_workers import ParallelChunks
 
         source = parallel = ParallelChunks(todo, jobs, out_fd, encode_chunk)

@@ -19,14 +19,6 @@ class FollowResult(NamedTuple):
     exit_code: int
 
 
-def read_tail(path: str, base: int) -> tuple[bytes, int | None]:
-    """(the file's bytes from `base` to its end, or b"" if it is gone; its size when it was cut below
-    `base`, else None). Followers read their whole unconsumed tail again at each poll: it is at most an
-    append in flight, and a repair or a reopening writer may have cut the bytes held and appended after
-    the cut, which no size comparison can tell."""
-    return DEFAULT_FS.read_tail(path, base)  # (never a FIFO or a device: see fs.read_tail)
-
-
 def covered_prefix(paths: list[str], after: int, first_seq_of) -> int:
     """How many files at the front hold only sequences <= after: file i is skipped while file i+1
     provably starts at or below after + 1 (`first_seq_of(path)`: its first sequence, or None)."""
@@ -44,8 +36,8 @@ class Tail:
     not yet consumed (`pending`) start, and how many polls a suspicious tail has stayed the same
     (`unsettled`). What is left in a file they roll away from is a Damage for their judge."""
 
-    def __init__(self, directory: str, current: str | None, unit: str, look_behind: int = 0):
-        self.directory, self.current, self.unit = directory, current, unit
+    def __init__(self, directory: str, current: str | None, unit: str, look_behind: int = 0, fs=DEFAULT_FS):
+        self.directory, self.current, self.unit, self.fs = directory, current, unit, fs
         self.base, self.pending, self.unsettled = 0, b"", 0
         # `behind`: up to `look_behind` real bytes of the file just before `base` (V2's scanner reads
         # the 8 bytes before each record), read again with the tail at each poll
@@ -53,17 +45,17 @@ class Tail:
 
     @classmethod
     def open(cls, directory: str, names: list[tuple[int, str]], unit: str, after: int, first_seq_of,
-             start=None, look_behind: int = 0) -> tuple["Tail", int | None]:
+             start=None, look_behind: int = 0, fs=DEFAULT_FS) -> tuple["Tail", int | None]:
         """(the tail a follower starts from, the last sequence already consumed). `names`: the log's
         (number, name) in order; `start` = (file, offset, last sequence) resumes at a record boundary
         already known (archive push --follow); otherwise the first file that may hold a sequence above
         `after` (covered_prefix, `first_seq_of(path)`)."""
         if start is not None:
-            t = cls(directory, start[0], unit, look_behind)
+            t = cls(directory, start[0], unit, look_behind, fs)
             t.base = start[1]
             return t, start[2]
         pos = covered_prefix([os.path.join(directory, n) for _, n in names], after, first_seq_of)
-        return cls(directory, names[pos][1] if names else None, unit, look_behind), None
+        return cls(directory, names[pos][1] if names else None, unit, look_behind, fs), None
 
     def poll(self, names: list[tuple[int, str]], number) -> tuple[list[str], str | None]:
         """Reads the unconsumed tail again: (the names after the current file, damage when the file was
@@ -73,7 +65,10 @@ class Tail:
         if self.current is None:
             return [], None
         lb = min(self.look_behind, self.base)
-        fresh, cut = read_tail(os.path.join(self.directory, self.current), self.base - lb)
+        # The whole unconsumed tail again, each poll (`fs.read_tail`: never a FIFO or a device): it is at
+        # most an append in flight, and a repair or a reopening writer may have cut the bytes held and
+        # appended after the cut, which no size comparison can tell.
+        fresh, cut = self.fs.read_tail(os.path.join(self.directory, self.current), self.base - lb)
         if cut is None and len(fresh) < lb:
             cut = self.base - lb + len(fresh)
         self.behind, fresh = fresh[:lb], fresh[lb:]

@@ -76,7 +76,7 @@ class ChunkAppender(GroupCommit):
         self._pending_since = 0.0
         self._fd: int | None = None
         self._buf = bytearray()  # records not yet handed to the kernel
-        self._init_group_commit(self._batch, fs.real, next_sequence)
+        self._init_group_commit(self._batch, fs.sync_helper, next_sequence)
         self._unsynced_closed: list[str] = []  # chunks rolled away under sync=none
         self._new_names = False  # a chunk was created under sync=none: its directory entry is unsynced
         self._failed: BaseException | None = None

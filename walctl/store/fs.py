@@ -17,7 +17,7 @@ from typing import Iterator, NamedTuple
 
 from ..errors import EnvironmentProblem, Refused, UnsupportedInput, WalctlError
 from .fslocks import Flocks
-from .oserror import os_problem
+from .oserror import os_problem, require_os_dir
 
 
 class Entry(NamedTuple):
@@ -123,6 +123,13 @@ class OsFileSystem(Flocks):
         finally:
             os.close(fd)
 
+    def read_input(self, path: str) -> bytes:
+        """The whole of a small input file the operator named (a --state file, merge's STATE), read as a
+        stream, not mapped: it may be a pipe (`--state <(jq ...)`). Raises OSError as open() does; the
+        caller words it (a usage error: the input is not the target)."""
+        with open(path, "rb") as f:
+            return f.read()
+
     def read_head(self, path: str, n: int) -> bytes:
         """The first n bytes of a regular file (fewer if it is shorter)."""
         return self.read_range(path, 0, n)
@@ -130,6 +137,16 @@ class OsFileSystem(Flocks):
     def read_range(self, path: str, offset: int, length: int) -> bytes:
         with self.map_read(path) as buf:
             return bytes(buf[offset:offset + length])
+
+    def require_dir(self, path: str) -> None:
+        """A directory the operator named (store/oserror.require_dir): exit 6 when missing or not one."""
+        if self._roots:  # confined: the target opened once, not its path again
+            try:
+                if self.stat(path).kind == "dir":
+                    return
+            except EnvironmentProblem:
+                pass  # (not opened: the path itself says why, in the words below)
+        require_os_dir(path)
 
     def lstat(self, path: str):
         """The entry itself (a link is not followed), or None when there is none."""
@@ -175,7 +192,12 @@ class OsFileSystem(Flocks):
 
     _roots: tuple = ()  # store/root.Root, one per directory this instance was confined to
     hook = None  # hook(op, path), called before each step resolved from a root (tests swap the target there)
-    real = True  # the operating system's file system (worker processes and the sync helper need it)
+    # Capabilities: what a use case may do with this file system beyond its primitives. Each is True here,
+    # where the files are the operating system's; a simulated file system (tests/simfs.py) says False,
+    # and the use case takes its one-thread, in-process path.
+    worker_processes = True  # other processes may read its files by their paths (verify's, replay's workers)
+    sync_helper = True  # a helper process may fdatasync a chunk it writes (group commit, store/synchelper.py)
+    background_threads = True  # a thread may work on it beside the caller's (the ledger's sealer)
 
     @property
     def roots(self) -> tuple[str, ...]:

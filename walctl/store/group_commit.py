@@ -30,14 +30,14 @@ class GroupCommit:
     appender's _lock, _cv, _buf, _pending, _pending_since, next_sequence, _durable, _failed, _stopping,
     batch_ms, fs, _fd, _path, _write and _fsync_active."""
 
-    def _init_group_commit(self, batch: bool, real_fs: bool, next_sequence: int) -> None:
+    def _init_group_commit(self, batch: bool, sync_helper: bool, next_sequence: int) -> None:
         self._inflight: tuple[bytes, int] | None = None  # (group, its last sequence) being committed
         self._dsync_fd: int | None = None  # batch: the commit thread's O_DSYNC descriptor on the chunk
-        # batch on the real file system: groups are written by the appending thread and synced by a helper
+        # batch where the file system allows a sync helper (store/fs.py): groups are written by the appending thread and synced by a helper
         # process (store/synchelper.py), started with the first group; None until then, or for good once
         # it could not start or stopped answering (the commit thread then syncs, as on other file systems)
         self._helper = None
-        self._use_helper = batch and real_fs
+        self._use_helper = batch and sync_helper
         self._last_written = next_sequence - 1  # helper mode: the last sequence handed to the kernel
         self._committer: threading.Thread | None = None
 

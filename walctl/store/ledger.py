@@ -88,9 +88,9 @@ def seal_line(path: str, first_seq, last_seq, records: int, ts: str, fs=DEFAULT_
 class Sealer:
     """A writer's ledger: seal lines for the chunks it closed, hwm lines for the sequences it issued.
 
-    On the real file system a closed chunk is hashed and its line appended by one background thread, so a
-    roll costs the writer nothing it waits for; elsewhere (the simulated file system of the crash tests)
-    in the caller's thread. Every chunk handed over is already synced: a seal never claims bytes that were
+    Where the file system allows a background thread (`fs.background_threads`), a closed chunk is hashed
+    and its line appended by one, so a roll costs the writer nothing it waits for; elsewhere (the simulated
+    file system of the crash tests) in the caller's thread. Every chunk handed over is already synced: a seal never claims bytes that were
     not durable. A crash before its line is written just leaves the chunk unsealed."""
 
     def __init__(self, directory: str, fs, clock):
@@ -99,7 +99,7 @@ class Sealer:
         self.error: BaseException | None = None
         self._q: queue.Queue | None = None
         self._thread = None
-        if getattr(fs, "real", False):
+        if fs.background_threads:
             self._q = queue.Queue()
             self._thread = threading.Thread(target=self._run, name="walctl-seal", daemon=True)
             self._thread.start()

@@ -4,23 +4,10 @@ same way. Split from fs.py (issue #13): the seam's primitives and its containmen
 """
 from __future__ import annotations
 
-import errno
 import os
 import stat
 
-from ..errors import REASON_WRONG_KIND, EnvironmentProblem, os_error_kind
-
-
-def describe_os_error(e: OSError) -> str:
-    if e.errno == errno.ENOENT:
-        return "no such file or directory"
-    if e.errno in (errno.EACCES, errno.EPERM):
-        return "permission denied"
-    if e.errno == errno.ENOTDIR:
-        return "not a directory"
-    if e.errno == errno.ENOSPC:
-        return "no space left on device"
-    return e.strerror or str(e)
+from ..errors import REASON_WRONG_KIND, EnvironmentProblem, describe_os_error, os_error_kind
 
 
 def os_problem(e: OSError, path: str | None) -> EnvironmentProblem:
@@ -33,18 +20,15 @@ def os_problem(e: OSError, path: str | None) -> EnvironmentProblem:
 def require_dir(path: str, fs=None) -> None:
     """A target directory the operator named: missing or the wrong kind is exit 6 (not-found,
     not-a-directory), never an empty, clean result. A link to a directory is the operator's choice.
-    `fs`: ask this file system (a test's simulated one) instead of the operating system."""
-    if fs is not None and not getattr(fs, "real", False):
-        if fs.stat(path).kind != "dir":
-            raise EnvironmentProblem("not a directory (a file where a directory is expected)", path,
-                                     kind=REASON_WRONG_KIND)
-        return
-    if fs is not None and getattr(fs, "roots", ()):  # confined: the target opened once, not its path again
-        try:
-            if fs.stat(path).kind == "dir":
-                return
-        except EnvironmentProblem:
-            pass  # (not opened: the path itself says why, in the words below)
+    `fs`: ask this file system (a test's simulated one, a confined one) instead of the operating system."""
+    if fs is not None:
+        fs.require_dir(path)
+    else:
+        require_os_dir(path)
+
+
+def require_os_dir(path: str) -> None:
+    """require_dir, asking the operating system by the path (the kind of a non-directory in words)."""
     try:
         st = os.stat(path)
     except OSError as e:

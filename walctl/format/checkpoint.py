@@ -25,7 +25,6 @@ DEFAULT_LEVEL = 9
 DEFAULT_MAX_STATE_BYTES = 4 << 30
 OVERLAP_BYTES = 1 << 20  # bodies from this size hash and inflate side by side
 INFLATE_STEP = 1024  # compressed bytes per step: one step can inflate to at most ~32 MiB
-EMPTY_STATE_KEYS = ("agent_state", "conversation_history", "memory_blocks", "metrics", "tool_registry")
 CORRUPT = "corrupt"
 UNSUPPORTED = "unsupported"
 
@@ -137,12 +136,6 @@ class BodyEncoder:
     @property
     def sha256(self) -> bytes:
         return self._digest.digest()
-
-
-def encode_body(state: dict, *, level: int = DEFAULT_LEVEL, threads: int = -1) -> tuple[bytes, BodyEncoder]:
-    """The whole frame at once (tests and small states)."""
-    enc = BodyEncoder(state, level=level, threads=threads)
-    return b"".join(enc), enc
 
 
 def decode_header(buf) -> CheckpointHeader:

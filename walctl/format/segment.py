@@ -20,7 +20,6 @@ assert FRAME_LENGTH.size == 4
 MAX_FRAME_BYTES = 16 << 20
 ENTRIES_PER_SEGMENT = 10_000
 ERLANG_TERM_TAG = 0x83  # what the ADR's public implementation really writes: unsupported legacy
-OPERATIONS = ("memory_add", "tool_register", "state_update")
 OPERATION_ALIASES = {"memory-add": "memory_add", "tool-register": "tool_register", "state-update": "state_update"}
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _MAP_MARKERS = frozenset(range(0x80, 0x90)) | {0xDE, 0xDF}
@@ -143,10 +142,6 @@ def read_frame(buf, off: int, view: memoryview | None = None) -> Frame:
     if problem is not None or value is None:
         return Frame(None, problem, "invalid")
     return Frame(Entry(off, 4 + n, encoding, value), None, "ok")
-
-
-class Resync(NamedTuple):
-    offset: int | None  # the next intact frame, or None
 
 
 def resync(buf, start: int, budget: list[int]) -> int | None:

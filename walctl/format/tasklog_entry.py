@@ -15,7 +15,6 @@ from .jsonload import JSON_WHITESPACE, MAX_DEPTH, NotText, TooDeep, check_depth,
 
 TYPES = ("InstructionStart", "LLMPlan", "StepStart", "ToolResult", "PatchPreview", "Commit", "TaskComplete",
          "ShutdownMarker")
-STEP_TYPES = ("StepStart", "ToolResult", "PatchPreview", "Commit")
 # RFC 3339 UTC date-time, ASCII digits only (a `\d` would take any Unicode digit); each month's length, and
 # 29 February in leap years only, are in the regex itself: no calendar call per line
 _TS = re.compile(r"(?:[0-9]{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|"

@@ -50,10 +50,6 @@ def encode_run(ts: str, **fields) -> bytes:
     return L.encode_line(RUN, ts, check_run, **fields)
 
 
-def decode_runs(data) -> L.LedgerRead:
-    return L.decode_ledger(data, check_run)
-
-
 def resume_point(read: L.LedgerRead | None) -> int:
     """Where the next --resume starts: the last good line's `to` (0 when there is none, or the circle
     was done)."""

@@ -26,6 +26,10 @@ def ledger_path(directory: str) -> str:
     return os.path.join(directory, L.LEDGER_DIR, L.LEDGER_NAME)
 
 
+def has_ledger(directory: str, fs=DEFAULT_FS) -> bool:
+    return fs.exists(ledger_path(directory))
+
+
 def read_ledger(directory: str, fs=DEFAULT_FS, name: str = L.LEDGER_NAME, check=None) -> L.LedgerRead | None:
     """The decoded ledger, or None when the directory has none. `name`, `check`: another file of lines
     CRC'd alike in `.walctl/` (verify's runs), with its own fields."""

@@ -260,7 +260,8 @@ def _hashes(directory: str, files: list[tuple[str, int]], fs) -> dict:
         return SL.sha256_file(os.path.join(directory, name), fs)[0]
 
     names = [n for n, _ in files]
-    if sum(size for _, size in files) < AUTO_JOBS_BYTES or not getattr(fs, "real", False) or len(names) < 2:
+    threads = getattr(fs, "background_threads", False)  # (not on the simulated file system)
+    if sum(size for _, size in files) < AUTO_JOBS_BYTES or not threads or len(names) < 2:
         return {n: sha(n) for n in names}
     from concurrent.futures import ThreadPoolExecutor
 

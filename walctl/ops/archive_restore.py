@@ -229,14 +229,12 @@ def _end_of_event(path: str, kind: str, seq: int) -> int | None:
     return k.load("cut")(path, seq) if k is not None and k.cut is not None else None
 
 
-def last_before(staging: str, to_time_ms: int, fs=None) -> int | None:
+def last_before(staging: str, to_time_ms: int, fs=DEFAULT_FS) -> int | None:
     """The last sequence before the first event stamped after the time (V2: ms; segments: seconds). The one
     rule for a point given as a time (archive restore --until, cut --until)."""
-    from ..store.fs import DEFAULT_FS
     from .kinds import KINDS
     from .verify import detect_kind
 
-    fs = DEFAULT_FS if fs is None else fs
     return KINDS[detect_kind(staging, fs)].load("until")(staging, to_time_ms, fs)
 
 

@@ -118,6 +118,10 @@ def inspect_path(path: str, *, fs=DEFAULT_FS) -> tuple[list[CheckpointReport], b
     return [check_path(path, fs=fs)], False
 
 
+def is_checkpoint_file(path: str, fs=DEFAULT_FS) -> bool:
+    return fs.read_head(path, 16) == ck.CHECKPOINT_MAGIC
+
+
 def looks_like_checkpoint_dir(directory: str, fs=DEFAULT_FS) -> bool:
     return any(e.name.endswith(SUFFIX) for e in fs.listdir(directory))
 

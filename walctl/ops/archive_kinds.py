@@ -11,6 +11,7 @@ from ..errors import EXIT_CORRUPT, EXIT_OK, EXIT_SEQUENCE, EXIT_UNSUPPORTED, Wal
 from ..format.archive_manifest import CHECKPOINTS, CHUNKS, SEGMENTS
 from ..format.names import chunk_name, parse_chunk_name, parse_segment_name, segment_name
 from ..format.record import SEQUENCE
+from ..store.fs import DEFAULT_FS
 from . import classes as K
 from .archive import Entry
 from .findings import Finding
@@ -28,12 +29,12 @@ def v2_file_header() -> bytes:
 
 # ---- describe(path, name, size, now, md5) -> (Entry, None) | (None, Finding): sealed, so damage is corruption
 
-def describe_chunk(path: str, name: str, size: int, now: str, md5) -> tuple[Entry | None, Finding | None]:
+def describe_chunk(path: str, name: str, size: int, now: str, md5,
+                   fs=DEFAULT_FS) -> tuple[Entry | None, Finding | None]:
     """A V2 chunk: one mapping for the hashes and the scan."""
     from ..format import scan as fscan
-    from ..store.fs import DEFAULT_FS
     try:
-        with DEFAULT_FS.map_read(path) as buf:
+        with fs.map_read(path) as buf:
             sha = hashlib.sha256(buf).hexdigest()
             if md5 is not None:
                 md5.append(hashlib.md5(buf).hexdigest())

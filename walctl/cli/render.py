@@ -232,18 +232,6 @@ def plain_table(headers: list[str], rows: list[list], indent: str = "  ", fixed:
     return fit_rows([str(h) for h in headers], cells, indent, term_width(), fixed)
 
 
-def rich_console(stderr: bool = False):
-    from rich.console import Console
-
-    stream = raw_stream(sys.stderr if stderr else sys.stdout)
-    # Piped output keeps whole values (rich would squeeze tables to 80 columns); COLUMNS still wins.
-    width = None if stream.isatty() or os.environ.get("COLUMNS") else 240
-    # rich writes its own escape sequences, so it gets the raw stream; what it prints from files goes
-    # through safe() first, and is never read as markup.
-    return Console(file=stream, no_color=bool(os.environ.get("NO_COLOR")), highlight=False,
-                   soft_wrap=False, width=width, markup=False, emoji=False)
-
-
 def plural(n: int, noun: str) -> str:
     """`1 chunk`, `2 chunks`, `1 entry`, `3 entries`; `2 valid` (an adjective counts nothing)."""
     if n == 1 or noun in ("valid",):

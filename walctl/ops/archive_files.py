@@ -30,31 +30,31 @@ from .findings import Finding
 LINE_LOGS = (".wal", "events.jsonl")  # files pushed up to their last newline
 
 
-def tasklog_sources(root: str) -> list[tuple[tuple[str, ...], str]]:
+def tasklog_sources(root: str, fs=DEFAULT_FS) -> list[tuple[tuple[str, ...], str]]:
     """(path below the root, path) of each task log `<task_id>.wal`: regular files, never links."""
     from ..format.names import is_plain_name
 
     out = []
-    for e in sorted(DEFAULT_FS.listdir(root), key=lambda e: e.name):
-        st = DEFAULT_FS.lstat(e.path)
+    for e in sorted(fs.listdir(root), key=lambda e: e.name):
+        st = fs.lstat(e.path)
         if e.name.endswith(".wal") and len(e.name) > 4 and is_plain_name(e.name) and st is not None \
                 and _regular(st):
             out.append(((e.name,), e.path))
     return out
 
 
-def agent_sources(root: str) -> list[tuple[tuple[str, ...], str]]:
+def agent_sources(root: str, fs=DEFAULT_FS) -> list[tuple[tuple[str, ...], str]]:
     """(path below the root, path) of each session's session.json, events.jsonl and events.pending."""
     import re
 
     agents, out = os.path.join(root, "agents"), []
-    for d in sorted(DEFAULT_FS.listdir(agents), key=lambda e: e.name):
-        st = DEFAULT_FS.lstat(d.path)
+    for d in sorted(fs.listdir(agents), key=lambda e: e.name):
+        st = fs.lstat(d.path)
         if not re.fullmatch(r"[0-9a-f]{32}", d.name) or st is None or not _is_dir(st):
             continue
         for f in AGENT_FILES:
             p = os.path.join(d.path, f)
-            fst = DEFAULT_FS.lstat(p)
+            fst = fs.lstat(p)
             if fst is not None and _regular(fst):
                 out.append((("agents", d.name, f), p))
     return out
@@ -81,15 +81,15 @@ def stage_agents(root: str, scratch) -> list[tuple[str, str]]:
     return _stage(AGENTS, agent_sources(root), scratch)
 
 
-def _stage(kind: str, sources, scratch) -> list[tuple[str, str]]:
+def _stage(kind: str, sources, scratch, fs=DEFAULT_FS) -> list[tuple[str, str]]:
     """Each file's bytes (a line log's up to its last newline) copied beside the push, under its version's
     name: the push then uploads that copy, so a writer appending meanwhile changes nothing it sends."""
     out = []
     for rel, path in sources:
-        st = DEFAULT_FS.lstat(path)
+        st = fs.lstat(path)
         if st is None:
             continue  # gone since the listing (a pending file completed into its log)
-        with DEFAULT_FS.map_read(path) as buf:
+        with fs.map_read(path) as buf:
             view = memoryview(buf)
             end = buf.rfind(b"\n") + 1 if rel[-1].endswith(LINE_LOGS) else len(buf)
             sha = hashlib.sha256(view[:end]).hexdigest()
@@ -147,10 +147,11 @@ def _version(name: str, kind: str, buf, md5) -> tuple[object, str, Finding | Non
     return v, sha, None
 
 
-def describe_tasklog(path: str, name: str, size: int, now: str, md5) -> tuple[Entry | None, Finding | None]:
+def describe_tasklog(path: str, name: str, size: int, now: str, md5,
+                     fs=DEFAULT_FS) -> tuple[Entry | None, Finding | None]:
     """A task log version (KINDS: describe): complete lines that read as `tasklog verify` reads them."""
     try:
-        with DEFAULT_FS.map_read(path) as buf:
+        with fs.map_read(path) as buf:
             v, sha, f = _version(name, TASKLOGS, buf, md5)
             if f is not None:
                 return None, f
@@ -165,13 +166,14 @@ def describe_tasklog(path: str, name: str, size: int, now: str, md5) -> tuple[En
                  last_time_ms=ts_ms(last["ts"])[0] if last else None), None
 
 
-def describe_agent_file(path: str, name: str, size: int, now: str, md5) -> tuple[Entry | None, Finding | None]:
+def describe_agent_file(path: str, name: str, size: int, now: str, md5,
+                        fs=DEFAULT_FS) -> tuple[Entry | None, Finding | None]:
     """A Substrat file version (KINDS: describe): events.jsonl complete lines of JSON objects, session.json
     one JSON object, events.pending as it is (one event on its way into the log)."""
     from ..format.jsonload import loads
 
     try:
-        with DEFAULT_FS.map_read(path) as buf:
+        with fs.map_read(path) as buf:
             v, sha, f = _version(name, AGENTS, buf, md5)
             if f is not None:
                 return None, f

@@ -14,6 +14,7 @@ from typing import Callable, NamedTuple
 
 from ..errors import EXIT_CORRUPT, EXIT_SEQUENCE, NotClean, UsageError
 from ..format.archive_manifest import AGENTS, TASKLOGS, parse_version_name
+from ..store.fs import DEFAULT_FS
 from .archive import Manifest, _download, object_key
 from .archive_files import at_or_before, tasklog_lines
 
@@ -32,7 +33,8 @@ class FilesRestoreReport(NamedTuple):
         return dict(self._asdict(), files=list(self.files), exit_code=0)
 
 
-def restore_tasklogs(store, ns, man: Manifest, out_dir, to_seq, until_ms, scratch, made) -> FilesRestoreReport:
+def restore_tasklogs(store, ns, man: Manifest, out_dir, to_seq, until_ms, scratch, made,
+                     fs=DEFAULT_FS) -> FilesRestoreReport:
     """Each task log's newest version (the longest: a log only grows), cut before its first entry stamped
     after T; a log with no entry at or before T did not exist yet and is left out."""
     def choose(versions):
@@ -41,10 +43,8 @@ def restore_tasklogs(store, ns, man: Manifest, out_dir, to_seq, until_ms, scratc
     def cut(path, v):
         if until_ms is None:
             return None
-        from ..store.fs import DEFAULT_FS
-
         end = 0
-        with DEFAULT_FS.map_read(path) as buf:
+        with fs.map_read(path) as buf:
             for off, nl, entry, _, _ in tasklog_lines(buf, v.path[0][:-4]):
                 if entry is None or not at_or_before(entry["ts"], until_ms):
                     break

@@ -140,7 +140,7 @@ class _Fetch:
         self.scratch.clear()  # what an earlier view fetched
         stop = None
         if self.to_time_ms is not None:  # objects after the first holding an event stamped later are not needed
-            stop = lambda e: _stamped_after(self.scratch.path(e.name), e, self.to_time_ms)  # noqa: E731
+            stop = lambda e: _stamped_after(self.scratch.path(e.name), e, self.to_time_ms, self.scratch.fs)  # noqa: E731
         needed = _fetch_all(self.store, self.ns, needed, pieces, self.scratch, self.jobs, self.progress, stop)
         return man, target, needed
 
@@ -209,16 +209,15 @@ def _fetch_all(store, namespace: str, needed: list[Entry], pieces: dict, scratch
     return needed
 
 
-def _stamped_after(path: str, e: Entry, to_time_ms: int) -> bool:
-    """Whether the fetched object `e` at `path` holds an event stamped after the time: the kind's `until`
-    (the last event before the first stamped later) stops short of its last event."""
-    from ..store.fs import DEFAULT_FS
+def _stamped_after(path: str, e: Entry, to_time_ms: int, fs) -> bool:
+    """Whether the fetched object `e` at `path` (read through `fs`, the scratch's) holds an event stamped after
+    the time: the kind's `until` (the last event before the first stamped later) stops short of its last event."""
     from .kinds import ARCHIVED
 
     k = ARCHIVED.get(e.kind)
     if k is None or k.until is None:
         return False
-    return k.load("until")(path, to_time_ms, DEFAULT_FS) != e.last_sequence
+    return k.load("until")(path, to_time_ms, fs) != e.last_sequence
 
 
 def _end_of_event(path: str, kind: str, seq: int) -> int | None:

@@ -17,6 +17,7 @@ import time
 from typing import NamedTuple
 
 from ..format.promtext import Family, encode, labels_text, read_values
+from ..store.fs import DEFAULT_FS
 from . import classes as K
 
 LAST_SUCCESS = "walctl_last_success_timestamp_seconds"
@@ -96,16 +97,17 @@ def _classes(t: Target) -> list:
     return list(K.CLASSES) + sorted(set(t.classes) - set(K.CLASSES))
 
 
-def write(path: str, command: str, targets, seconds: float, now: float | None = None, fs=None) -> None:
+def write(path: str, command: str, targets, seconds: float, now: float | None = None, fs=None,
+          base=DEFAULT_FS) -> None:
+    """`fs`: a file system confined to the file's directory; without one, `base` is confined to it here."""
     from ..errors import WalctlError
     from ..store import durable
-    from ..store.fs import DEFAULT_FS
 
     if fs is None:
         # the operator's directory for it, the one place written; resolved first, so that a link on its way
         # is not noted as a followed *target* of the run (store/root.FOLLOWED: the JSON's `targets`)
         path = os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(path))), os.path.basename(path))
-        fs = DEFAULT_FS.beneath(os.path.dirname(path))
+        fs = base.beneath(os.path.dirname(path))
     try:  # the last success time lives in the file itself (a file of another origin: its lines are skipped)
         previous = fs.read_head(path, 1 << 20).decode("utf-8", "replace") if fs.exists(path) else ""
     except (OSError, WalctlError):

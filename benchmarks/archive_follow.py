@@ -32,7 +32,7 @@ from common import median, moto_server  # noqa: E402
 
 WRITER = r"""
 import sys, time
-from walctl.ops.write import WalWriter
+from walctl.ops.wal.write import WalWriter
 d, rate, seconds, out = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 log = open(out, "w")
 n = int(rate * seconds) if rate > 0 else int(seconds)
@@ -59,7 +59,7 @@ log.write("done %d %.6f %.6f\n" % (n, elapsed, cpu.user + cpu.system))
 
 SHIPPER = r"""
 import signal, sys, time
-from walctl.ops.archive_follow import Shipper
+from walctl.ops.archive.follow import Shipper
 d, dest, out = sys.argv[1:4]
 log = open(out, "w", buffering=1)
 stop = []

@@ -26,8 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from checkpoint_throughput import realistic_state  # noqa: E402
 
-from walctl.ops.checkpointer import Checkpointer  # noqa: E402
-from walctl.ops.write import WalWriter  # noqa: E402
+from walctl.ops.checkpoints.checkpointer import Checkpointer  # noqa: E402
+from walctl.ops.wal.write import WalWriter  # noqa: E402
 
 
 def pct(sorted_ns: list[int], p: float) -> float:

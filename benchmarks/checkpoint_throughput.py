@@ -29,9 +29,9 @@ import msgpack  # noqa: E402
 import zstandard  # noqa: E402
 
 from walctl.format.canonical import packb  # noqa: E402
-from walctl.ops.checkpoint import check_path, create  # noqa: E402
-from walctl.ops.recover import recover  # noqa: E402
-from walctl.ops.write import WalWriter  # noqa: E402
+from walctl.ops.checkpoints.checkpoint import check_path, create  # noqa: E402
+from walctl.ops.checkpoints.recover import recover  # noqa: E402
+from walctl.ops.wal.write import WalWriter  # noqa: E402
 
 WORDS = "the agent recalled a memory about tools plans steps commits messages users goals".split()
 

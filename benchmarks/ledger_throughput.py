@@ -38,7 +38,7 @@ def loadavg() -> str:
 
 
 def writer_run(d: str, n: int, sealing: bool) -> float:
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
     from walctl.store.ledger import Sealer
 
     saved = Sealer.closed
@@ -128,7 +128,7 @@ def sealed_verify(work: str, mb: int, repeat: int) -> None:
 
 
 def quick_verify(work: str, mb: int, repeat: int) -> None:
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     big = os.path.join(work, "big")
     gen(big, mb)

@@ -40,7 +40,7 @@ def v2_dir(path: str, mb: int) -> int:
 
 def segment_dir(path: str, entries: int) -> int:
     if not os.path.isdir(path):
-        from walctl.ops.write import WalWriter
+        from walctl.ops.wal.write import WalWriter
 
         with WalWriter(path, format="segments", sync="none") as w:
             for i in range(entries):
@@ -49,7 +49,7 @@ def segment_dir(path: str, entries: int) -> int:
 
 
 def _last(path: str) -> int:
-    from walctl.ops.verify import verify_path
+    from walctl.ops.wal.verify import verify_path
 
     return verify_path(path, quick=True).last_sequence
 
@@ -129,8 +129,8 @@ def recover_bench(base: str, log: str, last: int, repeat: int) -> None:
     import statistics
 
     from checkpoint_throughput import realistic_state
-    from walctl.ops.checkpoint import create
-    from walctl.ops.recover import recover
+    from walctl.ops.checkpoints.checkpoint import create
+    from walctl.ops.checkpoints.recover import recover
 
     ckdir = os.path.join(base, "ckpts")
     if not os.path.isdir(ckdir):

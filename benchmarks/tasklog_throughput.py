@@ -16,7 +16,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from walctl.format.tasklog_entry import encode_entry  # noqa: E402
-from walctl.ops.tasklog import read_task  # noqa: E402
+from walctl.ops.tasklog.logs import read_task  # noqa: E402
 
 TID = "3f2a9c1e-0b7d-4e55-9a51-6d0c2f1b8e77"
 

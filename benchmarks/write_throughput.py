@@ -23,7 +23,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from walctl.format.v2 import encode_file_header, encode_record  # noqa: E402
-from walctl.ops.write import WalWriter  # noqa: E402
+from walctl.ops.wal.write import WalWriter  # noqa: E402
 
 PAYLOAD = bytes(range(256))
 COUNTS = {"always": 5000, "batch": 200_000, "none": 200_000}

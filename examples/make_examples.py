@@ -180,8 +180,8 @@ CHECKPOINT_IDS = ("0a6b3c1e-0000-4000-8000-000000000010", "0a6b3c1e-0000-4000-80
 
 
 def write_checkpoints(base: str) -> None:
-    from walctl.ops.checkpoint import create
-    from walctl.ops.recover import reduce_adr003
+    from walctl.ops.checkpoints.checkpoint import create
+    from walctl.ops.checkpoints.recover import reduce_adr003
     from walctl.format.checkpoint import empty_state
 
     d = os.path.join(base, "checkpoints")

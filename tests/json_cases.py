@@ -34,7 +34,7 @@ def workspace(ws: str) -> None:
     from conftest import make_chunk, write_dir
 
     write_dir(os.path.join(ws, "wal-repeat"), {0: make_chunk(range(1, 6)), 1: make_chunk(range(5, 9))})
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     with WalWriter(os.path.join(ws, "wal-sealed"), max_chunk_bytes=2048) as wr:  # verify --subset: seals
         for i in range(300):
@@ -44,7 +44,7 @@ def workspace(ws: str) -> None:
     from datetime import datetime, timedelta, timezone
 
     from walctl.format.workflow import CheckpointState, PauseMetadata
-    from walctl.ops.workflow import DirectoryWorkflowStore
+    from walctl.ops.workflow.store import DirectoryWorkflowStore
 
     # a Substrat root with a corrupt line: recover cannot finish it (its own document, exit 3), set-aside can
     shutil.copytree(os.path.join(ws, "agents-crashed"), os.path.join(ws, "agents-damaged"))
@@ -58,7 +58,7 @@ def workspace(ws: str) -> None:
     for cid, at in (("stale", old), ("fresh", datetime.now(timezone.utc))):
         store.save(CheckpointState(cid, "deploy", {"env": "prod"}, [[{"id": "a"}], [{"id": "b"}]], 1,
                                    {"blocks": {"a": {"outputs": {"ok": True}}}}, at, PauseMetadata("ask", "Go?", None)))
-    from walctl.ops.archive_lock import NamespaceLock
+    from walctl.ops.archive.lock import NamespaceLock
     from walctl.store.objstore import open_store
 
     NamespaceLock(open_store("file://" + os.path.join(ws, "archive-lock")), "agent").acquire()  # a follower's lock
@@ -67,7 +67,7 @@ def workspace(ws: str) -> None:
 
 def _heal_workspace(ws: str) -> None:
     """heal-wal: a copy of wal-healthy pushed to heal-archive, then its first chunk rotted mid-log."""
-    from walctl.ops.archive_push import push
+    from walctl.ops.archive.push import push
 
     wal = os.path.join(ws, "heal-wal")
     shutil.copytree(os.path.join(EXAMPLES, "wal-healthy"), wal)
@@ -85,7 +85,7 @@ def _workflow_steps_workspace(ws: str) -> None:
     from datetime import datetime, timezone
 
     from walctl.format.workflow import CheckpointState, PauseMetadata
-    from walctl.ops.workflow import DirectoryWorkflowStore
+    from walctl.ops.workflow.store import DirectoryWorkflowStore
 
     live = DirectoryWorkflowStore(os.path.join(ws, "flows-live"))
     for cid, pause in (("run-1", None), ("ask-1", PauseMetadata("approve", "Ship it?", None))):

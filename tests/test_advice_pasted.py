@@ -82,7 +82,7 @@ def test_repair_help_example_applies_when_pasted_into_a_shell(tmp_path):
     script = line[len("Example: "):].replace("/var/lib/agent/wal", shlex.quote(d))
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     subprocess.run(["sh", "-c", script], env=env, capture_output=True, timeout=60)
-    from walctl.ops.verify import verify_path
+    from walctl.ops.wal.verify import verify_path
 
     assert verify_path(d).exit_code == 0  # the example cut the tail (the dry run's exit 1 did not stop it)
 
@@ -128,7 +128,7 @@ def test_a_legacy_v1_chunk_names_the_path_inspect_can_read(cli, tmp_path):
 
 
 def test_sequences_no_file_holds_accept_loss_hint_runs(cli, tmp_path):
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     d = odd_dir(tmp_path)
     with WalWriter(d, max_chunk_bytes=300) as w:
@@ -257,7 +257,7 @@ def _crash_after_line(d, action):
     with open(path) as f:
         line = json.loads(f.readline())
     said = {"restore": "file", "reason": f"moved back to {line['source']}"} if action == "restore" else {}
-    with open(path, "a") as f:  # the line as ops/quarantine.py writes it before the act
+    with open(path, "a") as f:  # the line as ops/wal/quarantine.py writes it before the act
         f.write(json.dumps(dict(line, action=action, **said)) + "\n")
 
 
@@ -318,7 +318,7 @@ def test_workflow_cleanup_dry_run_line_does_it(cli, tmp_path):
     from datetime import datetime, timedelta, timezone
 
     from walctl.format.workflow import CheckpointState, PauseMetadata
-    from walctl.ops.workflow import DirectoryWorkflowStore
+    from walctl.ops.workflow.store import DirectoryWorkflowStore
 
     root = odd_dir(tmp_path)
     store = DirectoryWorkflowStore(root)
@@ -359,7 +359,7 @@ def test_usage_errors_name_a_help_that_runs(cli, argv, page):
 def test_inspect_seq_of_a_record_cut_into_quarantine_names_the_piece_to_read(cli, tmp_path):
     d = copy_example(tmp_path, "wal-torn-tail")
     assert cli("repair", d, "--apply").code == 0
-    from walctl.ops.pieces import read_pieces
+    from walctl.ops.wal.pieces import read_pieces
 
     (piece,) = read_pieces(d).pieces
     seq = piece.first_sequence
@@ -394,7 +394,7 @@ def test_next_steps_name_absolute_paths_so_they_run_from_anywhere(cli, tmp_path,
 
 def test_verify_resume_next_line_pasted_goes_on_where_the_run_stopped(cli, tmp_path):
     """verify --max-duration prints `next: walctl verify DIR ... --resume`; pasted, it reads the rest."""
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     d = odd_dir(tmp_path)
     with WalWriter(d, max_chunk_bytes=2048) as w:

@@ -12,9 +12,9 @@ import pytest
 
 from conftest import DATA
 from simfs import SimCrash, SimFS, load_tree
-from walctl.ops.agents import read_root, verify_root
-from walctl.ops.agents_mend import append_event, recover
-from walctl.ops.agents_tree import build_tree
+from walctl.ops.agents.roots import read_root, verify_root
+from walctl.ops.agents.mend import append_event, recover
+from walctl.ops.agents.tree import build_tree
 
 CASES = ("clean-tree", "crashed-active", "pending-file")
 

@@ -361,7 +361,7 @@ def test_after_set_aside_of_a_corrupt_agent_created_recover_keeps_the_subtree_su
     lines[0] = lines[0].replace(b'"agent.created"', b'"agent.cr\xffated"')  # worker-a's agent.created, unreadable
     with open(log, "wb") as f:
         f.write(b"\n".join(lines))
-    from walctl.ops.agents import verify_root
+    from walctl.ops.agents.roots import verify_root
 
     assert verify_root(root)[1].uncertain == {WORKER_A, HELPER}
     r = cli("agents", "set-aside", root, WORKER_A, "--line", "1", "--apply", "--force")
@@ -431,8 +431,8 @@ def test_crash_at_every_step_of_recover_over_every_ordinary_crash_outcome_then_o
     session.json.tmp: after a crash at any step of recover --apply, one rerun ends where one uninterrupted
     recovery ends (clean, the same states, each piece of evidence under one manifest line)."""
     from simfs import SimCrash, load_tree
-    from walctl.ops.agents import read_root, verify_root
-    from walctl.ops.agents_mend import recover
+    from walctl.ops.agents.roots import read_root, verify_root
+    from walctl.ops.agents.mend import recover
     from walctl.store.quarantine import read_manifest
 
     src = vector_root(tmp_path)
@@ -487,8 +487,8 @@ except BlockingIOError:
 def test_a_daemon_starting_while_a_root_is_changed_cannot_take_its_lock(damaged_root, command):
     """Between walctl's check and its last write a daemon may start: walctl holds daemon.lock shared while it
     writes, so the daemon's exclusive flock fails (and once walctl is done, it succeeds)."""
-    from walctl.ops.agents_aside import set_aside
-    from walctl.ops.agents_mend import recover
+    from walctl.ops.agents.aside import set_aside
+    from walctl.ops.agents.mend import recover
     from walctl.store.fs import OsFileSystem
 
     tries = []

@@ -10,8 +10,8 @@ import os
 import pytest
 
 from conftest import tree_digest
-from walctl.ops.agents import read_root, verify_root
-from walctl.ops.agents_mend import recover
+from walctl.ops.agents.roots import read_root, verify_root
+from walctl.ops.agents.mend import recover
 
 P, C, G = "a" * 32, "b" * 32, "c" * 32  # parent, child, grandchild sessions
 
@@ -395,7 +395,7 @@ def test_crash_at_every_step_of_set_aside_then_one_rerun(tmp_path, what):
     """After a crash anywhere, one rerun ends as one uninterrupted run: the new file in place, the old one
     kept once, with exactly one manifest line."""
     from simfs import SimCrash, load_tree
-    from walctl.ops.agents_aside import set_aside
+    from walctl.ops.agents.aside import set_aside
 
     src = tmp_path / "src"
     family(src)

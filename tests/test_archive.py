@@ -12,14 +12,14 @@ import sys
 import pytest
 
 from walctl.errors import WalctlError
-from walctl.ops import archive as ar
-from walctl.ops.archive_adapter import StorageAdapter
-from walctl.ops.archive_prune import prune
-from walctl.ops.archive_push import push
-from walctl.ops.archive_restore import restore
-from walctl.ops.archive_verify import verify_archive
-from walctl.ops.checkpoint import create as create_checkpoint
-from walctl.ops.write import WalWriter
+from walctl.ops.archive import objects as ar
+from walctl.ops.archive.adapter import StorageAdapter
+from walctl.ops.archive.prune import prune
+from walctl.ops.archive.push import push
+from walctl.ops.archive.restore import restore
+from walctl.ops.archive.verify import verify_archive
+from walctl.ops.checkpoints.checkpoint import create as create_checkpoint
+from walctl.ops.wal.write import WalWriter
 
 BUCKET = "walctl-test"
 
@@ -73,7 +73,7 @@ def dest(request, tmp_path):
 
 
 def events(path):
-    from walctl.ops.replay import ReplayOptions, replay
+    from walctl.ops.wal.replay import ReplayOptions, replay
 
     got: list[bytes] = []
     replay(str(path), got.extend, ReplayOptions())
@@ -309,7 +309,7 @@ def test_cli_errors_are_one_line(cli, tmp_path):
 
 def test_push_through_the_describer_process_gives_the_same_archive(tmp_path, monkeypatch):
     """Large pushes scan and hash in a spawned process; it must judge exactly as the in-process path."""
-    from walctl.ops import archive_push
+    from walctl.ops.archive import push as archive_push
 
     wal = make_wal(tmp_path / "wal")
     c = sorted(n for n in os.listdir(wal) if n.endswith(".bin"))
@@ -361,7 +361,7 @@ def test_a_manifest_that_is_not_one_is_rebuilt(tmp_path, objects):
 
 
 def test_push_takes_hashes_and_ranges_from_matching_seal_lines(tmp_path, dest, monkeypatch):
-    import walctl.ops.archive_push as ap
+    import walctl.ops.archive.push as ap
     from walctl.format.ledger import fold
     from walctl.store.ledger import read_ledger
 

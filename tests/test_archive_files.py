@@ -16,12 +16,12 @@ from test_archive import dest, s3_server  # noqa: F401  (the archive fixtures: f
 from test_tasklog import E, PLAN, SHA0, SHA1
 
 from walctl.errors import WalctlError
-from walctl.ops import archive as ar
-from walctl.ops.archive_files_follow import FilesShipper
-from walctl.ops.archive_push import push
-from walctl.ops.archive_restore import restore
-from walctl.ops.archive_verify import verify_archive
-from walctl.ops.tasklog import append
+from walctl.ops.archive import objects as ar
+from walctl.ops.archive.files_follow import FilesShipper
+from walctl.ops.archive.push import push
+from walctl.ops.archive.restore import restore
+from walctl.ops.archive.verify import verify_archive
+from walctl.ops.tasklog.logs import append
 from walctl.store.objstore import open_store
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
@@ -41,7 +41,7 @@ def snapshot(root) -> dict:
 
 
 def ms(ts: str) -> int:
-    from walctl.ops.archive_files import ts_ms
+    from walctl.ops.archive.files import ts_ms
 
     return ts_ms(ts)[0]
 
@@ -115,7 +115,7 @@ def substrat_root(tmp_path):
 
 
 def test_agent_roots_restored_at_several_times_are_the_files_as_they_stood(tmp_path, dest):
-    from walctl.ops.agents_mend import append_event
+    from walctl.ops.agents.mend import append_event
 
     root = substrat_root(tmp_path)
     sessions = sorted(os.listdir(os.path.join(root, "agents")))

@@ -17,12 +17,12 @@ import pytest
 from test_archive import BUCKET, dest, events, s3_server  # noqa: F401 - the archive fixtures: file:// and moto's S3
 from walctl.errors import NotClean, Refused
 from walctl.format.livepiece import Piece, parse_piece_name, piece_name
-from walctl.ops import archive as ar
-from walctl.ops import archive_list as al
-from walctl.ops.archive_follow import Shipper, push_follow
-from walctl.ops.archive_restore import restore
-from walctl.ops.archive_verify import verify_archive
-from walctl.ops.write import WalWriter
+from walctl.ops.archive import objects as ar
+from walctl.ops.archive import listing as al
+from walctl.ops.archive.follow import Shipper, push_follow
+from walctl.ops.archive.restore import restore
+from walctl.ops.archive.verify import verify_archive
+from walctl.ops.wal.write import WalWriter
 from walctl.store.objstore import open_store
 
 NS = "agent"
@@ -422,7 +422,7 @@ def test_segments_ship_as_pieces_and_restore_byte_exact(tmp_path):
 
 WRITER = r"""
 import sys, time
-from walctl.ops.write import WalWriter
+from walctl.ops.wal.write import WalWriter
 d, start, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 with WalWriter(d, sync="batch", batch_ms=5, max_chunk_bytes=6000) as w:
     for i in range(start, start + n):
@@ -559,7 +559,7 @@ def test_writer_and_shipper_killed_at_random_moments_long(tmp_path, dest, seed):
 
 def test_a_file_over_the_threshold_goes_up_in_parts_and_is_verified(tmp_path, s3_server, monkeypatch):  # noqa: F811
     from walctl.errors import EnvironmentProblem
-    from walctl.ops.archive import Entry, verify_upload
+    from walctl.ops.archive.objects import Entry, verify_upload
     from walctl.store.objstore import S3Store
 
     st = S3Store(BUCKET, tmp_path.name, s3_server["endpoint"], multipart_threshold=1 << 20, part_bytes=5 << 20)

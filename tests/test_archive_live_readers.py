@@ -14,10 +14,10 @@ import pytest
 
 from test_archive import dest, s3_server  # noqa: F401  (the archive fixtures: file:// and moto's S3)
 from test_archive_follow import Clock, append, events
-from walctl.ops.archive_follow import Shipper
-from walctl.ops.archive_restore import restore
-from walctl.ops.archive_verify import verify_archive
-from walctl.ops.write import WalWriter
+from walctl.ops.archive.follow import Shipper
+from walctl.ops.archive.restore import restore
+from walctl.ops.archive.verify import verify_archive
+from walctl.ops.wal.write import WalWriter
 from walctl.store.objstore import open_store
 
 NS = "agent"
@@ -100,7 +100,7 @@ def test_verify_while_a_seal_deletes_the_pieces_is_clean(tmp_path, dest):
 
 def test_a_reader_that_keeps_losing_the_race_says_so_after_bounded_views(tmp_path):
     from walctl.errors import EnvironmentProblem
-    from walctl.ops import archive as ar
+    from walctl.ops.archive import objects as ar
 
     d = {"url": "file://" + str(tmp_path / "archive"), "endpoint": None}
     wal, w, sh, _ = live_archive(tmp_path, d)
@@ -139,7 +139,7 @@ def test_archive_list_lag_is_a_number_or_says_why(tmp_path, cli):
     assert lag["sequences"] > 0 and isinstance(lag["seconds"], float) and "seconds_unknown" not in lag
     assert lag["archived_time_ms"] is not None
     # pushed without record times (archive push from ledger seals): the absence is explained
-    from walctl.ops.archive_list import lag as lag_of
+    from walctl.ops.archive.listing import lag as lag_of
 
     got = lag_of({"last_sequence": 5, "entries": [{"kind": "chunks", "last_sequence": 5}],
                   "newest_uploaded_at": None}, str(wal), 0)

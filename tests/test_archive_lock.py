@@ -17,9 +17,9 @@ import pytest
 
 from test_archive import dest, s3_server  # noqa: F401  (the archive fixtures: file:// and moto's S3)
 from walctl.errors import EnvironmentProblem
-from walctl.ops.archive_follow import Shipper
-from walctl.ops.archive_lock import LOCK, STALE_BEATS, NamespaceLock
-from walctl.ops.write import WalWriter
+from walctl.ops.archive.follow import Shipper
+from walctl.ops.archive.lock import LOCK, STALE_BEATS, NamespaceLock
+from walctl.ops.wal.write import WalWriter
 from walctl.store.objstore import open_store
 
 NS = "agent"
@@ -144,7 +144,7 @@ def test_two_followers_on_the_command_line(tmp_path, dest):
 def test_the_manifest_is_replaced_atomically_never_absent(tmp_path):
     """Every file-system step of a manifest rewrite on file:// happens while MANIFEST.json exists (tmp,
     fsync, rename over it): a reader never finds it missing."""
-    from walctl.ops.archive import write_manifest
+    from walctl.ops.archive.objects import write_manifest
 
     url = "file://" + str(tmp_path / "a")
     store = open_store(url)

@@ -4,8 +4,8 @@ point are not downloaded. What decides is the fetched bytes, not a manifest fiel
 from __future__ import annotations
 
 from test_archive import events, make_wal
-from walctl.ops import archive_restore as R
-from walctl.ops.archive_push import push
+from walctl.ops.archive import restore as R
+from walctl.ops.archive.push import push
 
 T = 1795300000000 + 1000 * 111 + 500  # between events 112 and 113
 

@@ -9,9 +9,9 @@ import threading
 import pytest
 
 from test_archive import make_checkpoints, make_wal
-from walctl.ops.archive_push import push
-from walctl.ops.archive_verify import Sample, verify_archive
-from walctl.ops.coverage import Deadline, in_slice, parse_subset
+from walctl.ops.archive.push import push
+from walctl.ops.archive.verify import Sample, verify_archive
+from walctl.ops.wal.coverage import Deadline, in_slice, parse_subset
 from walctl.store.objstore import FileStore
 
 

@@ -12,11 +12,11 @@ import textwrap
 import pytest
 
 from simfs import SimCrash, SimFS
-from walctl.ops.checkpoint import latest
-from walctl.ops.checkpointer import Checkpointer
-from walctl.ops.recover import recover
-from walctl.ops.verify import verify_path
-from walctl.ops.write import WalWriter
+from walctl.ops.checkpoints.checkpoint import latest
+from walctl.ops.checkpoints.checkpointer import Checkpointer
+from walctl.ops.checkpoints.recover import recover
+from walctl.ops.wal.verify import verify_path
+from walctl.ops.wal.write import WalWriter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -54,7 +54,7 @@ def test_close_writes_the_final_checkpoint_once_and_a_restart_replays_nothing(tm
 CHILD = textwrap.dedent("""
     import sys
     from walctl import Checkpointer
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     log, ck, use_with = sys.argv[1], sys.argv[2], sys.argv[3] == "with"
     w = WalWriter(log, format="segments", sync="none")

@@ -13,7 +13,7 @@ from simfs import SimCrash, SimFS
 from walctl.errors import NotClean
 from walctl.format import checkpoint as ck
 from walctl.format.canonical import NotCanonical, packb
-from walctl.ops import checkpoint as C
+from walctl.ops.checkpoints import checkpoint as C
 from walctl.store import quarantine as q
 
 STATE = {"agent_state": {"mood": "calm", "n": 3}, "conversation_history": [{"role": "user", "content": "hi"}],

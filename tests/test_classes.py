@@ -18,7 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PKG = os.path.join(ROOT, "walctl")
 TABLE = os.path.join(PKG, "ops", "classes.py")
 # format/ is pure and below ops/: it names its own problems (a task log's `rule`, `corrupt-line`...), which
-# ops/tasklog.py turns into findings; the table lists them (test_format_problem_kinds_are_rows).
+# ops/tasklog/logs.py turns into findings; the table lists them (test_format_problem_kinds_are_rows).
 FORMAT_VOCABULARY = {os.path.join(PKG, "format", "tasklog.py")}
 
 
@@ -150,7 +150,7 @@ def test_man_pages_exit_tables_match_the_table():
 
 @pytest.mark.parametrize("strict", [False, True])
 def test_every_finding_over_the_examples_is_a_row(tmp_path, strict):
-    from walctl.ops.verify import verify_path
+    from walctl.ops.wal.verify import verify_path
 
     seen = set()
     for name in sorted(os.listdir(os.path.join(ROOT, "examples"))):

@@ -150,7 +150,7 @@ def test_a_pending_manifest_line_cannot_send_compaction_outside(tmp_path, outsid
 
 
 def test_a_pending_line_cannot_send_checkpoint_prune_outside(tmp_path, outside, cli):
-    from walctl.ops.checkpoint import create
+    from walctl.ops.checkpoints.checkpoint import create
 
     ck = tmp_path / "ck"
     made = [create(str(ck), {"n": i}, i * 10, timestamp=1_000 + i) for i in range(1, 5)]
@@ -230,7 +230,7 @@ def test_tasklog_resume_never_cuts_through_a_link(tmp_path, outside, cli):
 # ---- archive keys -----------------------------------------------------------------------------------------
 
 def test_foreign_object_keys_are_skipped_and_restore_writes_only_beneath_out(tmp_path, outside, cli):
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     wal = tmp_path / "wal"
     with WalWriter(str(wal), sync="none", max_chunk_bytes=2000) as w:
@@ -261,7 +261,7 @@ def test_an_s3_folder_marker_does_not_break_the_archive(tmp_path, cli, request):
     srv = request.getfixturevalue("s3_server")
     import boto3
 
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     wal = tmp_path / "wal"
     with WalWriter(str(wal), sync="none", max_chunk_bytes=2000) as w:

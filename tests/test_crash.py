@@ -20,12 +20,12 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from simfs import SimCrash, SimFS
 from walctl.errors import WalctlError
-from walctl.ops.compact import compact
-from walctl.ops.records import Record, RecordWalk
-from walctl.ops.repair import repair
-from walctl.ops.salvage import salvage
-from walctl.ops.verify import verify_path
-from walctl.ops.write import WalWriter
+from walctl.ops.wal.compact import compact
+from walctl.ops.wal.records import Record, RecordWalk
+from walctl.ops.wal.repair import repair
+from walctl.ops.wal.salvage import salvage
+from walctl.ops.wal.verify import verify_path
+from walctl.ops.wal.write import WalWriter
 from walctl.store import quarantine as q
 
 WAL = "/data/wal"
@@ -476,7 +476,7 @@ class WalStory(RuleBasedStateMachine):
     @precondition(lambda self: self.writer is None)
     @rule()
     def quarantine_and_restore_last_chunk(self):
-        from walctl.ops import quarantine as Q
+        from walctl.ops.wal import quarantine as Q
 
         chunks = sorted(chunk_bytes(self.fs))
         if not chunks:

@@ -13,10 +13,10 @@ import sys
 import pytest
 
 from walctl.format import ledger as L
-from walctl.ops import quarantine as Q
-from walctl.ops.cut import cut
-from walctl.ops.verify import verify_path
-from walctl.ops.write import WalWriter
+from walctl.ops.wal import quarantine as Q
+from walctl.ops.wal.cut import cut
+from walctl.ops.wal.verify import verify_path
+from walctl.ops.wal.write import WalWriter
 from walctl.store import quarantine as q
 
 from conftest import tree_digest
@@ -36,8 +36,8 @@ def seg_dir(path, n=60) -> str:
 
 
 def sequences(path, fs=None) -> list[int]:
-    from walctl.ops.records import Record, RecordWalk
-    from walctl.ops.segments import SegmentWalk
+    from walctl.ops.wal.records import Record, RecordWalk
+    from walctl.ops.wal.segments import SegmentWalk
     from walctl.store.fs import DEFAULT_FS
 
     fs = fs or DEFAULT_FS

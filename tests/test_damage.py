@@ -12,7 +12,7 @@ from conftest import (
 from walctl.format import scan as fscan
 from walctl.format.scan import scan_chunk
 from walctl.format.v2 import encode_file_header
-from walctl.ops.verify import verify_path
+from walctl.ops.wal.verify import verify_path
 
 
 def small_chunk() -> bytes:

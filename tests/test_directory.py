@@ -9,7 +9,7 @@ import pytest
 
 from conftest import case_dir, flip_bit, make_chunk, record_offsets, tree_digest, truncate_to, write_dir
 from walctl.format.v2 import encode_file_header
-from walctl.ops.verify import verify_path
+from walctl.ops.wal.verify import verify_path
 from walctl.store.lock import LOCK_NAME
 
 HEADER = encode_file_header()

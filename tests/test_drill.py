@@ -40,7 +40,7 @@ CHUNK_BYTES = 1200  # 3 chunks of 60 records: seq 1..22, 23..44, 45..60
 def v2_log(d: str, ledger: bool = True, seal_on_close: bool = False) -> None:
     """60 records in 3 chunks, written by walctl's writer (which seals closed chunks in its ledger; with
     `seal_on_close`, the last one too, as a writer shut down with --seal-on-close: an archive push ships it)."""
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     with WalWriter(d, max_chunk_bytes=CHUNK_BYTES, sync="always", seal_on_close=seal_on_close) as w:
         for i in range(1, 61):
@@ -56,7 +56,7 @@ def v2_records(d: str) -> dict:
 def checkpoint_log(d: str) -> None:
     """A checkpoint directory (checkpoints at 20 and 40) beside the ADR-003 log they were taken from."""
     from test_recover import independent_fold, random_entries, write_segments
-    from walctl.ops import checkpoint as C
+    from walctl.ops.checkpoints import checkpoint as C
 
     entries = random_entries(60, seed=22)
     write_segments(d + ".log", entries, per_segment=25)
@@ -66,7 +66,7 @@ def checkpoint_log(d: str) -> None:
 
 def checkpoint_records(d: str) -> dict:
     """What recovery gives from the checkpoints and the log: sequence -> memory block (and the rest)."""
-    from walctl.ops.recover import recover
+    from walctl.ops.checkpoints.recover import recover
 
     state = recover(d, d + ".log").state
     out = {b["sequence"]: b["content"] for b in state["memory_blocks"]}
@@ -123,7 +123,7 @@ def _rw(path, fn):
 
 def _record(d, seq: int) -> tuple[str, int, int]:
     """(its chunk's path, its offset, where its payload starts) for the record holding `seq`."""
-    from walctl.ops.records import Record, RecordWalk
+    from walctl.ops.wal.records import Record, RecordWalk
 
     r = next(r for r in RecordWalk(d) if isinstance(r, Record) and r.sequence == seq)
     path = os.path.join(d, r.file)
@@ -133,7 +133,7 @@ def _record(d, seq: int) -> tuple[str, int, int]:
 
 
 def _sequences_in(d, chunk: str) -> set:
-    from walctl.ops.records import Record, RecordWalk
+    from walctl.ops.wal.records import Record, RecordWalk
 
     return {r.sequence for r in RecordWalk(os.path.join(d, chunk)) if isinstance(r, Record)}
 
@@ -178,7 +178,7 @@ def deleted_chunk(pos: int) -> Callable[[str], set]:
 
 def quarantined_chunk(d):
     """An operator set the middle chunk aside with walctl (and left it there): its records still exist."""
-    from walctl.ops import quarantine
+    from walctl.ops.wal import quarantine
 
     quarantine.move(d, _chunks(d)[1], reason="suspected bad disk", apply=True)
     return set()
@@ -203,7 +203,7 @@ def crashed_append(d):
 
 def truncated_checkpoint(d):
     """The newest checkpoint cut to 100 bytes: recovery falls back to the older one."""
-    from walctl.ops.checkpoint import list_checkpoints
+    from walctl.ops.checkpoints.checkpoint import list_checkpoints
 
     newest = list_checkpoints(d).candidates[0].file
     _rw(os.path.join(d, newest), lambda b: b[:100])
@@ -234,7 +234,7 @@ def archived(damage: Callable[[str], set]) -> Callable[[str], set]:
     damage destroys still exists there (its log's chunks are all sealed: `v2-sealed`, or segments), so
     nothing may stay lost."""
     def with_archive(d):
-        from walctl.ops.archive_push import push
+        from walctl.ops.archive.push import push
 
         push(d, ARCHIVE_URL(d))
         damage(d)

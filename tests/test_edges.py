@@ -127,7 +127,7 @@ def test_deep_json_in_the_quarantine_manifest_is_a_reported_line(tmp_path, cli):
 def test_deep_json_archive_manifest_is_rebuilt_from_a_listing(tmp_path, cli):
     wal = tmp_path / "wal"
     wal.mkdir()
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     with WalWriter(str(wal), sync="none", max_chunk_bytes=4096) as w:
         for i in range(60):
@@ -194,9 +194,9 @@ def test_inspect_hexdump_on_the_legacy_v1_example(cli):
 
 
 def test_archive_prune_with_a_non_iso_uploaded_at_keeps_that_object(tmp_path, cli):
-    from walctl.ops.archive_prune import prune
-    from walctl.ops.checkpoint import create as create_checkpoint
-    from walctl.ops.write import WalWriter
+    from walctl.ops.archive.prune import prune
+    from walctl.ops.checkpoints.checkpoint import create as create_checkpoint
+    from walctl.ops.wal.write import WalWriter
 
     wal, ck = tmp_path / "wal", tmp_path / "ck"
     with WalWriter(str(wal), sync="none", max_chunk_bytes=4096) as w:

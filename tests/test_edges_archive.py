@@ -10,9 +10,9 @@ import pytest
 
 from test_archive import make_wal
 from walctl.errors import NotClean
-from walctl.ops.archive_push import push
-from walctl.ops.archive_restore import restore
-from walctl.ops.archive_verify import verify_archive
+from walctl.ops.archive.push import push
+from walctl.ops.archive.restore import restore
+from walctl.ops.archive.verify import verify_archive
 
 
 @pytest.fixture

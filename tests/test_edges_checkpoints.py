@@ -12,9 +12,9 @@ from simfs import SimFS
 from test_recover import independent_fold, random_entries, write_segments
 from walctl.errors import EnvironmentProblem
 from walctl.format.segment import encode_frame, seal
-from walctl.ops import checkpoint as C
-from walctl.ops.recover import recover
-from walctl.ops.verify import verify_path
+from walctl.ops.checkpoints import checkpoint as C
+from walctl.ops.checkpoints.recover import recover
+from walctl.ops.wal.verify import verify_path
 
 CID = "00000000-0000-4000-8000-0000000000e0"
 

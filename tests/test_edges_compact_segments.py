@@ -13,11 +13,11 @@ from simfs import SimCrash, load_tree
 from test_recover import independent_fold, random_entries, write_segments
 from walctl.errors import UsageError
 from walctl.format.names import segment_name
-from walctl.ops import checkpoint as C
-from walctl.ops.compact import compact
-from walctl.ops.quarantine import list_quarantine, move, restore, show
-from walctl.ops.recover import recover
-from walctl.ops.verify import verify_path
+from walctl.ops.checkpoints import checkpoint as C
+from walctl.ops.wal.compact import compact
+from walctl.ops.wal.quarantine import list_quarantine, move, restore, show
+from walctl.ops.checkpoints.recover import recover
+from walctl.ops.wal.verify import verify_path
 from walctl.store import quarantine as q
 
 

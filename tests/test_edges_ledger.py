@@ -53,7 +53,7 @@ def _line_with_crc(obj: dict) -> bytes:
 
 
 def _written(tmp_path) -> str:
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     d = str(tmp_path / "w")
     with WalWriter(d, max_chunk_bytes=4096) as w:

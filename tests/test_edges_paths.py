@@ -195,7 +195,7 @@ def test_a_locked_directory_is_exit_6_locked_with_one_document(cli, tmp_path):
 def test_recover_with_a_gap_prints_its_own_document_of_what_it_tried(cli, tmp_path):
     """It read the checkpoints and the log: recover's own document (not walctl.error/1), outcome failed."""
     from test_recover import independent_fold, random_entries, write_segments
-    from walctl.ops import checkpoint as C
+    from walctl.ops.checkpoints import checkpoint as C
 
     entries = random_entries(60)
     log = write_segments(str(tmp_path / "log"), entries[:20] + entries[30:])

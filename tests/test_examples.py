@@ -19,7 +19,7 @@ BYTE_EXACT = [n for n in EXPECTED if n != "checkpoints"]  # zstd's bytes may dif
 
 def test_examples_are_exactly_what_the_generator_writes(tmp_path):
     subprocess.run([sys.executable, os.path.join(EXAMPLES, "make_examples.py"), str(tmp_path)], check=True)
-    from walctl.ops.checkpoint import check_path
+    from walctl.ops.checkpoints.checkpoint import check_path
 
     for name in ("checkpoints",):
         ours, fresh = sorted(os.listdir(os.path.join(EXAMPLES, name))), sorted(os.listdir(tmp_path / name))

@@ -11,9 +11,9 @@ import pytest
 
 from walctl.format import events as ev
 from walctl.format.v2 import TYPE_ORDINALS
-from walctl.ops.importer import import_stream, read_stream
-from walctl.ops.replay import ReplayOptions, replay
-from walctl.ops.write import WalWriter
+from walctl.ops.wal.importer import import_stream, read_stream
+from walctl.ops.wal.replay import ReplayOptions, replay
+from walctl.ops.wal.write import WalWriter
 
 TYPES = [TYPE_ORDINALS[t] for t in ("REMEMBER", "REINFORCE", "TAG_MERGE", "RECALL_HIT", "FORGET", "REFLECT")]
 
@@ -150,7 +150,7 @@ def test_user_reducer_follows_recovers_rules(tmp_path, cli, monkeypatch):
     doc = fp(cli, wal, "--reducer", "fp_sum_reducer:fold", "--to", "4")
     assert doc["reducer"] == "fp_sum_reducer:fold"
     from walctl.format.checkpoint import empty_state
-    from walctl.ops.fingerprint import state_sha256
+    from walctl.ops.checkpoints.fingerprint import state_sha256
 
     assert doc["sha256"] == state_sha256(dict(empty_state(), n=1 + 2 + 3 + 4), 4)
 

@@ -15,12 +15,12 @@ import pytest
 
 from conftest import make_chunk, make_record, write_dir
 from walctl.format.v2 import encode_file_header
-from walctl.ops.follow import follow
+from walctl.ops.wal.follow import follow
 
 WALCTL = [sys.executable, "-m", "walctl"]
 WRITER = textwrap.dedent("""
     import os, sys, time
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
     d, n, sync = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     with WalWriter(d, sync=sync, batch_records=7, batch_ms=5, max_chunk_bytes=3000) as w:
         for i in range(n):
@@ -117,7 +117,7 @@ def test_after_to_limit_and_inspect_follow(tmp_path, cli):
 
 
 def test_follow_refuses_what_it_cannot_follow(tmp_path, cli):
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     seg = tmp_path / "seg"
     with WalWriter(str(seg), format="segments", sync="none") as w:
@@ -130,7 +130,7 @@ def test_follow_refuses_what_it_cannot_follow(tmp_path, cli):
 
 SEGMENT_WRITER = textwrap.dedent("""
     import sys, time
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
     d, n = sys.argv[1], int(sys.argv[2])
     with WalWriter(d, format="segments", sync="batch", batch_records=50, batch_ms=5) as w:
         for i in range(n):
@@ -176,7 +176,7 @@ def test_follow_segments_skips_resent_entries_and_stops_at_damage(tmp_path, cli)
 def test_a_torn_tail_cut_by_a_reopening_writer_is_followed_through(tmp_path):
     """The writer crashed mid-record; a new writer cuts the torn bytes (repair on open) and appends in
     the same chunk: the follower drops what it held and reads the new records from the cut."""
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     d = tmp_path / "w"
     with WalWriter(str(d), sync="always") as w:
@@ -238,7 +238,7 @@ def test_a_header_only_chunk_that_a_newer_one_follows_does_not_hold_the_stream(t
 
 @pytest.mark.parametrize("tail", [bytes(64), b"\xff" * 64], ids=["zero-fill", "garbage"])
 def test_a_tail_waited_out_with_no_writer_ends_the_stream_torn_as_verify_says(tmp_path, tail):
-    from walctl.ops.verify import verify_path
+    from walctl.ops.wal.verify import verify_path
 
     d = write_dir(tmp_path / "w", {0: make_chunk(range(1, 4)) + tail})
     got: list[int] = []
@@ -250,9 +250,9 @@ def test_a_tail_waited_out_with_no_writer_ends_the_stream_torn_as_verify_says(tm
 
 def test_a_segment_tail_waited_out_with_no_writer_ends_the_stream_torn_as_verify_says(tmp_path):
     from walctl.format import segment as seg
-    from walctl.ops.follow_segments import SegmentFollower
-    from walctl.ops.tail import drive
-    from walctl.ops.verify import verify_path
+    from walctl.ops.wal.follow_segments import SegmentFollower
+    from walctl.ops.wal.tail import drive
+    from walctl.ops.wal.verify import verify_path
 
     d = tmp_path / "s"
     d.mkdir()

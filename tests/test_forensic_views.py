@@ -9,8 +9,8 @@ import shlex
 import pytest
 
 from conftest import make_chunk, write_dir
-from walctl.ops.records import Record, RecordWalk
-from walctl.ops.verify import verify_path
+from walctl.ops.wal.records import Record, RecordWalk
+from walctl.ops.wal.verify import verify_path
 
 
 def seqs(d):
@@ -91,7 +91,7 @@ def test_a_zero_byte_first_chunk_ends_in_one_run_of_repair_or_write(tmp_path, cl
 
 def sealed_dir(path, n=400, chunk=10000):
     """A walctl-written directory (every closed chunk sealed in the ledger) and its records' places."""
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     with WalWriter(str(path), sync="none", max_chunk_bytes=chunk) as w:
         for i in range(n):

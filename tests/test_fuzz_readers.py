@@ -147,7 +147,7 @@ def fuzz_segments(cli, lines, swap):
 def fuzz_manifests(cli, lines, swap):
     with tempfile.TemporaryDirectory() as d:
         wal = os.path.join(d, "wal")
-        from walctl.ops.write import WalWriter
+        from walctl.ops.wal.write import WalWriter
 
         with WalWriter(wal, sync="none", max_chunk_bytes=2048) as w:
             for i in range(20):

@@ -14,9 +14,9 @@ import pytest
 
 from simfs import SimCrash, load_tree
 from test_archive import BUCKET, events, make_checkpoints, make_wal, s3_server  # noqa: F401 - fixture for `dest`
-from walctl.ops.archive_push import push
-from walctl.ops.heal_apply import heal
-from walctl.ops.verify import verify_path
+from walctl.ops.archive.push import push
+from walctl.ops.archive.heal_apply import heal
+from walctl.ops.wal.verify import verify_path
 from walctl.store import quarantine as q
 from walctl.store.lock import DirectoryLock
 from walctl.store.fs import DEFAULT_FS
@@ -60,8 +60,8 @@ def paste(cli, line: str):
 
 def shipped_live(wal: str, url: str, ns: str, n: int, endpoint: str | None = None) -> str:
     """A writer's n events in one chunk, shipped by a follower's one poll as live pieces (never sealed)."""
-    from walctl.ops.archive_follow import Shipper
-    from walctl.ops.write import WalWriter
+    from walctl.ops.archive.follow import Shipper
+    from walctl.ops.wal.write import WalWriter
 
     os.makedirs(wal)
     sh = Shipper(wal, url, namespace=ns, endpoint_url=endpoint)
@@ -232,7 +232,7 @@ def test_a_torn_tail_shipped_as_live_pieces_comes_back(tmp_path, dest, cli, repa
 
 
 def test_segments_heal(tmp_path):
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     url = "file://" + str(tmp_path / "a")
     seg = str(tmp_path / "seg")
@@ -390,7 +390,7 @@ def test_a_chunk_set_aside_by_quarantine_move_comes_back_from_the_archive(tmp_pa
 
 
 def test_a_missing_segment_comes_back_and_unsupported_kinds_are_exit_5(tmp_path, cli):
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     url = "file://" + str(tmp_path / "a")
     seg = str(tmp_path / "seg")

@@ -15,8 +15,8 @@ import pytest
 from conftest import HEALTHY_CASES, case_dir, load_expected, make_chunk, write_dir
 from walctl.errors import WalctlError
 from walctl.format import events as ev
-from walctl.ops.importer import import_stream, read_stream
-from walctl.ops.replay import ReplayOptions, replay
+from walctl.ops.wal.importer import import_stream, read_stream
+from walctl.ops.wal.replay import ReplayOptions, replay
 
 FORMS = (ev.FORM_JSONL, ev.FORM_MSGPACK, ev.FORM_SYNC)
 
@@ -103,7 +103,7 @@ def test_diverged_follower_is_refused(tmp_path):
 
 
 def test_kind_mismatch_is_refused(tmp_path):
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     seg = tmp_path / "seg"
     with WalWriter(str(seg), format="segments", sync="none") as w:
@@ -115,7 +115,7 @@ def test_kind_mismatch_is_refused(tmp_path):
 
 @pytest.mark.parametrize("form", (ev.FORM_JSONL, ev.FORM_MSGPACK))
 def test_segments_round_trip_keeps_checksums(tmp_path, form):
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     src = tmp_path / "src"
     with WalWriter(str(src), format="segments", sync="none", encoding="json") as w:
@@ -132,7 +132,7 @@ def test_segments_round_trip_keeps_checksums(tmp_path, form):
 
 
 def test_tampered_entry_is_refused(tmp_path):
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     src = tmp_path / "src"
     with WalWriter(str(src), format="segments", sync="none") as w:
@@ -190,7 +190,7 @@ def test_follower_cut_at_any_byte_of_the_stream_resumes_without_loss_or_duplicat
             apply(dst, full[:cut])
         except WalctlError as e:
             assert e.exit_code == 2
-        from walctl.ops.importer import local_hwm
+        from walctl.ops.wal.importer import local_hwm
 
         hwm = local_hwm(str(dst))
         apply(dst, export(src, form, after=hwm))
@@ -203,7 +203,7 @@ def test_follower_process_killed_at_random_moments_resumes_exactly(tmp_path):
     tail it left, evidence kept) resumes from the HWM. The final log equals the source's."""
     import random
 
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     src = tmp_path / "src"
     with WalWriter(str(src), sync="none", max_chunk_bytes=64 << 10) as w:
@@ -227,7 +227,7 @@ def test_follower_process_killed_at_random_moments_resumes_exactly(tmp_path):
             p.stdin.close()
         except BrokenPipeError:
             pass
-    from walctl.ops.importer import local_hwm
+    from walctl.ops.wal.importer import local_hwm
 
     hwm = local_hwm(str(dst))
     apply(dst, export(src, ev.FORM_MSGPACK, after=hwm))

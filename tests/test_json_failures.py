@@ -37,7 +37,7 @@ def test_seal_on_a_damaged_ledger_prints_seals_own_document_and_seals_nothing(cl
 
 
 def test_seal_and_accept_loss_that_could_not_start_are_walctl_error(cli, tmp_path):
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     d = str(tmp_path / "wal")
     with WalWriter(d) as w:

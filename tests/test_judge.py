@@ -127,7 +127,7 @@ def test_stream_block_table():
     assert block is judged and judged.gap is None
 
 
-# ADR-003 segments (judge.SEGMENTS, fed through ops/segment_items.py): items are (item, in last file).
+# ADR-003 segments (judge.SEGMENTS, fed through ops/wal/segment_items.py): items are (item, in last file).
 def _judge_segments(items):
     j = J.Judge(J.SEGMENTS)
     out = []
@@ -194,7 +194,7 @@ def test_resumed_judge_starts_from_the_known_sequence():
 def _follow(events):
     """Follow feeding: ("roll", bytes) is the tail a follower leaves on a roll (tail.Tail.roll), a Run the
     records of a poll. Returns what judge.stream_block says for each run: "go", "tail" or "sequence"."""
-    from walctl.ops.tail import Tail
+    from walctl.ops.wal.tail import Tail
 
     j, out = J.Judge(), []
     t = Tail("/nonexistent", "c1", "records")

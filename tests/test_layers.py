@@ -34,8 +34,8 @@ def test_public_api_declared_for_type_checkers_matches_the_lazy_table():
 
 
 def test_the_api_loads_lazily():
-    code = ("import sys, walctl; assert 'walctl.ops.stats' not in sys.modules; walctl.collect_stats; "
-            "assert 'walctl.ops.stats' in sys.modules; print('ok')")
+    code = ("import sys, walctl; assert 'walctl.ops.wal.stats' not in sys.modules; walctl.collect_stats; "
+            "assert 'walctl.ops.wal.stats' in sys.modules; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
 
@@ -102,8 +102,8 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-# StorageAdapter.ship imports ops/archive_follow, which is built on ops/archive: the adapter lives in its own
-# module (ops/archive_adapter.py), so no back edge is left.
+# StorageAdapter.ship imports ops/archive/follow, which is built on ops/archive/objects: the adapter lives in its own
+# module (ops/archive/adapter.py), so no back edge is left.
 KNOWN_BACK_EDGES: set = set()
 
 
@@ -111,7 +111,7 @@ def test_no_import_cycles_even_through_function_level_imports():
     graph = _import_graph()
     for a, b in KNOWN_BACK_EDGES:
         graph[a].discard(b)
-    assert "walctl.ops.segments" in graph["walctl.ops.verify_kinds"]  # it sees imports inside functions
+    assert "walctl.ops.wal.segments" in graph["walctl.ops.verify_kinds"]  # it sees imports inside functions
     assert _cycles(graph) == []
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the check can fail
 
@@ -172,3 +172,20 @@ def test_no_module_asks_whether_the_fs_is_real():
                         if (isinstance(n, ast.Attribute) and n.attr == "real")
                         or (isinstance(n, ast.Constant) and n.value == "real")]
     assert not bad, "\n".join(bad)
+
+
+# ops/ at its top holds what every domain shares; these three exist to span the domains (one view over every kind).
+SPANNING = {"walctl.ops.verify_kinds", "walctl.ops.damagemap", "walctl.ops.metrics"}
+
+
+def test_shared_ops_modules_import_no_domain_and_nothing_imports_the_package_top():
+    graph = _import_graph()
+    domains = {m for m in graph if m.count(".") == 2 and m.startswith("walctl.ops.") and
+               os.path.isdir(os.path.join(ROOT, "ops", m.split(".")[2]))}
+    assert {"walctl.ops.wal", "walctl.ops.archive", "walctl.ops.checkpoints"} <= domains
+    shared = {m for m in graph if m.count(".") == 2 and m.startswith("walctl.ops.") and m not in domains}
+    wrong = sorted((m, d) for m in shared - SPANNING for d in graph[m]
+                   if any(d == p or d.startswith(p + ".") for p in domains))
+    assert wrong == []
+    up = sorted(m for m, deps in graph.items() if "walctl" in deps and m != "walctl.__main__")
+    assert up == []

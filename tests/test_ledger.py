@@ -16,11 +16,11 @@ from simfs import SimCrash, SimFS
 from walctl.format import ledger as L
 from walctl.format.ckptmeta import encode_checkpoint_meta
 from walctl.errors import NotClean
-from walctl.ops.ledger_ops import accept_loss, seal
-from walctl.ops.records import Record, RecordWalk
-from walctl.ops.quarantine import move as q_move
-from walctl.ops.verify import verify_path
-from walctl.ops.write import WalWriter
+from walctl.ops.wal.ledger_ops import accept_loss, seal
+from walctl.ops.wal.records import Record, RecordWalk
+from walctl.ops.wal.quarantine import move as q_move
+from walctl.ops.wal.verify import verify_path
+from walctl.ops.wal.write import WalWriter
 from walctl.store import ledger as SL
 
 TS = "2026-11-24T08:00:00.000Z"
@@ -425,7 +425,7 @@ def test_java_reads_past_the_ledger_directory(tmp_path):
     readers (verify, replay, inspect) ignore it too."""
     d = written(tmp_path, 120)
     assert os.path.isdir(os.path.join(d, ".walctl"))
-    from walctl.ops.records import Record, RecordWalk
+    from walctl.ops.wal.records import Record, RecordWalk
 
     assert [r.sequence for r in RecordWalk(d) if isinstance(r, Record)] == list(range(1, 121))
 
@@ -595,8 +595,8 @@ def test_crash_at_every_operation_of_accept_loss():
 def test_verify_chooses_jobs_by_the_work_and_an_explicit_jobs_wins(tmp_path, monkeypatch):
     """A sealed chunk is hashed by a worker as an unsealed one is scanned (issue #27): a sealed directory
     gets one process per core as its unsealed copy does; --quick's unchanged chunks are no work at all."""
-    import walctl.ops.chunkscan as CS
-    import walctl.ops.verify as V
+    import walctl.ops.wal.chunkscan as CS
+    import walctl.ops.wal.verify as V
 
     d = written(tmp_path, 300)
     seen = []

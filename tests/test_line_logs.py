@@ -17,7 +17,7 @@ from walctl.format import ledger as L
 from walctl.format.lines import line_spans, tail_of
 from walctl.format.tasklog import read_log
 from walctl.format.tasklog_entry import encode_entry
-from walctl.ops.agents import read_session
+from walctl.ops.agents.roots import read_session
 from walctl.store import quarantine as Q
 
 TS = "2026-11-21T10:00:00Z"

@@ -239,9 +239,9 @@ def test_svg_refusal_with_json_is_still_one_document(cli, tmp_path):
 
 
 def test_quarantined_chunks_beyond_the_scan_budget_give_their_first_sequence_only(tmp_path, monkeypatch):
-    from walctl.ops import pieces
+    from walctl.ops.wal import pieces
     from walctl.ops.damagemap import damage_map
-    from walctl.ops.quarantine import move
+    from walctl.ops.wal.quarantine import move
 
     d = write_dir(tmp_path / "wal", {0: make_chunk(range(1, 4)), 1: make_chunk(range(4, 7)),
                                      2: make_chunk(range(7, 10)), 3: make_chunk(range(10, 12))})

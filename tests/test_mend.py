@@ -14,14 +14,14 @@ from conftest import (
 )
 from walctl.errors import EnvironmentProblem, NotClean, Refused, UnsupportedInput, UsageError
 from walctl.format.ckptmeta import encode_checkpoint_meta
-from walctl.ops import quarantine as Q
-from walctl.ops.compact import compact
-from walctl.ops.records import Record, RecordWalk
-from walctl.ops.repair import repair
+from walctl.ops.wal import quarantine as Q
+from walctl.ops.wal.compact import compact
+from walctl.ops.wal.records import Record, RecordWalk
+from walctl.ops.wal.repair import repair
 from walctl.store.fs import DEFAULT_FS
-from walctl.ops.salvage import salvage
-from walctl.ops.verify import verify_path
-from walctl.ops.write import WalWriter
+from walctl.ops.wal.salvage import salvage
+from walctl.ops.wal.verify import verify_path
+from walctl.ops.wal.write import WalWriter
 from walctl.store import quarantine as q
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from conftest import case_dir
 from walctl.format import memstate as ms
-from walctl.ops.write import WalWriter
+from walctl.ops.wal.write import WalWriter
 
 ts = st.integers(min_value=0, max_value=50)  # a small range: ties are the interesting case
 states = st.builds(ms.MemoryState, timestamp_ms=ts, tags=st.integers(0, 255),

@@ -139,14 +139,14 @@ def test_archive_push_metrics_last_shipped_sequence_and_lag(tmp_path):
     assert value(m, "walctl_exit_code", **t) == 0
     assert value(m, "walctl_archive_uploaded_bytes", **t) > 0
     shipped = value(m, "walctl_archive_last_shipped_sequence", **t)
-    from walctl.ops.archive_list import list_archive
+    from walctl.ops.archive.listing import list_archive
 
     s = list_archive(dest, namespace="wal-sequence-gap", wal_dir=wal).namespaces[0]
     assert shipped == s["last_sequence"] and value(m, "walctl_archive_lag_sequences", **t) == s["lag"]["sequences"]
 
 
 def test_push_follow_refreshes_the_file_while_it_runs(tmp_path):
-    from walctl.ops.archive_follow import push_follow
+    from walctl.ops.archive.follow import push_follow
     from walctl.cli.metrics_opt import Recording
     from walctl.cli.archive_cmd import _metrics_refresh
 

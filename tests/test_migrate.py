@@ -14,8 +14,8 @@ from conftest import VECTORS, make_chunk, tree_digest, write_dir
 from simfs import SimCrash, SimFS
 from walctl.errors import WalctlError
 from walctl.format.v1 import encode_v1_file_header, encode_v1_record
-from walctl.ops.migrate import MIGRATE_MARK, migrate
-from walctl.ops.records import Record, RecordWalk
+from walctl.ops.wal.migrate import MIGRATE_MARK, migrate
+from walctl.ops.wal.records import Record, RecordWalk
 
 TS = 1795300000000
 

@@ -12,8 +12,8 @@ import pytest
 
 from conftest import DATA, make_chunk, write_dir
 from faultfs import full_disk
-from walctl.ops.records import Record, RecordWalk
-from walctl.ops.write import WalWriter
+from walctl.ops.wal.records import Record, RecordWalk
+from walctl.ops.wal.write import WalWriter
 from walctl.store.lock import holder_text
 
 TASK = "3f2a9c1e-0b7d-4e55-9a51-6d0c2f1b8e77.wal"

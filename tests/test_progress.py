@@ -174,7 +174,7 @@ def test_ctrl_c_says_what_was_left_and_exits_130(tmp_path, monkeypatch, op, at, 
 
 def test_checkpoint_restore_counts_the_file_read_then_the_state_written(tmp_path, monkeypatch):
     from walctl.cli import checkpoint_cmd
-    from walctl.ops.checkpoint import create
+    from walctl.ops.checkpoints.checkpoint import create
 
     made = create(str(tmp_path / "ck"), {"blob": os.urandom(3 << 20).hex()}, 7)  # ~6 MB of state
     calls = []
@@ -184,7 +184,7 @@ def test_checkpoint_restore_counts_the_file_read_then_the_state_written(tmp_path
             calls.append((n, more_total))
 
     monkeypatch.setattr(checkpoint_cmd, "Bar", Spy)
-    from walctl.ops import checkpoint as ops_ck
+    from walctl.ops.checkpoints import checkpoint as ops_ck
 
     monkeypatch.setattr(ops_ck, "PROGRESS_PIECE_BYTES", 256 << 10)
     out = tmp_path / "state.json"

@@ -14,8 +14,8 @@ from walctl.errors import EXIT_PRECEDENCE
 from walctl.format.scan import Damage, Run, scan_chunk
 from walctl.format.v1 import iter_v1_records
 from walctl.format.v2 import FLAG_COMPRESSED, compress_payload, encode_file_header, encode_record, inflate_bounded
-from walctl.ops.records import Record, RecordWalk
-from walctl.ops.verify import verify_path
+from walctl.ops.wal.records import Record, RecordWalk
+from walctl.ops.wal.verify import verify_path
 
 DOCUMENTED_CODES = {0, *EXIT_PRECEDENCE}
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -13,10 +13,10 @@ from walctl.errors import NotClean
 from walctl.format.canonical import entry_checksum
 from walctl.format.names import segment_name
 from walctl.format.segment import encode_frame, seal
-from walctl.ops import checkpoint as C
-from walctl.ops.recover import recover
-from walctl.ops.verify import verify_path
-from walctl.ops.write import WalWriter
+from walctl.ops.checkpoints import checkpoint as C
+from walctl.ops.checkpoints.recover import recover
+from walctl.ops.wal.verify import verify_path
+from walctl.ops.wal.write import WalWriter
 
 
 def test_adr_test_vector_checksum():
@@ -252,7 +252,7 @@ def test_pluggable_reducer_and_cli(tmp_path, cli, monkeypatch):
 
 
 def test_compact_takes_the_oldest_kept_checkpoint_as_horizon(tmp_path):
-    from walctl.ops.compact import compact
+    from walctl.ops.wal.compact import compact
 
     d = str(tmp_path / "wal")
     with WalWriter(d, max_chunk_bytes=300) as w:
@@ -266,7 +266,7 @@ def test_compact_takes_the_oldest_kept_checkpoint_as_horizon(tmp_path):
 
 
 def test_checkpoint_create_from_log_and_checkpointer_triggers(tmp_path, cli):
-    from walctl.ops.checkpointer import Checkpointer
+    from walctl.ops.checkpoints.checkpointer import Checkpointer
 
     log = str(tmp_path / "log")
     ck = str(tmp_path / "ck")

@@ -7,7 +7,7 @@ import json
 import os
 
 from test_recover import independent_fold, random_entries, write_segments
-from walctl.ops import checkpoint as C
+from walctl.ops.checkpoints import checkpoint as C
 
 
 def _setup(tmp_path, rot=("newest",)):
@@ -75,7 +75,7 @@ def test_every_checkpoint_rotten_replays_from_empty_with_fallback(cli, tmp_path)
 
 
 def test_a_fallback_through_the_library_too(tmp_path):
-    from walctl.ops.recover import OUTCOME_FALLBACK, recover
+    from walctl.ops.checkpoints.recover import OUTCOME_FALLBACK, recover
 
     entries, log, ck, made = _setup(tmp_path)
     rep = recover(ck, log)

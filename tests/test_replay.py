@@ -12,7 +12,7 @@ from conftest import (
     truncate_to, write_dir,
 )
 from walctl.format import events as ev
-from walctl.ops.replay import ReplayOptions, replay
+from walctl.ops.wal.replay import ReplayOptions, replay
 
 
 def run_replay(path, **kw):
@@ -212,7 +212,7 @@ def test_every_bit_flip_of_a_chunk_is_stopped_or_skipped_never_misreported(tmp_p
 
 
 def test_segments_replay_jsonl_and_msgpack(tmp_path, cli):
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     d = tmp_path / "seg"
     with WalWriter(str(d), format="segments", sync="none") as w:
@@ -258,7 +258,7 @@ def test_stream_decoders_reject_bounds_and_truncation():
 
 
 def _replay_to_fd(path, tmp_path, **kw) -> tuple[bytes, object]:
-    from walctl.ops.replay import write_pieces_to_fd
+    from walctl.ops.wal.replay import write_pieces_to_fd
 
     f = tmp_path / "out.bin"
     fd = os.open(f, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

@@ -1,4 +1,4 @@
-"""replay's workers (ops/replay_workers.py): a consumer that does not keep up stalls them, it does not make
+"""replay's workers (ops/wal/replay_workers.py): a consumer that does not keep up stalls them, it does not make
 them buffer. Each worker holds one encoded chunk at a time, so at any moment at most `jobs` chunks are
 encoded and not yet written, however slowly the output is read. Counted, not timed: the workers log each
 chunk they encode ("E") and each write they finish ("W") into one pipe (1-byte writes are atomic, so the
@@ -11,8 +11,8 @@ import threading
 import pytest
 
 from conftest import make_chunk, write_dir
-from walctl.ops import fdwrite, replay as R
-from walctl.ops.replay import ReplayOptions, replay
+from walctl.ops.wal import fdwrite, replay as R
+from walctl.ops.wal.replay import ReplayOptions, replay
 
 CHUNKS, RECORDS, PAYLOAD = 12, 60, 1500  # ~90 KB a chunk, ~180 KB of JSON lines: more than a pipe holds
 

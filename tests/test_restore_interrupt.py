@@ -10,7 +10,7 @@ import pytest
 
 from faultfs import interrupt_at
 from test_archive import events, make_checkpoints, make_wal
-from walctl.ops.archive_push import push
+from walctl.ops.archive.push import push
 
 OPS = ("mkdir", "rename", "open_new", "open_append", "unlink", "fsync_dir")
 

@@ -10,8 +10,8 @@ import shlex
 import pytest
 
 from conftest import flip_bit, make_chunk, record_offsets, tree_digest, write_dir
-from walctl.ops.records import Record, RecordWalk
-from walctl.ops.verify import verify_path
+from walctl.ops.wal.records import Record, RecordWalk
+from walctl.ops.wal.verify import verify_path
 from walctl.store import quarantine as q
 from walctl.store.fs import DEFAULT_FS
 
@@ -412,7 +412,7 @@ def test_crash_at_every_step_of_a_salvage_that_reads_quarantine_then_one_rerun_f
     OUT ends with exactly the copy an uninterrupted run makes (the pieces of .quarantine/ included)."""
     from simfs import SimCrash, load_tree
 
-    from walctl.ops.salvage import salvage
+    from walctl.ops.wal.salvage import salvage
 
     d = three_chunks(tmp_path)
     assert cli("quarantine", "move", d, "wal-000001.bin", "--reason", "rot", "--apply").code == 0

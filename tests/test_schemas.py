@@ -134,7 +134,7 @@ def test_the_schemas_reject_what_breaks_a_consumer(outputs):
 
 
 def test_verify_kinds_are_the_codes_kinds_and_format_md_lists_them_all():
-    from walctl.ops import verify
+    from walctl.ops.wal import verify
 
     kinds = {getattr(verify, k) for k in dir(verify) if k.startswith("KIND_")}
     enum = schemas.load("walctl.verify/2")["properties"]["paths"]["items"]["properties"]["kind"]["enum"]

@@ -8,7 +8,7 @@ import os
 
 from walctl.format import segment as seg
 from walctl.format.names import parse_segment_name
-from walctl.ops.verify import verify_path
+from walctl.ops.wal.verify import verify_path
 
 
 def _frames(first: int, n: int) -> bytes:

@@ -16,7 +16,7 @@ import pytest
 from conftest import make_chunk, tree_digest, write_dir
 from walctl.format import seqindex as X
 from walctl.format.ledger import crc32c
-from walctl.ops.replay import ReplayOptions, replay
+from walctl.ops.wal.replay import ReplayOptions, replay
 from walctl.store.seqindex import index_path, read_index
 
 PER_CHUNK = 600  # records per chunk: marks every 256 records, so three marks a chunk

@@ -17,7 +17,7 @@ from conftest import TS0, tree_digest, write_dir
 from walctl.format import seqindex as X
 from walctl.format.ledger import crc32c
 from walctl.format.v2 import encode_file_header, encode_record
-from walctl.ops.records import RecordFilter, RecordWalk
+from walctl.ops.wal.records import RecordFilter, RecordWalk
 from walctl.store.seqindex import index_path, read_index
 
 PER = 600

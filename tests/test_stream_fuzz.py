@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from walctl.errors import WalctlError
 from walctl.format import events as ev
-from walctl.ops.importer import import_stream, local_hwm, read_stream
+from walctl.ops.wal.importer import import_stream, local_hwm, read_stream
 
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 GOOD = [ev.Event(s, s % 6, b"m%d" % s, 1795300000000 + s, b"p" * (s % 9)) for s in range(1, 6)]
@@ -42,7 +42,7 @@ def test_a_good_stream_then_anything(form, cut, junk):
             assert e.exit_code in (2, 3, 4, 5, 6, 7), e
         hwm = local_hwm(target)
         assert 0 <= hwm  # whatever got in is a clean prefix of 1..n (verify would say otherwise)
-        from walctl.ops.verify import verify_path
+        from walctl.ops.wal.verify import verify_path
 
         if hwm:
             rep = verify_path(target)
@@ -67,7 +67,7 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats
 @FAST
 @given(st.dictionaries(st.text(max_size=8), json_values, max_size=4))
 def test_any_memory_state_json_is_loaded_or_refused(memory):
-    from walctl.ops.merge import load_state
+    from walctl.ops.wal.merge import load_state
 
     doc = {"schema": "walctl.memory-state/1", "memories": {"m": memory}}
     with tempfile.NamedTemporaryFile("w", suffix=".json") as f:

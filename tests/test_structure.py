@@ -9,7 +9,7 @@ import re
 
 import walctl
 from walctl.errors import EXIT_CORRUPT, EXIT_TORN
-from walctl.ops.archive_push import Outcome
+from walctl.ops.archive.push import Outcome
 from walctl.ops.findings import SHARED_KEYS, TAIL_DAMAGE, Finding
 
 ROOT = os.path.dirname(os.path.abspath(walctl.__file__))
@@ -37,7 +37,7 @@ def test_cli_names_its_exit_codes():
 
 def test_archive_push_outcomes_are_typed():
     assert {o.value for o in Outcome} == {"held", "empty", "already", "conflict", "adopted", "uploaded", "failed"}
-    tree = ast.parse(open(os.path.join(ROOT, "ops", "archive_push.py"), encoding="utf-8").read())
+    tree = ast.parse(open(os.path.join(ROOT, "ops", "archive", "push.py"), encoding="utf-8").read())
     strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     # the outcome words appear once, in the Enum, never as bare results compared elsewhere
     assert sum(1 for n in ast.walk(tree) if isinstance(n, ast.Compare)
@@ -87,7 +87,8 @@ def test_no_producer_hides_a_shared_key_in_extra():
 
 
 def test_every_kind_has_one_table_entry_whose_functions_load():
-    from walctl.ops import archive, kinds
+    from walctl.ops.archive import objects as archive
+    from walctl.ops import kinds
 
     names = {v for k, v in vars(kinds).items() if k.startswith("KIND_")}
     assert set(kinds.KINDS) == names
@@ -99,7 +100,7 @@ def test_every_kind_has_one_table_entry_whose_functions_load():
         assert k.archive in (None, *archive.KINDS) and k.archive != archive.LIVE
         if k.files is not None:  # pushed as a log: its files hold sequences, described, cut and followed
             assert k.archive in archive.WAL_KINDS and None not in (k.describe, k.number, k.cut, k.until, k.follower)
-        assert k.annotated == (k.verify is None)  # only V2 chunks are read by ops/verify.py itself
+        assert k.annotated == (k.verify is None)  # only V2 chunks are read by ops/wal/verify.py itself
     assert set(kinds.ARCHIVED) == {archive.CHUNKS, archive.SEGMENTS, archive.CHECKPOINTS, *archive.FILE_KINDS}
     for k in kinds.KINDS.values():  # file versions: staged, described, restored and shipped through the table
         assert (k.stage is None) == (k.sources is None) == (k.restore is None) == (k.shipper is None)
@@ -107,8 +108,8 @@ def test_every_kind_has_one_table_entry_whose_functions_load():
         kinds.KIND_DIR, kinds.KIND_CHUNK, kinds.KIND_SEGMENTS, kinds.KIND_SEGMENT}
 
 
-DISPATCHERS = ("cli/inspect_cmd.py", "cli/stats_cmd.py", "ops/replay.py", "ops/recover.py", "ops/merge.py",
-               "ops/archive.py", "ops/verify.py")
+DISPATCHERS = ("cli/inspect_cmd.py", "cli/stats_cmd.py", "ops/wal/replay.py", "ops/checkpoints/recover.py", "ops/wal/merge.py",
+               "ops/archive/objects.py", "ops/wal/verify.py")
 KIND_CHAIN = re.compile(r"\bkind\s*(==|!=|in|not in)\s*\(?\s*(KIND_|\"(spector|adr003|checkpoint|tasklog|substrat|workflow))")
 
 
@@ -166,7 +167,7 @@ def test_functions_and_modules_stay_short_outside_the_allow_list():
 # Public library API that nothing in walctl/, tests/ or benchmarks/ names (walctl/__init__.py's _API names
 # its entries as strings, which count): none today. Add a name here only with the reason it stays.
 UNREFERENCED_API: dict[str, str] = {}
-_IDENTIFIER_STRING = re.compile(r"[A-Za-z_][\w.]*(:[A-Za-z_]\w*)?")  # "ops.verify:verify_path", "replay"
+_IDENTIFIER_STRING = re.compile(r"[A-Za-z_][\w.]*(:[A-Za-z_]\w*)?")  # "ops.wal.verify:verify_path", "replay"
 
 
 def _references(tree) -> set[str]:

@@ -153,7 +153,7 @@ class Case:
         self.argv, self.want = ["write", self.target, "--type", "REMEMBER", "--id", "m", "--payload", "hi"], (0,)
 
     def check_write(self, real):
-        from walctl.ops.records import Record, RecordWalk
+        from walctl.ops.wal.records import Record, RecordWalk
 
         got = [(r.sequence, r.payload) for r in RecordWalk(real) if isinstance(r, Record)]
         assert got == [(s, b"payload-%d" % s) for s in range(1, 10)] + [(10, b"hi")]
@@ -316,7 +316,7 @@ def test_the_simulated_seam_models_the_descriptor(tmp_path):
     """tests/simfs.py pins a root as the real seam does: a repair whose target is swapped for a link at
     its Nth step of the simulated file system still cuts the tail in the directory it started in."""
     from simfs import load_tree
-    from walctl.ops.repair import repair
+    from walctl.ops.wal.repair import repair
 
     torn(tmp_path / "wal")
     torn(tmp_path / "sentinel")

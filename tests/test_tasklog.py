@@ -11,7 +11,7 @@ from simfs import SimCrash, SimFS
 from walctl.errors import NotClean, Refused, UsageError
 from walctl.format.tasklog import read_log
 from walctl.format.tasklog_entry import encode_entry
-from walctl.ops.tasklog import append, read_task, resume
+from walctl.ops.tasklog.logs import append, read_task, resume
 
 TID = "3f2a9c1e-0b7d-4e55-9a51-6d0c2f1b8e77"
 SHA0, SHA1, SHA2 = "0" * 40, "1" * 40, "2" * 64

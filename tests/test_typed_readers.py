@@ -94,7 +94,7 @@ def _ledger_line(obj: dict) -> bytes:
 @pytest.fixture(scope="module")
 def gapped(tmp_path_factory):
     """Chunks holding 1..20 and the ledger their writer kept."""
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     d = str(tmp_path_factory.mktemp("gapped") / "wal")
     with WalWriter(d, sync="none", max_chunk_bytes=2048) as w:
@@ -168,9 +168,9 @@ def test_a_wrongly_typed_accept_loss_never_hides_a_gap(cli, tmp_path):
 
 @pytest.fixture(scope="module")
 def archived(tmp_path_factory):
-    from walctl.ops.archive_push import push
-    from walctl.ops.checkpoint import create
-    from walctl.ops.write import WalWriter
+    from walctl.ops.archive.push import push
+    from walctl.ops.checkpoints.checkpoint import create
+    from walctl.ops.wal.write import WalWriter
 
     base = str(tmp_path_factory.mktemp("archived"))
     wal = os.path.join(base, "wal")

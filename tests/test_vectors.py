@@ -8,8 +8,8 @@ import os
 import pytest
 
 from conftest import DAMAGED_CASES, HEALTHY_CASES, case_dir, load_expected, tree_digest
-from walctl.ops.records import Record, RecordWalk
-from walctl.ops.verify import verify_path
+from walctl.ops.wal.records import Record, RecordWalk
+from walctl.ops.wal.verify import verify_path
 
 
 @pytest.mark.parametrize("case", HEALTHY_CASES)
@@ -52,7 +52,7 @@ def test_rolled_case_keeps_header_only_last_chunk_as_normal():
 def test_compressed_case_threshold_is_strictly_greater(tmp_path):
     """walctl reads the Java writer's compression flag as stored, and its own writer, given the Java
     constructor's threshold, compresses exactly the same records (strictly longer than the threshold)."""
-    from walctl.ops.write import WalWriter
+    from walctl.ops.wal.write import WalWriter
 
     expected = load_expected("compressed")
     threshold = expected["constructor"]["compressionThreshold"]

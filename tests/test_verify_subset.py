@@ -15,9 +15,9 @@ import pytest
 from conftest import flip_bit, tree_digest
 from simfs import SimCrash, SimFS
 from walctl.format import verifyruns as VR
-from walctl.ops import coverage as C
-from walctl.ops.verify import verify_path, verify_paths
-from walctl.ops.write import WalWriter
+from walctl.ops.wal import coverage as C
+from walctl.ops.wal.verify import verify_path, verify_paths
+from walctl.ops.wal.write import WalWriter
 from walctl.store import ledger as SL
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -194,8 +194,8 @@ def test_a_deadline_shorter_than_one_chunk_still_moves_on(tmp_path):
 
 _CHILD = textwrap.dedent("""
     import os, signal, sys
-    from walctl.ops import coverage as C
-    from walctl.ops.verify import verify_paths
+    from walctl.ops.wal import coverage as C
+    from walctl.ops.wal.verify import verify_paths
     seen = []
     def progress(n):
         seen.append(n)
@@ -323,9 +323,9 @@ def test_a_worker_that_dies_costs_its_chunk_only_and_a_stop_leaves_the_rest_unst
 
 
 def test_sealed_segments_are_hashed_on_every_core_with_the_same_findings(tmp_path, monkeypatch):
-    """Segments are scanned, and their seals checked by a hash besides (ops/ledger_check.py): by one
+    """Segments are scanned, and their seals checked by a hash besides (ops/wal/ledger_check.py): by one
     thread per core past AUTO_JOBS_BYTES, with the findings of one thread."""
-    import walctl.ops.chunkscan as CS
+    import walctl.ops.wal.chunkscan as CS
 
     d = str(tmp_path / "s")
     with WalWriter(d, format="segments", sync="none") as w:

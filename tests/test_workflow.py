@@ -12,7 +12,7 @@ import pytest
 from simfs import SimCrash, SimFS
 from walctl.errors import UsageError
 from walctl.format.workflow import CheckpointState, PauseMetadata, decode, encode
-from walctl.ops.workflow import DirectoryWorkflowStore, InMemoryWorkflowStore
+from walctl.ops.workflow.store import DirectoryWorkflowStore, InMemoryWorkflowStore
 
 T0 = datetime(2026, 11, 21, 12, 0, 0, 123456, tzinfo=timezone.utc)
 
@@ -251,7 +251,8 @@ def test_crash_at_every_step_of_cleanup_then_one_rerun_finishes(tmp_path):
 
     from simfs import SimCrash, load_tree
     from walctl.format.workflow import CheckpointState, PauseMetadata
-    from walctl.ops import quarantine as Q, workflow as W
+    from walctl.ops.wal import quarantine as Q
+    from walctl.ops.workflow import store as W
     from walctl.store import quarantine as q
 
     root = tmp_path / "flows"

@@ -15,7 +15,7 @@ from simfs import SimCrash, load_tree
 from walctl import WorkflowConflict, complete_workflow, pause_workflow, resume_workflow
 from walctl.errors import EnvironmentProblem, NotClean, UsageError
 from walctl.format.workflow import CheckpointState, PauseMetadata, decode, encode
-from walctl.ops.workflow import SUBDIR, DirectoryWorkflowStore, InMemoryWorkflowStore
+from walctl.ops.workflow.store import SUBDIR, DirectoryWorkflowStore, InMemoryWorkflowStore
 from walctl.store import quarantine as q
 
 T0 = datetime(2026, 11, 21, 12, 0, 0, 123456, tzinfo=timezone.utc)
@@ -286,7 +286,7 @@ def test_crash_at_every_step_of_resume_then_one_rerun_finishes(tmp_path):
 
 
 def test_crash_at_every_step_of_complete_then_one_rerun_finishes(tmp_path):
-    from walctl.ops import quarantine as Q
+    from walctl.ops.wal import quarantine as Q
 
     def step(fs):
         return complete_workflow(DirectoryWorkflowStore("/r", fs), "wf-1")

@@ -12,9 +12,9 @@ import pytest
 from conftest import case_dir, flip_bit, load_expected, make_chunk, record_offsets, truncate_to, write_dir
 from walctl.errors import EnvironmentProblem, NotClean, Refused
 from walctl.format.ckptmeta import encode_checkpoint_meta
-from walctl.ops.records import Record, RecordWalk
-from walctl.ops.verify import verify_path
-from walctl.ops.write import WalWriter, parse_event
+from walctl.ops.wal.records import Record, RecordWalk
+from walctl.ops.wal.verify import verify_path
+from walctl.ops.wal.write import WalWriter, parse_event
 from walctl.store import quarantine as q
 
 
@@ -297,7 +297,7 @@ def test_second_writer_is_refused_naming_the_holder(tmp_path):
 
 def test_repair_against_a_directory_being_written_by_another_process_is_refused(tmp_path):
     d = str(tmp_path / "w")
-    code = ("import sys, time\nfrom walctl.ops.write import WalWriter\n"
+    code = ("import sys, time\nfrom walctl.ops.wal.write import WalWriter\n"
             f"w = WalWriter({d!r})\nw.append(0, 'a', b'x'); w.flush()\nprint('ready', flush=True)\n"
             "sys.stdin.readline()\nw.close()\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,

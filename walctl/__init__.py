@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from .version import __version__
 
 # The API is loaded on first use (PEP 562) so that `walctl verify` does not pay for inspect and stats.
 # Type checkers and editors read the imports below; at run time `_API` (public name -> (module, name
@@ -14,51 +14,51 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from .errors import EnvironmentProblem, Refused, UnsupportedInput, UsageError, WalctlError, WorkflowConflict
     from .format.workflow import CheckpointState as WorkflowCheckpoint, PauseMetadata
-    from .ops.archive_adapter import StorageAdapter
-    from .ops.archive_prune import prune as archive_prune
-    from .ops.archive_push import push as archive_push
-    from .ops.archive_restore import restore as archive_restore
-    from .ops.archive_verify import verify_archive as archive_verify
-    from .ops.checkpoint import create as create_checkpoint, latest as latest_checkpoint
-    from .ops.checkpointer import Checkpointer
-    from .ops.compact import compact
-    from .ops.follow import follow
-    from .ops.importer import import_stream, read_stream
-    from .ops.records import Record, RecordFilter, RecordWalk
-    from .ops.recover import recover
-    from .ops.repair import repair
-    from .ops.replay import ReplayOptions, replay
-    from .ops.salvage import salvage
-    from .ops.stats import collect_stats
-    from .ops.verify import verify_path, verify_paths
-    from .ops.workflow import DirectoryWorkflowStore, InMemoryWorkflowStore
-    from .ops.workflow_steps import complete_workflow, pause_workflow, resume_workflow
-    from .ops.write import WalWriter
+    from .ops.archive.adapter import StorageAdapter
+    from .ops.archive.prune import prune as archive_prune
+    from .ops.archive.push import push as archive_push
+    from .ops.archive.restore import restore as archive_restore
+    from .ops.archive.verify import verify_archive as archive_verify
+    from .ops.checkpoints.checkpoint import create as create_checkpoint, latest as latest_checkpoint
+    from .ops.checkpoints.checkpointer import Checkpointer
+    from .ops.wal.compact import compact
+    from .ops.wal.follow import follow
+    from .ops.wal.importer import import_stream, read_stream
+    from .ops.wal.records import Record, RecordFilter, RecordWalk
+    from .ops.checkpoints.recover import recover
+    from .ops.wal.repair import repair
+    from .ops.wal.replay import ReplayOptions, replay
+    from .ops.wal.salvage import salvage
+    from .ops.wal.stats import collect_stats
+    from .ops.wal.verify import verify_path, verify_paths
+    from .ops.workflow.store import DirectoryWorkflowStore, InMemoryWorkflowStore
+    from .ops.workflow.steps import complete_workflow, pause_workflow, resume_workflow
+    from .ops.wal.write import WalWriter
 
 _API: dict[str, tuple[str, str]] = {
     "WalctlError": ("errors", "WalctlError"), "UsageError": ("errors", "UsageError"),
     "EnvironmentProblem": ("errors", "EnvironmentProblem"), "UnsupportedInput": ("errors", "UnsupportedInput"),
     "Refused": ("errors", "Refused"),
-    "verify_path": ("ops.verify", "verify_path"), "verify_paths": ("ops.verify", "verify_paths"),
-    "Record": ("ops.records", "Record"), "RecordFilter": ("ops.records", "RecordFilter"),
-    "RecordWalk": ("ops.records", "RecordWalk"),
-    "collect_stats": ("ops.stats", "collect_stats"),
-    "WalWriter": ("ops.write", "WalWriter"),
-    "repair": ("ops.repair", "repair"), "salvage": ("ops.salvage", "salvage"), "compact": ("ops.compact", "compact"),
-    "create_checkpoint": ("ops.checkpoint", "create"), "latest_checkpoint": ("ops.checkpoint", "latest"),
-    "recover": ("ops.recover", "recover"), "Checkpointer": ("ops.checkpointer", "Checkpointer"),
+    "verify_path": ("ops.wal.verify", "verify_path"), "verify_paths": ("ops.wal.verify", "verify_paths"),
+    "Record": ("ops.wal.records", "Record"), "RecordFilter": ("ops.wal.records", "RecordFilter"),
+    "RecordWalk": ("ops.wal.records", "RecordWalk"),
+    "collect_stats": ("ops.wal.stats", "collect_stats"),
+    "WalWriter": ("ops.wal.write", "WalWriter"),
+    "repair": ("ops.wal.repair", "repair"), "salvage": ("ops.wal.salvage", "salvage"), "compact": ("ops.wal.compact", "compact"),
+    "create_checkpoint": ("ops.checkpoints.checkpoint", "create"), "latest_checkpoint": ("ops.checkpoints.checkpoint", "latest"),
+    "recover": ("ops.checkpoints.recover", "recover"), "Checkpointer": ("ops.checkpoints.checkpointer", "Checkpointer"),
     "WorkflowCheckpoint": ("format.workflow", "CheckpointState"), "PauseMetadata": ("format.workflow", "PauseMetadata"),
-    "InMemoryWorkflowStore": ("ops.workflow", "InMemoryWorkflowStore"),
-    "DirectoryWorkflowStore": ("ops.workflow", "DirectoryWorkflowStore"),
-    "pause_workflow": ("ops.workflow_steps", "pause_workflow"),
-    "resume_workflow": ("ops.workflow_steps", "resume_workflow"),
-    "complete_workflow": ("ops.workflow_steps", "complete_workflow"), "WorkflowConflict": ("errors", "WorkflowConflict"),
-    "replay": ("ops.replay", "replay"), "ReplayOptions": ("ops.replay", "ReplayOptions"),
-    "read_stream": ("ops.importer", "read_stream"), "import_stream": ("ops.importer", "import_stream"),
-    "follow": ("ops.follow", "follow"),
-    "StorageAdapter": ("ops.archive_adapter", "StorageAdapter"), "archive_push": ("ops.archive_push", "push"),
-    "archive_verify": ("ops.archive_verify", "verify_archive"),
-    "archive_restore": ("ops.archive_restore", "restore"), "archive_prune": ("ops.archive_prune", "prune"),
+    "InMemoryWorkflowStore": ("ops.workflow.store", "InMemoryWorkflowStore"),
+    "DirectoryWorkflowStore": ("ops.workflow.store", "DirectoryWorkflowStore"),
+    "pause_workflow": ("ops.workflow.steps", "pause_workflow"),
+    "resume_workflow": ("ops.workflow.steps", "resume_workflow"),
+    "complete_workflow": ("ops.workflow.steps", "complete_workflow"), "WorkflowConflict": ("errors", "WorkflowConflict"),
+    "replay": ("ops.wal.replay", "replay"), "ReplayOptions": ("ops.wal.replay", "ReplayOptions"),
+    "read_stream": ("ops.wal.importer", "read_stream"), "import_stream": ("ops.wal.importer", "import_stream"),
+    "follow": ("ops.wal.follow", "follow"),
+    "StorageAdapter": ("ops.archive.adapter", "StorageAdapter"), "archive_push": ("ops.archive.push", "push"),
+    "archive_verify": ("ops.archive.verify", "verify_archive"),
+    "archive_restore": ("ops.archive.restore", "restore"), "archive_prune": ("ops.archive.prune", "prune"),
 }
 
 __all__ = ["__version__", *_API]

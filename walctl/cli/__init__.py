@@ -8,7 +8,7 @@ import sys
 import typer
 from typer._click import exceptions as click_exceptions  # typer 0.27 vendors click
 
-from .. import __version__
+from ..version import __version__
 from ..errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_USAGE, OutputClosed, WalctlError, exit_table
 from .render import error_line
 

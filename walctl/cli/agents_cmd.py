@@ -26,7 +26,7 @@ Exit codes as walctl-verify(1).
 Example: walctl agents verify ~/.substrat""")
 def verify(root: str = typer.Argument(..., help="The Substrat root.", callback=existing_dir),
            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-verify/2).")):
-    from ..ops.agents import exit_code, verify_root
+    from ..ops.agents.roots import exit_code, verify_root
 
     findings, tree, sessions = verify_root(root)
     code = exit_code(findings)
@@ -46,7 +46,7 @@ def verify(root: str = typer.Argument(..., help="The Substrat root.", callback=e
 Example: walctl agents tree ~/.substrat --json""")
 def tree(root: str = typer.Argument(..., help="The Substrat root.", callback=existing_dir),
          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-tree/1).")):
-    from ..ops.agents import exit_code, verify_root
+    from ..ops.agents.roots import exit_code, verify_root
 
     findings, t, _ = verify_root(root)
     if json_out:
@@ -74,7 +74,7 @@ def tree(root: str = typer.Argument(..., help="The Substrat root.", callback=exi
 Example: walctl agents pending ~/.substrat --json""")
 def pending(root: str = typer.Argument(..., help="The Substrat root.", callback=existing_dir),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-pending/2).")):
-    from ..ops.agents import exit_code, verify_root
+    from ..ops.agents.roots import exit_code, verify_root
 
     findings, t, _ = verify_root(root)
     p = {a.agent_id: list(a.pending) for a in t.agents.values()}
@@ -105,8 +105,8 @@ def recover(root: str = typer.Argument(..., help="The Substrat root.", callback=
             force: bool = typer.Option(False, "--force", help="Also terminate sessions that may be orphans only "
                                        "because a line or session.json could not be read or was set aside."),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-recover/2).")):
-    from ..ops.agents import exit_code, verify_root
-    from ..ops.agents_mend import recover as run_recover
+    from ..ops.agents.roots import exit_code, verify_root
+    from ..ops.agents.mend import recover as run_recover
 
     # A refusal before anything changed (a live daemon, a link, walctl's own lock) ends at the CLI edge:
     # walctl.error/1. Once it ran, recover prints its own document, on failure too.
@@ -158,8 +158,8 @@ def set_aside(root: str = typer.Argument(..., help="The Substrat root.", callbac
               json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.agents-set-aside/1).")):
     from ..errors import EXIT_REFUSED, WalctlError
     from ..ops.advice import cmd
-    from ..ops.agents import exit_code, verify_root
-    from ..ops.agents_aside import set_aside as run_set_aside
+    from ..ops.agents.roots import exit_code, verify_root
+    from ..ops.agents.aside import set_aside as run_set_aside
 
     try:
         r = run_set_aside(root, session_id, line=line, session=session, apply=apply, force=force)

@@ -83,7 +83,7 @@ def push(wal_dir: str = typer.Argument(..., help="A V2 chunk or ADR-003 segment 
 
 def _push_once(rec, wal_dir, dest, namespace, checkpoints, jobs, delete_local, to, checkpoint_meta, apply,
                endpoint_url, json_out, progress) -> int:
-    from ..ops.archive_push import push as run_push
+    from ..ops.archive.push import push as run_push
 
     with Bar("push", path_bytes(wal_dir, checkpoints), progress) as bar:
         rep = run_push(wal_dir, dest, namespace=namespace, checkpoints=checkpoints, jobs=jobs,
@@ -114,7 +114,7 @@ def _push_once(rec, wal_dir, dest, namespace, checkpoints, jobs, delete_local, t
 
 def _push_follow(wal_dir, dest, namespace, checkpoints, endpoint_url, interval, min_piece_bytes, max_wait, timeout,
                  json_out, rec) -> int:
-    from ..ops.archive_follow import push_follow
+    from ..ops.archive.follow import push_follow
 
     if interval <= 0:
         raise UsageError("--interval must be more than 0")
@@ -182,7 +182,7 @@ def list_(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pref
           wal_dir: Optional[str] = typer.Option(None, "--dir", help="The local log, for lag against its newest "
                                                                     "record (read-only)."),
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-list/1).")):
-    from ..ops.archive_list import list_archive
+    from ..ops.archive.listing import list_archive
 
     listing = list_archive(dest, namespace, wal_dir, endpoint_url, on_warning=warn_line)
     out = listing.namespaces
@@ -201,11 +201,11 @@ def list_(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pref
 
 
 def _sample(subset, max_duration):
-    """archive verify's --read-data-subset / --max-duration (ops/archive_verify.Sample), or None: read all."""
+    """archive verify's --read-data-subset / --max-duration (ops/archive/verify.Sample), or None: read all."""
     if subset is None and max_duration is None:
         return None
-    from ..ops.archive_verify import Sample
-    from ..ops.coverage import Deadline, parse_subset
+    from ..ops.archive.verify import Sample
+    from ..ops.wal.coverage import Deadline, parse_subset
     deadline = None if max_duration is None else Deadline(parse_duration(max_duration, "--max-duration"))
     return Sample(None if subset is None else parse_subset(subset, "--read-data-subset"), deadline)
 
@@ -238,7 +238,7 @@ def verify(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pre
            max_duration: Optional[str] = typer.Option(None, "--max-duration", metavar="DURATION", help="Start no "
                                                       "download after this long (500ms, 90s, 10m, 1h)."),
            progress: Optional[bool] = PROGRESS):
-    from ..ops.archive_verify import verify_archive
+    from ..ops.archive.verify import verify_archive
     from ..ops.report import VERDICTS
 
     sample = _sample(subset, max_duration)
@@ -285,7 +285,7 @@ def restore(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pr
             jobs: int = JOBS, endpoint_url: Optional[str] = ENDPOINT,
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-restore/2)."),
             progress: Optional[bool] = PROGRESS):
-    from ..ops.archive_restore import restore as run_restore
+    from ..ops.archive.restore import restore as run_restore
 
     if to is not None and until is not None:
         raise UsageError("give --to or --until, not both")
@@ -335,7 +335,7 @@ def prune(dest: str = typer.Argument(..., help="file:///path or s3://bucket/pref
           apply: bool = typer.Option(False, "--apply", help="Really delete."),
           jobs: int = JOBS, endpoint_url: Optional[str] = ENDPOINT,
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.archive-prune/1).")):
-    from ..ops.archive_prune import prune as run_prune
+    from ..ops.archive.prune import prune as run_prune
 
     rep = run_prune(dest, namespace=namespace, keep=keep, max_age_s=parse_duration(max_age, "--max-age"), apply=apply, jobs=jobs,
                     endpoint_url=endpoint_url)

@@ -41,17 +41,17 @@ def create(directory: str = typer.Argument(..., help="The checkpoint directory (
 
 
 def _create(rec, directory, state, wal_seq, log, reducer, level, json_out, progress) -> None:
-    from ..ops.checkpoint import create as run_create
+    from ..ops.checkpoints.checkpoint import create as run_create
 
     records = None
     if state is not None:
         if wal_seq is None:
             raise UsageError("--state needs --to N (the last log sequence the state reflects)")
-        from ..ops.checkpoint import load_state_file
+        from ..ops.checkpoints.checkpoint import load_state_file
 
         st, seq = load_state_file(state), wal_seq
     else:
-        from ..ops.recover import fold_log
+        from ..ops.checkpoints.recover import fold_log
 
         with Bar("read log", path_bytes(log), progress) as bar:
             rep = fold_log(log, reducer=reducer, progress=bar.callback)
@@ -93,7 +93,7 @@ Example: walctl checkpoint inspect ckpts/3f2a...e1.ckpt""")
 def inspect(path: str = typer.Argument(..., help="A checkpoint file or directory.", callback=existing_path),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-inspect/2).")):
     from ..errors import combine_exit_codes
-    from ..ops.checkpoint import inspect_path
+    from ..ops.checkpoints.checkpoint import inspect_path
 
     reps, is_dir = inspect_path(path)
     bodies = [_inspect_body(r) for r in reps]
@@ -121,7 +121,7 @@ def inspect(path: str = typer.Argument(..., help="A checkpoint file or directory
 
 
 def _inspect_body(rep) -> dict:
-    from ..ops.checkpoint import header_json
+    from ..ops.checkpoints.checkpoint import header_json
 
     st = rep.checked.state
     return {"file": rep.file, "valid": rep.checked.ok, "exit_code": rep.exit_code,
@@ -133,7 +133,7 @@ def _inspect_body(rep) -> dict:
 
 def _fingerprint(state: dict, sequence: int) -> dict | None:
     """What `walctl fingerprint` says of this state (None when it has no canonical form)."""
-    from ..ops.fingerprint import FORM_STATE, state_sha256
+    from ..ops.checkpoints.fingerprint import FORM_STATE, state_sha256
 
     try:
         return {"form": FORM_STATE, "sha256": state_sha256(state, sequence), "sequence": sequence}
@@ -154,7 +154,7 @@ def _describe(v) -> str:
 Example: walctl checkpoint list ckpts/""")
 def list_(directory: str = typer.Argument(..., help="The checkpoint directory.", callback=existing_dir),
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-list/2).")):
-    from ..ops.checkpoint import list_dir
+    from ..ops.checkpoints.checkpoint import list_dir
 
     lst = list_dir(directory)
     if json_out:
@@ -194,7 +194,7 @@ def prune(directory: str = typer.Argument(..., help="The checkpoint directory.",
           keep: int = typer.Option(2, "--keep", min=1, help="Always keep this many newest valid checkpoints."),
           apply: bool = typer.Option(False, "--apply", help="Move them (default: print the plan only)."),
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.checkpoint-prune/2).")):
-    from ..ops.checkpoint import prune as run_prune
+    from ..ops.checkpoints.checkpoint import prune as run_prune
 
     rep = run_prune(directory, max_age_s=int(parse_duration(max_age, "--max-age")), keep=keep, apply=apply)
     if json_out:
@@ -221,8 +221,8 @@ def restore(path: str = typer.Argument(..., help="A checkpoint file or directory
             out: str = typer.Option(..., "--out", help="The state file to create."),
             fmt: str = typer.Option("json", "--format", metavar="[json|msgpack]", help="json or msgpack."),
             progress: Optional[bool] = PROGRESS):
-    from ..ops.checkpoint import resolve
-    from ..ops.state_io import write_state
+    from ..ops.checkpoints.checkpoint import resolve
+    from ..ops.checkpoints.state_io import write_state
 
     on_interrupt(f"interrupted; {out} was not written (its partial copy was removed)")
     with Bar("restore", path_bytes(path) if not os.path.isdir(path) else None, progress) as bar:

@@ -33,7 +33,7 @@ def compact(
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.compact/2) on stdout."),
 ) -> int:
     from ..errors import NotClean
-    from ..ops.compact import compact as run_compact
+    from ..ops.wal.compact import compact as run_compact
 
     try:
         rep = run_compact(directory, before=to, checkpoint_meta=checkpoint_meta, checkpoints=checkpoints,

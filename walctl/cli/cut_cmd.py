@@ -30,7 +30,7 @@ def cut(
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.cut/1) on stdout."),
 ) -> int:
     from ..errors import EXIT_OK, UsageError, WalctlError
-    from ..ops.cut import cut as run_cut
+    from ..ops.wal.cut import cut as run_cut
     from .units import parse_time
 
     if at_time is not None:

@@ -34,7 +34,7 @@ def fingerprint(
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.fingerprint/1)."),
 ) -> int:
     from ..errors import EXIT_OK
-    from ..ops.fingerprint import fingerprint as run
+    from ..ops.checkpoints.fingerprint import fingerprint as run
     rep = run(path, at=at, checkpoints=checkpoints, reducer=reducer)
     if json_out:
         emit(json_document("walctl.fingerprint/1", dict(rep.to_json(), exit_code=EXIT_OK)))

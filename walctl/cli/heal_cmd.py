@@ -32,7 +32,7 @@ def heal(
                                                help="S3 endpoint (default: AWS_ENDPOINT_URL or AWS)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.heal/1) on stdout."),
 ) -> int:
-    from ..ops.heal_apply import heal as run_heal
+    from ..ops.archive.heal_apply import heal as run_heal
     from .shown import shown
 
     rep = run_heal(path, dest, namespace=namespace, apply=apply, endpoint_url=endpoint_url)

@@ -44,7 +44,7 @@ def import_(
     progress: Optional[bool] = PROGRESS,
 ) -> int:
     from ..format import events as ev
-    from ..ops.importer import import_stream, local_hwm, read_stream
+    from ..ops.wal.importer import import_stream, local_hwm, read_stream
 
     if show_hwm:
         emit(str(local_hwm(directory)))

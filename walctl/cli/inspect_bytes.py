@@ -32,7 +32,7 @@ def emit_fields(fields) -> None:
 def _around_target(path: str, spec: str) -> tuple[str, int, str]:
     """(the chunk file, the offset, the path verify judges it in: the directory given, or the file)."""
     from ..format.names import parse_chunk_name
-    from ..ops.forensics import parse_around
+    from ..ops.wal.forensics import parse_around
 
     chunk, offset = parse_around(spec)
     if os.path.isdir(path):
@@ -52,7 +52,7 @@ def _around_target(path: str, spec: str) -> tuple[str, int, str]:
 def _render_around(path: str, offset: int, verify_target: str, context: int, strict: bool = False) -> int:
     """The bytes around `offset`, and verify's findings about that byte; the exit code is theirs (as
     --damaged gives each region its finding's code), 0 where verify finds nothing."""
-    from ..ops.forensics import around, around_findings
+    from ..ops.wal.forensics import around, around_findings
 
     view = around(path, offset, context)
     code, found = around_findings(verify_target, path, offset, strict=strict)
@@ -78,7 +78,7 @@ def emit_view(view) -> None:
 
 def _render_damaged(path: str, context: int, strict: bool = False) -> int:
     from ..ops.advice import cmd
-    from ..ops.forensics import damaged_views
+    from ..ops.wal.forensics import damaged_views
 
     report, views = damaged_views(path, context=min(context, 256), strict=strict)
     if not views:
@@ -104,7 +104,7 @@ def _render_damaged(path: str, context: int, strict: bool = False) -> int:
 
 def _render_seq(path: str, sequence: int, strict: bool = False) -> int:
     """The record carrying `sequence`, or what accounts for its absence, exiting with verify's code for it."""
-    from ..ops.forensics import find_sequence
+    from ..ops.wal.forensics import find_sequence
 
     sv = find_sequence(path, sequence, strict=strict)
     for f in sv.index:
@@ -130,7 +130,7 @@ def _render_seq(path: str, sequence: int, strict: bool = False) -> int:
 
 def quarantined_piece(path: str):
     """A file in DIR/.quarantine/ that is not a chunk: decoded at the offset its manifest line gives."""
-    from ..ops.pieces import find_piece, quarantined_piece_target
+    from ..ops.wal.pieces import find_piece, quarantined_piece_target
 
     target = quarantined_piece_target(path)
     if target is None:
@@ -145,7 +145,7 @@ def quarantined_piece(path: str):
 
 def render_piece(directory: str, name: str, piece) -> None:
     """A cut piece read at its original offset: every record in it decoded as far as its bytes go."""
-    from ..ops.pieces import view_cut, view_unrecorded
+    from ..ops.wal.pieces import view_cut, view_unrecorded
 
     if piece is None:
         emit(f"== {shown(name)}: not described by .quarantine/MANIFEST.jsonl; offsets below are the piece's own")

@@ -60,9 +60,9 @@ def inspect(
     timeout: Optional[str] = typer.Option(None, "--timeout", help="--follow: stop after this long (2m, 30s)."),
     progress: Optional[bool] = PROGRESS,
 ) -> int:
-    from ..ops.records import RecordFilter
+    from ..ops.wal.records import RecordFilter
     from ..ops.kinds import KINDS, VIEW_ENTRIES
-    from ..ops.verify import detect_kind
+    from ..ops.wal.verify import detect_kind
 
     if payload not in PAYLOAD_MODES + ("none",):
         raise UsageError(f"--payload must be one of {', '.join(PAYLOAD_MODES)}, none (got {payload!r})")
@@ -122,12 +122,12 @@ def _follow(path, jsonl, payload_mode, from_seq, to_seq, limit, interval, timeou
     import json
 
     from ..format.hexdump import format_timestamp_ms
-    from ..ops.follow import follow
-    from ..ops.records import render_payload
+    from ..ops.wal.follow import follow
+    from ..ops.wal.records import render_payload
 
     def show(recs) -> None:
-        from ..ops.records import Record
-        from ..ops.segments import entry_json
+        from ..ops.wal.records import Record
+        from ..ops.wal.segments import entry_json
 
         for r in recs:
             if not isinstance(r, Record):  # (segment, entry): its inspect --jsonl object either way

@@ -14,7 +14,7 @@ from .render import emit, paint, safe, warn_line
 
 def show_records(path: str, flt, jsonl: bool, hexdump: bool, payload: str, progress, strict: bool = False):
     """The matching records as JSON lines, hex dumps or a table; returns the finished (or limited) walk."""
-    from ..ops.records import RecordWalk
+    from ..ops.wal.records import RecordWalk
 
     # --payload none and the hex dump (the raw record) show no decoded payload: nothing is inflated for them
     walk = RecordWalk(path, flt, keep_raw=hexdump, progress=progress, strict=strict,
@@ -37,7 +37,7 @@ def damage_text(item) -> str:
 def _render_jsonl(walk, payload_mode: str) -> None:
     import json
 
-    from ..ops.records import Record, render_payload
+    from ..ops.wal.records import Record, render_payload
 
     from ..format.events import STREAM_HEX_BYTES, HexLine
 
@@ -84,7 +84,7 @@ _ID, _PAYLOAD = 2, 7
 
 def _row(item, payload_mode: str) -> list[str]:
     from ..format.hexdump import format_timestamp_ms
-    from ..ops.records import Record, render_payload
+    from ..ops.wal.records import Record, render_payload
     from .fit import Sized
 
     if not isinstance(item, Record):
@@ -135,9 +135,9 @@ def _under(memory_id: str, payload: str, width: int, cut) -> str:
 
 def _render_hexdump(walk) -> None:
     from ..format.hexdump import hex_lines, record_fields, v1_record_fields
-    from ..ops.records import RawDamage
+    from ..ops.wal.records import RawDamage
 
-    from ..ops.forensics import MAX_REGION_BYTES, window
+    from ..ops.wal.forensics import MAX_REGION_BYTES, window
 
     for item in walk:
         if isinstance(item, RawDamage):
@@ -157,7 +157,7 @@ def show_entries(path, jsonl, from_seq, to_seq, operations, limit, progress=None
     """ADR-003 entries: one JSON object per entry with --jsonl, else a table; --type filters operations."""
     import json
 
-    from ..ops.segments import SegmentWalk, entry_json, select_entries
+    from ..ops.wal.segments import SegmentWalk, entry_json, select_entries
 
     walk = SegmentWalk(path, strict=strict, progress=progress)
     shown = 0

@@ -59,7 +59,7 @@ def map_(
 
 
 def _heal_next(m, archive) -> None:
-    from ..ops.heal_advice import heal_steps
+    from ..ops.archive.heal_advice import heal_steps
     from .render import next_lines
 
     for line in next_lines(heal_steps(m.report, archive)):

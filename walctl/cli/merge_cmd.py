@@ -27,7 +27,7 @@ def merge(
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.merge/1) on stdout."),
 ) -> int:
     from ..format import memstate as ms
-    from ..ops.merge import changes, id_key, load_input, merge_states, write_state
+    from ..ops.wal.merge import changes, id_key, load_input, merge_states, write_state
 
     if len(inputs) < 2:
         raise UsageError("merge needs at least two inputs")

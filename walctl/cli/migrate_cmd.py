@@ -28,7 +28,7 @@ def migrate(
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.migrate/1) on stdout."),
     progress: Optional[bool] = PROGRESS,
 ) -> int:
-    from ..ops.migrate import migrate as run_migrate
+    from ..ops.wal.migrate import migrate as run_migrate
 
     on_interrupt(f"interrupted; {path} is untouched; the partial copy in {out.rstrip('/')}.tmp was removed (one a "
                  f"crash leaves, the next 'walctl migrate {path} --out {out}' removes first)")

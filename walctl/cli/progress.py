@@ -137,7 +137,7 @@ class Bar:
     def line(self, now: float, final: bool) -> dict:
         """One walctl.progress/1 object."""
         rate, eta = self.rate(now), self.eta(now)
-        from .. import __version__
+        from ..version import __version__
 
         return {"schema": PROGRESS_SCHEMA, "walctl_version": __version__, "label": self.label, "done_bytes": self.done,
                 "total_bytes": self.total, "elapsed_s": round(now - self.started, 3),

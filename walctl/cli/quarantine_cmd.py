@@ -19,7 +19,7 @@ Example: walctl quarantine list /var/lib/agent/wal""", no_args_is_help=True)
 Example: walctl quarantine list /var/lib/agent/wal --json""")
 def list_(directory: str = typer.Argument(..., help="The WAL directory.", callback=existing_dir),
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine/1).")):
-    from ..ops.quarantine import list_quarantine, said
+    from ..ops.wal.quarantine import list_quarantine, said
 
     lst = list_quarantine(directory)
     if json_out:
@@ -54,7 +54,7 @@ Example: walctl quarantine show /var/lib/agent/wal wal-000003.bin""")
 def show(directory: str = typer.Argument(..., help="The WAL directory.", callback=existing_dir),
          name: str = typer.Argument(..., help="A file name from `quarantine list`."),
          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine-show/1).")):
-    from ..ops.quarantine import said, show as run_show
+    from ..ops.wal.quarantine import said, show as run_show
 
     s = run_show(directory, name)
     if json_out:
@@ -104,7 +104,7 @@ def move(directory: str = typer.Argument(..., help="The WAL, segment or checkpoi
          reason: str = typer.Option(..., "--reason", help="Why, for the manifest."),
          apply: bool = typer.Option(False, "--apply", help="Move it (default: print the plan only)."),
          json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine-move/1).")):
-    from ..ops.quarantine import move as run_move
+    from ..ops.wal.quarantine import move as run_move
 
     from ..ops.advice import cmd
 
@@ -122,7 +122,7 @@ def restore(directory: str = typer.Argument(..., help="The WAL directory.", call
             name: str = typer.Argument(..., help="A file name from `quarantine list`."),
             apply: bool = typer.Option(False, "--apply", help="Restore it (default: print the plan only)."),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine-restore/1).")):
-    from ..ops.quarantine import restore as run_restore
+    from ..ops.wal.quarantine import restore as run_restore
 
     from ..ops.advice import cmd
 
@@ -141,7 +141,7 @@ def purge(directory: str = typer.Argument(..., help="The directory whose .quaran
                                                                    "(a duration: 30d, 12h; 0 for all)."),
           apply: bool = typer.Option(False, "--apply", help="Delete them (default: print the plan only)."),
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.quarantine-purge/1).")):
-    from ..ops.quarantine import purge as run_purge, said
+    from ..ops.wal.quarantine import purge as run_purge, said
     from .units import parse_duration
 
     rep = run_purge(directory, older_than_s=parse_duration(older_than, "--older-than"), apply=apply)
@@ -166,7 +166,7 @@ def purge(directory: str = typer.Argument(..., help="The directory whose .quaran
 
 
 def _render_action(act, json_out: bool, schema: str, again: str | None = None):
-    from ..ops.quarantine import said
+    from ..ops.wal.quarantine import said
     from .shown import shown
 
     if json_out:

@@ -50,10 +50,10 @@ def recover(
 
 def _recover(rec, checkpoints, log, reducer, allow_gap, out, fmt, json_out, strict, progress) -> None:
     from ..errors import NotClean
-    from ..ops.recover import recover as run_recover
-    from ..ops.state_io import write_state
+    from ..ops.checkpoints.recover import recover as run_recover
+    from ..ops.checkpoints.state_io import write_state
 
-    from ..ops.recover import OUTCOME_HISTORY_LOST
+    from ..ops.checkpoints.recover import OUTCOME_HISTORY_LOST
 
     on_interrupt("interrupted; recover changes nothing it reads" + (f", and {out} was not written" if out else ""))
     with Bar("recover", path_bytes(log), progress) as bar:
@@ -86,7 +86,7 @@ def _fingerprint(rep, shown: bool) -> dict | None:
     """The fingerprint of the state recover wrote (or would write), as `walctl fingerprint` computes it:
     None when nothing was written (history lost) or the state has no canonical form."""
     from ..errors import UsageError
-    from ..ops.fingerprint import FORM_STATE, state_sha256
+    from ..ops.checkpoints.fingerprint import FORM_STATE, state_sha256
 
     if not shown:
         return None
@@ -98,7 +98,7 @@ def _fingerprint(rep, shown: bool) -> dict | None:
 
 
 def _render_text(rep, out, written: bool, strict: bool, fp: dict | None = None) -> None:
-    from ..ops.recover import OUTCOME_FALLBACK
+    from ..ops.checkpoints.recover import OUTCOME_FALLBACK
 
     used = rep.checkpoint
     emit(f"outcome: {rep.outcome}; final sequence {rep.final_sequence}")

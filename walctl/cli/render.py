@@ -9,7 +9,7 @@ import os
 import re
 import sys
 
-from .. import __version__
+from ..version import __version__
 
 _COLORS = {"red": "31", "yellow": "33", "green": "32", "dim": "2", "bold": "1", "cyan": "36"}
 

@@ -36,13 +36,13 @@ def repair(
                                           "s3://bucket/prefix; default: $WALCTL_ARCHIVE): when it can heal a "
                                           "finding, next: names the walctl heal command."),
 ) -> int:
-    from ..ops.repair import repair as run_repair
+    from ..ops.wal.repair import repair as run_repair
 
     if accept_loss is not None or reason is not None:
         return _accept(path, accept_loss, reason, apply, json_out)
 
     from ..ops.advice import steps_json
-    from ..ops.heal_advice import heal_steps
+    from ..ops.archive.heal_advice import heal_steps
 
     rep = run_repair(path, apply=apply, max_drop_bytes=max_drop_bytes)
     steps = heal_steps(rep.after or rep.before, archive) + rep.next_steps()  # heal first, when an archive can
@@ -69,7 +69,7 @@ def repair(
 
 def _accept(path, rng, reason, apply, json_out) -> int:
     from ..errors import UsageError, WalctlError
-    from ..ops.ledger_ops import accept_loss, parse_range
+    from ..ops.wal.ledger_ops import accept_loss, parse_range
 
     try:
         if rng is None or reason is None:

@@ -63,7 +63,7 @@ def replay(
         return _follow(path, form, after, to, limit, *follow_durations(interval, timeout))
     if form != ev.FORM_JSONL and out is None and sys.stdout.isatty():
         raise UsageError("a binary stream would go to the terminal; use --out or a pipe")
-    from ..ops.replay import ReplayOptions, replay as run_replay
+    from ..ops.wal.replay import ReplayOptions, replay as run_replay
 
     opts = ReplayOptions(after, to, limit, form, skip_damaged, None if jobs is None else jobs or os.cpu_count() or 1)
     if out is None:  # progress on stderr when it is a terminal, as pv and restic do (`... | gzip > f`)
@@ -84,7 +84,7 @@ def _stdout_writer():
     """writev straight to fd 1 when stdout is a real file (the fast path), else through sys.stdout."""
     import io
 
-    from ..ops.fdwrite import write_pieces_to_fd
+    from ..ops.wal.fdwrite import write_pieces_to_fd
 
     sys.stdout.flush()
     try:
@@ -96,7 +96,7 @@ def _stdout_writer():
 
 
 def _replay_to_file(path: str, out: str, opts, progress=None):
-    from ..ops.replay_file import replay_to_file
+    from ..ops.wal.replay_file import replay_to_file
 
     report, final = replay_to_file(path, out, opts, progress)
     if final is None:
@@ -135,14 +135,14 @@ def _summarise(report, report_path: str | None, quiet: bool = False) -> None:
         if report_path == "-":
             sys.stderr.write(doc + "\n")
         else:
-            from ..ops.replay_file import write_report_file
+            from ..ops.wal.replay_file import write_report_file
 
             write_report_file(report_path, doc)
 
 
 def _follow(path, form, after, to, limit, interval, timeout) -> int:
-    from ..ops.follow import follow_events
-    from ..ops.segments import looks_like_segment_dir
+    from ..ops.wal.follow import follow_events
+    from ..ops.wal.segments import looks_like_segment_dir
 
     if form == "sync" and os.path.isdir(path) and looks_like_segment_dir(path):
         raise UsageError("the sync blob carries V2 events; follow ADR-003 segments as --jsonl or --msgpack")

@@ -27,7 +27,7 @@ def salvage(
     progress: Optional[bool] = PROGRESS,
 ) -> int:
     from ..ops.advice import cmd
-    from ..ops.salvage import salvage as run_salvage
+    from ..ops.wal.salvage import salvage as run_salvage
 
     again = cmd("salvage", path, "--out", out)
     on_interrupt(f"interrupted before the copy began; {path} is untouched; `{again}` starts it again (and clears "
@@ -67,7 +67,7 @@ def render(rep, path: str, out: str) -> None:
         emit(shown(f"  skipped: {s['file']}@{s['offset']}: {s['reason']}"))
     for n in rep.notes:
         emit(shown(f"  note: {n}"))
-    from ..ops.salvage import sealable
+    from ..ops.wal.salvage import sealable
 
     sealed = len(sealable(rep.chunks))
     emit(shown(f"{out}: {rep.out_report.verdict} (exit {rep.exit_code}); its ledger: {sealed} chunk"
@@ -83,7 +83,7 @@ def render(rep, path: str, out: str) -> None:
 
 
 def source_line(u) -> str:
-    from ..ops.quarantine import said
+    from ..ops.wal.quarantine import said
 
     s = u.scanned.source
     e = s.entry or {}
@@ -102,7 +102,7 @@ def source_line(u) -> str:
 
 
 def interrupt_text(path: str, out: str, left) -> str:
-    """The Ctrl-C line, from what the cleanup really did (ops.salvage.Aftermath)."""
+    """The Ctrl-C line, from what the cleanup really did (ops.wal.salvage.Aftermath)."""
     from ..ops.advice import cmd
 
     tmp = out.rstrip("/") + ".tmp"

@@ -22,7 +22,7 @@ def seal(
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.seal/2) on stdout."),
 ) -> int:
     from ..errors import WalctlError
-    from ..ops.ledger_ops import seal as run_seal
+    from ..ops.wal.ledger_ops import seal as run_seal
 
     try:
         rep = run_seal(directory, apply=apply)

@@ -21,8 +21,8 @@ def stats(
     progress: Optional[bool] = PROGRESS,
 ) -> int:
     from ..ops.kinds import KINDS, VIEW_ENTRIES, VIEW_SUMMARY
-    from ..ops.stats import collect_stats
-    from ..ops.verify import detect_kind
+    from ..ops.wal.stats import collect_stats
+    from ..ops.wal.verify import detect_kind
 
     view = KINDS[detect_kind(path)].stats
     if view == VIEW_ENTRIES:
@@ -71,7 +71,7 @@ def _render(st) -> None:
 
 
 def _segment_stats(path: str, json_out: bool, progress=None) -> int:
-    from ..ops.stats import segment_stats
+    from ..ops.wal.stats import segment_stats
 
     with Bar("stats", path_bytes(path), progress) as bar:
         st = segment_stats(path, progress=bar.callback)
@@ -94,7 +94,7 @@ def _segment_stats(path: str, json_out: bool, progress=None) -> int:
 
 def _summary_stats(path: str, json_out: bool) -> int:
     """Other artifacts: counts per file from verify's view (checkpoints, task logs, agent roots, workflows)."""
-    from ..ops.verify import verify_path
+    from ..ops.wal.verify import verify_path
 
     rep = verify_path(path)
     body = {"path": path, "kind": rep.kind, "verdict": rep.verdict, "exit_code": rep.exit_code,

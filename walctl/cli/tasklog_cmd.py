@@ -20,7 +20,7 @@ Example: walctl tasklog inspect wal/3f2a9c1e-0b7d-4e55-9a51-6d0c2f1b8e77.wal""",
 
 
 def _reports(path, strict):
-    from ..ops.tasklog import read_all
+    from ..ops.tasklog.logs import read_all
 
     return read_all(path, strict=strict)
 
@@ -92,7 +92,7 @@ def resume(path: str = typer.Argument(..., help="A task log.", callback=existing
     import json
 
     from ..errors import WalctlError
-    from ..ops.tasklog import resume as run_resume
+    from ..ops.tasklog.logs import resume as run_resume
 
     try:
         res = run_resume(path, apply=apply, force=force)
@@ -126,7 +126,7 @@ def replay(path: str = typer.Argument(..., help="A task log.", callback=existing
            jsonl: bool = typer.Option(False, "--jsonl", help="One JSON object per entry (JSON lines, schema walctl.tasklog-replay/1).")):
     import json
 
-    from ..ops.tasklog import read_task
+    from ..ops.tasklog.logs import read_task
 
     rep = read_task(path, timeline=True, until=to_line, until_ms=_until_time(until))
     for number, kind, st in rep.read.states:
@@ -166,7 +166,7 @@ def append(path: str = typer.Argument(..., help="The task log (created if missin
            force: bool = typer.Option(False, "--force", help="Write entries that break a rule.")):
     from ..errors import UsageError
     from ..format.jsonload import loads
-    from ..ops.tasklog import append as run_append
+    from ..ops.tasklog.logs import append as run_append
     from .stdin import stdin_lines
 
     texts = [(f"entry {i}", t) for i, t in enumerate(entry, 1)] if entry else \

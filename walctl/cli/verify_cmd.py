@@ -10,7 +10,7 @@ from ..ops.classes import SEQUENCE_GAP
 from ..ops.kinds import kind_of
 from ..ops.report import VerifyReport
 
-from ..ops.verify import verify_paths
+from ..ops.wal.verify import verify_paths
 from .metrics_opt import METRICS_FILE, Recording
 from .progress import PROGRESS, Bar, path_bytes
 from .render import emit, json_document, next_lines, paint, plain_table, plural, rerun, safe, say, seq_range, singular
@@ -96,10 +96,10 @@ def _verify(rec: Recording, paths, json_out, strict, jobs, quick, cover, verbose
 
 
 def _cover(subset, resume, max_duration):
-    """The request of ops/coverage.py, or None for a verify that reads everything and writes nothing."""
+    """The request of ops/wal/coverage.py, or None for a verify that reads everything and writes nothing."""
     if subset is None and not resume and max_duration is None:
         return None
-    from ..ops.coverage import Deadline, Request, parse_subset
+    from ..ops.wal.coverage import Deadline, Request, parse_subset
     from .units import parse_duration
 
     deadline = None if max_duration is None else Deadline(parse_duration(max_duration, "--max-duration"))
@@ -114,7 +114,7 @@ def _maps(report: VerifyReport):
 
 def to_json(report: VerifyReport, archive: str | None = None) -> dict:
     from ..ops.advice import steps_json
-    from ..ops.heal_advice import advise
+    from ..ops.archive.heal_advice import advise
 
     return {"exit_code": report.exit_code, "verdict": report.verdict, "strict": report.strict,
             "paths": [dict(p.to_json(), next_steps=steps_json(advise(p, archive))) for p in report.paths]}
@@ -156,7 +156,7 @@ def render_human(report: VerifyReport, verbose: bool, archive: str | None = None
             if f.lost_sequence_range and f.cls != SEQUENCE_GAP:
                 a, b = f.lost_sequence_range
                 emit(f"      sequences lost: {seq_range(a, b)}")
-        from ..ops.heal_advice import advise
+        from ..ops.archive.heal_advice import advise
 
         for line in next_lines(advise(p, archive), "  "):
             emit(line)

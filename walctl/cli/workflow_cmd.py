@@ -17,7 +17,7 @@ Example: walctl workflow list /var/lib/workflows""", no_args_is_help=True)
 
 
 def _store(root):
-    from ..ops.workflow import existing_store
+    from ..ops.workflow.store import existing_store
 
     return existing_store(root)
 
@@ -37,7 +37,7 @@ Example: walctl workflow list /var/lib/workflows --workflow deploy --json""")
 def list_(root: str = typer.Argument(..., help="The store's root directory.", callback=existing_dir),
           workflow: Optional[str] = typer.Option(None, "--workflow", help="Only this workflow_name."),
           json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-list/1).")):
-    from ..ops.workflow import existing_store
+    from ..ops.workflow.store import existing_store
 
     store = existing_store(root)
     states = store.list(workflow)
@@ -100,7 +100,7 @@ def pause(root: str = typer.Argument(..., help="The store's root directory.", ca
 
     from ..errors import WalctlError
     from ..format.workflow import to_json
-    from ..ops.workflow_steps import pause as run_pause
+    from ..ops.workflow.steps import pause as run_pause
     from .render import examined_document
 
     try:
@@ -135,7 +135,7 @@ def resume(root: str = typer.Argument(..., help="The store's root directory.", c
 
     from ..errors import WalctlError
     from ..format.workflow import to_json
-    from ..ops.workflow_steps import resume as run_resume
+    from ..ops.workflow.steps import resume as run_resume
     from .render import examined_document
 
     try:
@@ -168,7 +168,7 @@ def complete(root: str = typer.Argument(..., help="The store's root directory.",
              apply: bool = typer.Option(False, "--apply", help="Do it (default: say what would happen)."),
              json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-complete/1).")):
     from ..errors import WalctlError
-    from ..ops.workflow_steps import complete as run_complete
+    from ..ops.workflow.steps import complete as run_complete
     from .render import examined_document
 
     try:
@@ -201,7 +201,7 @@ def delete(root: str = typer.Argument(..., help="The store's root directory.", c
            checkpoint_id: str = typer.Argument(..., help="The checkpoint id."),
            apply: bool = typer.Option(False, "--apply", help="Do it (default: say what would happen)."),
            json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-delete/1).")):
-    from ..ops.workflow import delete as run_delete
+    from ..ops.workflow.store import delete as run_delete
 
     # Its refusals (an id that is not a name, a link, the lock) come before it reads a document: they are
     # walctl.error/1 (docs/json.md, the failure rule).
@@ -230,7 +230,7 @@ def cleanup(root: str = typer.Argument(..., help="The store's root directory.", 
             max_age: str = typer.Option("24h", "--max-age", help="Older than this (a duration: 30d, 12h) expires."),
             apply: bool = typer.Option(False, "--apply", help="Do it (default: list what would go)."),
             json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.workflow-cleanup/1).")):
-    from ..ops.workflow import cleanup as run_cleanup
+    from ..ops.workflow.store import cleanup as run_cleanup
     from .units import parse_duration
 
     # Unreadable documents are its own document's `problems` (exit 3); what stops it before a move (a link,

@@ -45,7 +45,7 @@ def write(
                                             "writer starts a new chunk; archive push --follow ships it sealed)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document (schema walctl.write/1) on stdout."),
 ) -> int:
-    from ..ops.write_events import check_format, event_from_options, parse_lines, write_events
+    from ..ops.wal.write_events import check_format, event_from_options, parse_lines, write_events
 
     check_sync(sync)
     check_format(fmt, encoding)

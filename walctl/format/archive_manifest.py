@@ -2,7 +2,7 @@
 holds, checked before any of it is used. Pure. The manifest is read from a store anyone with write
 access to the bucket can change: a field of the wrong type or an impossible value makes the document
 invalid (named by object number and field), and readers then rebuild it from the objects themselves
-(ops/archive.py: read_manifest). Nothing in an invalid manifest is acted on; nothing prints `1..None`.
+(ops/archive/objects.py: read_manifest). Nothing in an invalid manifest is acted on; nothing prints `1..None`.
 """
 from __future__ import annotations
 

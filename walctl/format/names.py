@@ -40,7 +40,7 @@ def segment_name(n: int) -> str:
 def parse_segment_name(name: str) -> int | None:
     """The number of an ADR-003 segment name, `wal_<N>.log` with N >= 1. Writers pad N to 8 digits;
     readers accept any spelling of it (the spec: `wal_1.log` is segment 1), ASCII digits only. Two
-    spellings of one number are both read, and the second is reported (ops/segments.list_segments)."""
+    spellings of one number are both read, and the second is reported (ops/wal/segments.list_segments)."""
     m = _SEGMENT_RE.fullmatch(name)
     if not m or not m.group(1).isascii():
         return None

@@ -8,7 +8,7 @@ null for segments and empty chunks), `marks` ([sequence, offset] of a record eve
 or MARK_BYTES bytes, the first record always), and `crc32c` as a ledger line has it. A version-1 line
 (no `min_ts`/`max_ts`) still decodes, with no times; `seal --apply` writes it again as version 2. The index is a hint
 for readers: nothing in it is believed until the reader has checked it against the ledger's seal, the
-file's stat data and the record at the offset (ops/seek.py). A line that does not decode is reported by
+file's stat data and the record at the offset (ops/wal/seek.py). A line that does not decode is reported by
 number and never used.
 """
 from __future__ import annotations

@@ -17,9 +17,9 @@ from .classes import (
     MARK_SHORT, MARK_TORN, MARK_UNDECODABLE, MARK_UNSUPPORTED, MARK_ZERO_FILL, row,
 )
 from .findings import Finding
-from .pieces import Piece, read_pieces
+from .wal.pieces import Piece, read_pieces
 from .report import PathReport
-from .verify import verify_path
+from .wal.verify import verify_path
 
 # What a region looks like on the map: a mark per kind of trouble (the legend, in this order). The marks
 # and the class each stands for are columns of the finding-class table (ops/classes.py).

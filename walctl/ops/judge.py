@@ -27,14 +27,14 @@ The verdict is complete (`Judged`): torn or corrupt (`torn`), the exit code (`co
 (`stream_block`, `waits`, `stream_stops`). Callers render these; they decide none of them.
 
 verify feeds everything and turns every Judged into findings; replay feeds chunk by chunk and stops at
-the first block; the followers (ops/follow.py, ops/follow_segments.py) feed as bytes arrive -- the bytes
+the first block; the followers (ops/wal/follow.py, ops/wal/follow_segments.py) feed as bytes arrive -- the bytes
 left in a file they roll away from are a tail Damage (`Tail.roll`), the records after it a Run -- and
 stop where `stream_block` says.
 
 Where a kind of log differs, the judge takes a `Policy` rather than a second copy of a rule:
 - V2 chunks (`CONTINUED`): tail damage is torn when what follows continues the sequence (above);
   a run stepping back is judged and the sequence goes on from its last record.
-- ADR-003 segments (`SEGMENTS`, through the adapter in ops/segment_items.py): tail damage is torn only
+- ADR-003 segments (`SEGMENTS`, through the adapter in ops/wal/segment_items.py): tail damage is torn only
   in the directory's last segment (`feed(..., last_file=True)`), whatever follows; an entry stepping
   back with another checksum is reported and dropped: it is judged on arrival (so verdicts may come
   before those of damage still pending), the last sequence stays, the damage before it stays pending.

@@ -1,7 +1,7 @@
 """The artifact kinds walctl reads: their names (the JSON's "kind" values), defined once, and one table,
 KINDS, saying for each what a command does with it (in the spirit of h11's READERS).
 
-ops/verify.py: detect_kind says which kind a path is (from names and first bytes); every command then
+ops/wal/verify.py: detect_kind says which kind a path is (from names and first bytes); every command then
 dispatches through the kind's entry instead of an `if kind == ...` chain. The functions are named as
 "module:attribute" under walctl.ops and imported only when used, so `walctl verify` of a chunk directory
 never loads the codecs of the other kinds (cold start), and this module imports nothing of its own.
@@ -33,7 +33,7 @@ class Kind(NamedTuple):
     inspect: str        # VIEW_*: what `inspect` shows
     stats: str          # VIEW_*: what `stats` shows
     verify: str | None  # "module:function" -> verify(path, kind, strict, fs, lock_held_by_us) -> PathReport;
-                        # None: V2 chunks, which ops/verify.py reads itself (jobs, quick, the ledger)
+                        # None: V2 chunks, which ops/wal/verify.py reads itself (jobs, quick, the ledger)
     replay: str | None = None    # "module:function" -> replay(path, kind, out, opts, fs, out_fd, progress)
     events: str | None = None    # "module:function" -> (entries after a sequence, report, duplicates): recover, merge
     item: str = "chunk"          # what one of its files (a report row) is called on screen
@@ -45,9 +45,9 @@ class Kind(NamedTuple):
     annotated: bool = False      # inspect --damaged annotates its bytes with V2 record headers
     whole_files: bool = False    # each file is checked whole and stands alone (checkpoints): no damage map
                                  # to draw, and the files' sequences are a set (lowest..highest), not a run
-    reducer: str = "adr003"      # recover --reducer auto: the reducer for its events (ops/recover.py: REDUCERS)
+    reducer: str = "adr003"      # recover --reducer auto: the reducer for its events (ops/checkpoints/recover.py: REDUCERS)
     fold: str | None = None      # "module:function" -> Folded: merge folds it into states
-    # The archive (ops/archive*.py): its files as archive objects; None where it is not archived.
+    # The archive (ops/archive/): its files as archive objects; None where it is not archived.
     archive: str | None = None   # the object kind (the folder under a namespace, the manifest's "kind")
     files: str | None = None     # "module:function" -> the names of its files in order (archive push)
     describe: str | None = None  # "module:function" -> (Entry, None) | (None, Finding): one file as archived
@@ -61,8 +61,8 @@ class Kind(NamedTuple):
     piece: str | None = None     # "module:function" -> a live piece's records read (sequences, rising, time)
     stage: str | None = None     # "module:function" -> (staged copy, object kind) of each file version to push
     sources: str | None = None   # "module:function" -> (path below the root, path) of each file it versions
-    shipper: str | None = None   # "module:Class" -> what archive push --follow runs (None: ops/archive_follow.py's)
-    restore: str | None = None   # "module:function" -> restore of its file versions (ops/archive_files_restore.py)
+    shipper: str | None = None   # "module:Class" -> what archive push --follow runs (None: ops/archive/follow.py's)
+    restore: str | None = None   # "module:function" -> restore of its file versions (ops/archive/files_restore.py)
 
     def load(self, what: str):
         """The function the entry names under `what` (verify, replay, events, files...)."""
@@ -77,38 +77,38 @@ class Kind(NamedTuple):
 
 
 _V2 = dict(units="records", inspect=VIEW_RECORDS, stats=VIEW_RECORDS, verify=None,
-           replay="replay:replay_v2", events="recover:v2_events", annotated=True, reducer="spector",
-           fold="merge:fold_wal")
+           replay="wal.replay:replay_v2", events="checkpoints.recover:v2_events", annotated=True, reducer="spector",
+           fold="wal.merge:fold_wal")
 _SEG = dict(item="segment", counted="entries", units="entries", inspect=VIEW_ENTRIES, stats=VIEW_ENTRIES, verify="verify_kinds:verify_segments",
-            replay="replay:replay_segments", events="recover:segment_events")
+            replay="wal.replay:replay_segments", events="checkpoints.recover:segment_events")
 _CKPT = dict(whole_files=True, item="checkpoint", counted="valid", units="checkpoints", inspect=VIEW_CHECKPOINTS, stats=VIEW_SUMMARY, verify="verify_kinds:verify_checkpoint_kind")
 _TLOG = dict(item="task log", counted="entries", units="entries", inspect=VIEW_TASKLOGS, stats=VIEW_SUMMARY, verify="verify_kinds:verify_tasklog_kind")
-_ARCHIVED_V2 = dict(archive="chunks", files="archive_push:chunk_names", describe="archive_kinds:describe_chunk",
-                    number="archive_kinds:chunk_number", file_name="archive_kinds:chunk_file",
-                    cut="archive_kinds:end_in_chunk", until="archive_kinds:v2_until", follower="follow:ChunkFollower",
-                    end_through="cut:end_through_chunk",
-                    file_header="archive_kinds:v2_file_header", piece="archive_kinds:chunk_piece")
-_ARCHIVED_SEG = dict(archive="segments", files="archive_push:segment_names", describe="archive_kinds:describe_segment",
-                     number="archive_kinds:segment_number", file_name="archive_kinds:segment_file",
-                     cut="archive_kinds:end_in_segment", until="archive_kinds:segments_until",
-                     end_through="cut:end_through_segment",
-                     follower="follow_segments:SegmentFollower", piece="archive_kinds:segment_piece")
+_ARCHIVED_V2 = dict(archive="chunks", files="archive.push:chunk_names", describe="archive.kinds:describe_chunk",
+                    number="archive.kinds:chunk_number", file_name="archive.kinds:chunk_file",
+                    cut="archive.kinds:end_in_chunk", until="archive.kinds:v2_until", follower="wal.follow:ChunkFollower",
+                    end_through="wal.cut:end_through_chunk",
+                    file_header="archive.kinds:v2_file_header", piece="archive.kinds:chunk_piece")
+_ARCHIVED_SEG = dict(archive="segments", files="archive.push:segment_names", describe="archive.kinds:describe_segment",
+                     number="archive.kinds:segment_number", file_name="archive.kinds:segment_file",
+                     cut="archive.kinds:end_in_segment", until="archive.kinds:segments_until",
+                     end_through="wal.cut:end_through_segment",
+                     follower="wal.follow_segments:SegmentFollower", piece="archive.kinds:segment_piece")
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind(KIND_DIR, True, ledger=True, mend=True, compact=True, indexed=True, **_V2, **_ARCHIVED_V2),
     Kind(KIND_CHUNK, False, **_V2),
     Kind(KIND_SEGMENTS, True, ledger=True, **_SEG, **_ARCHIVED_SEG),
     Kind(KIND_SEGMENT, False, **_SEG),
-    Kind(KIND_CHECKPOINTS, True, archive="checkpoints", describe="archive_kinds:describe_checkpoint", **_CKPT),
+    Kind(KIND_CHECKPOINTS, True, archive="checkpoints", describe="archive.kinds:describe_checkpoint", **_CKPT),
     Kind(KIND_CHECKPOINT, False, **_CKPT),
-    Kind(KIND_TASKLOGS, True, archive="tasklogs", stage="archive_files:stage_tasklogs",
-         sources="archive_files:tasklog_sources", shipper="archive_files_follow:FilesShipper",
-         describe="archive_files:describe_tasklog", restore="archive_files_restore:restore_tasklogs", **_TLOG),
+    Kind(KIND_TASKLOGS, True, archive="tasklogs", stage="archive.files:stage_tasklogs",
+         sources="archive.files:tasklog_sources", shipper="archive.files_follow:FilesShipper",
+         describe="archive.files:describe_tasklog", restore="archive.files_restore:restore_tasklogs", **_TLOG),
     Kind(KIND_TASKLOG, False, **_TLOG),
     Kind(KIND_SUBSTRAT, True, "sessions", VIEW_AGENTS, VIEW_SUMMARY, "verify_kinds:verify_substrat",
-         item="session", counted="events", archive="agents", stage="archive_files:stage_agents",
-         sources="archive_files:agent_sources", shipper="archive_files_follow:FilesShipper",
-         describe="archive_files:describe_agent_file", restore="archive_files_restore:restore_agents"),
+         item="session", counted="events", archive="agents", stage="archive.files:stage_agents",
+         sources="archive.files:agent_sources", shipper="archive.files_follow:FilesShipper",
+         describe="archive.files:describe_agent_file", restore="archive.files_restore:restore_agents"),
     Kind(KIND_WORKFLOWS, True, "documents", VIEW_WORKFLOWS, VIEW_SUMMARY, "verify_kinds:verify_workflow_kind",
          item="workflow checkpoint", counted="valid"),
 )}

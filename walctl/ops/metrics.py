@@ -149,7 +149,7 @@ def push_targets(wal_dir: str, rep, endpoint_url: str | None = None) -> list:
     """The push's outcome and, read back from the archive's manifest, how far it trails the local log
     (archive list --dir's `lag`)."""
     from ..errors import WalctlError
-    from .archive_list import list_archive
+    from .archive.listing import list_archive
 
     shipped = lag_seq = lag_s = None
     try:
@@ -163,7 +163,7 @@ def push_targets(wal_dir: str, rep, endpoint_url: str | None = None) -> list:
 
 
 def follow_targets(wal_dir: str, sh, exit_code: int = 0) -> list:
-    """A running follower (ops/archive_follow.Shipper): what it shipped and what waits in its buffer."""
+    """A running follower (ops/archive/follow.Shipper): what it shipped and what waits in its buffer."""
     if not hasattr(sh, "buf"):  # a shipper of whole files (task logs, an agent root): no buffer to measure
         return [Target(wal_dir, exit_code, {}, shipped_sequence=getattr(sh, "shipped_through", None),
                        bytes_uploaded=getattr(sh, "bytes_uploaded", None))]

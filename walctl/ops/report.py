@@ -1,7 +1,7 @@
 """The report every verifying use case returns: one PathReport per path, a ChunkReport per file in it.
 
-Shared by ops/verify.py (V2 chunks, checkpoints, task logs, workflow stores) and the walks that verify
-other kinds (ops/segments.py, ops/agents.py), so none of them imports another to build its report.
+Shared by ops/wal/verify.py (V2 chunks, checkpoints, task logs, workflow stores) and the walks that verify
+other kinds (ops/wal/segments.py, ops/agents/roots.py), so none of them imports another to build its report.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""verify for every artifact kind other than V2 chunks (ops/verify.py does those): one table, VERIFIERS,
+"""verify for every artifact kind other than V2 chunks (ops/wal/verify.py does those): one table, VERIFIERS,
 from kind to the function that returns its PathReport. The codecs each one needs are imported when it
 runs, so `walctl verify` of a chunk directory never loads them (cold start).
 """
@@ -16,7 +16,7 @@ from .report import PathReport, file_row
 
 def verify_checkpoints(path: str, *, strict: bool = False, fs=DEFAULT_FS) -> PathReport:
     """A checkpoint file, or every *.ckpt of a directory, through all eleven steps."""
-    from .checkpoint import check_path
+    from .checkpoints.checkpoint import check_path
 
     if fs.stat(path).kind == "dir":
         files = sorted(e.path for e in fs.listdir(path) if e.name.endswith(".ckpt") and e.kind == "file")
@@ -39,7 +39,7 @@ def verify_checkpoints(path: str, *, strict: bool = False, fs=DEFAULT_FS) -> Pat
 
 def verify_tasklogs(path: str, kind: str, *, strict: bool = False, fs=DEFAULT_FS) -> PathReport:
     """Task logs as a PathReport: one "chunk" per task log, its valid entries as records."""
-    from .tasklog import read_all
+    from .tasklog.logs import read_all
 
     chunks, findings = [], []
     for i, rep in enumerate(read_all(path, strict=strict, fs=fs)):
@@ -55,7 +55,7 @@ def verify_tasklogs(path: str, kind: str, *, strict: bool = False, fs=DEFAULT_FS
 
 def verify_workflows(root: str, fs=DEFAULT_FS) -> PathReport:
     """A workflow store: every document must load; one "chunk" per document."""
-    from .workflow import DirectoryWorkflowStore
+    from .workflow.store import DirectoryWorkflowStore
 
     store = DirectoryWorkflowStore(root, fs)
     states = store.list()
@@ -68,8 +68,8 @@ def verify_workflows(root: str, fs=DEFAULT_FS) -> PathReport:
 
 
 def verify_segments(path: str, kind: str, strict: bool, fs, lock_held_by_us: bool) -> PathReport:
-    from . import ledger_check
-    from .segments import verify_segments as verify_segment_files
+    from .wal import ledger_check
+    from .wal.segments import verify_segments as verify_segment_files
 
     report = verify_segment_files(path, strict=strict, fs=fs, lock_held_by_us=lock_held_by_us)
     if kind_of(report.kind).ledger:  # a directory of segments, not one segment file
@@ -78,7 +78,7 @@ def verify_segments(path: str, kind: str, strict: bool, fs, lock_held_by_us: boo
 
 
 def verify_substrat(path: str, kind: str, strict: bool, fs, lock_held_by_us: bool) -> PathReport:
-    from .agents import to_path_report
+    from .agents.roots import to_path_report
 
     return to_path_report(path, kind, fs)
 

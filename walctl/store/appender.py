@@ -1,6 +1,6 @@
 """Appends V2 records to a chunk directory: sequence assignment, sync policy, chunk rolling.
 
-It trusts its caller (ops/write.py) to have taken the directory's lock, checked the directory and cut
+It trusts its caller (ops/wal/write.py) to have taken the directory's lock, checked the directory and cut
 any torn tail: it starts from a known-good state and keeps it good. Assigning a sequence and encoding
 its record happen under one lock, so threads can share a writer.
 

@@ -34,7 +34,7 @@ class ChunkOutcome(NamedTuple):
 def scan_chunk_file(path: str, fs=DEFAULT_FS, visit=None, expect: Expect | None = None, start: int = 0) -> ChunkOutcome:
     """Scans the chunk; a sealed one (`expect`) is hashed instead, and scanned only when its hash differs.
     `start` > 0: only the records from that record boundary on (a reader the sequence index let skip the
-    rest, ops/seek.py); the scan then says nothing of the bytes before it."""
+    rest, ops/wal/seek.py); the scan then says nothing of the bytes before it."""
     try:
         if start:
             with fs.map_read(path) as buf:

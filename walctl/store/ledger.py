@@ -42,7 +42,7 @@ def read_ledger(directory: str, fs=DEFAULT_FS, name: str = L.LEDGER_NAME, check=
 
 def append_lines(directory: str, lines: list[bytes], fs=DEFAULT_FS, name: str = L.LEDGER_NAME) -> None:
     """Durably appends whole lines (the caller holds the directory's lock; `name`: verify's runs file,
-    see ops/coverage.py for why it needs no lock)."""
+    see ops/wal/coverage.py for why it needs no lock)."""
     if not lines:
         return
     durable.make_dir(ledger_dir(directory), fs)

@@ -1,5 +1,5 @@
 """Conditional writes on the object stores (issue #24: one follower per archive namespace, whose lock is
-an object: ops/archive_lock.py). Each store gets the same four calls:
+an object: ops/archive/lock.py). Each store gets the same four calls:
 
   put_new(key, data)                 create only if absent                 S3: If-None-Match: *   file: O_EXCL
   read_tagged(key)                   (bytes, tag of this version) or None  S3: the ETag           file: SHA-256

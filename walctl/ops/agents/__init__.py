@@ -1,0 +1,1 @@
+"""Substrat agent session roots: read, recover, set aside, the agent tree."""

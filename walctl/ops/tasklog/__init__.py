@@ -1,0 +1,1 @@
+"""Tiffany per-task logs."""

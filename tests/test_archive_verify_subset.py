@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from test_archive import make_checkpoints, make_wal
+from test_verify_subset import Ticks
 from walctl.ops.archive.push import push
 from walctl.ops.archive.verify import Sample, verify_archive
 from walctl.ops.wal.coverage import Deadline, in_slice, parse_subset
@@ -27,15 +28,6 @@ class CountingStore(FileStore):
         with self._lock:
             self.reads.append(key)
         return super().get_to(key, f)
-
-
-class Ticks:
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        self.t += 1
-        return self.t
 
 
 @pytest.fixture

@@ -102,7 +102,7 @@ def _hand_out(w: list, todo: list[int], busy: dict, stop, stopped: list) -> None
 
 def _send(fd: int, data: bytes) -> bool:
     try:
-        _write_all(fd, data)
+        write_all(fd, data)
         return True
     except OSError:
         return False
@@ -128,7 +128,7 @@ def _fork_worker(paths, expects, fs, others: list[int]) -> list:
             for fd in (task_w, res_r, *others):
                 os.close(fd)
             while True:
-                raw = _read_exactly(task_r, _POS.size)
+                raw = read_exactly(task_r, _POS.size)
                 if raw is None:
                     break
                 (pos,) = _POS.unpack(raw)
@@ -136,7 +136,7 @@ def _fork_worker(paths, expects, fs, others: list[int]) -> list:
                     break
                 blob = pickle.dumps((pos, scan_chunk_file(paths[pos], fs, expect=expects[pos])),
                                     pickle.HIGHEST_PROTOCOL)
-                _write_all(res_w, _LEN.pack(len(blob)) + blob)
+                write_all(res_w, _LEN.pack(len(blob)) + blob)
         except BaseException:  # noqa: BLE001 - the parent reports the chunk as not scanned
             code = 1
         finally:
@@ -146,7 +146,7 @@ def _fork_worker(paths, expects, fs, others: list[int]) -> list:
     return [pid, res_r, task_w]
 
 
-def _read_exactly(fd: int, n: int) -> bytes | None:
+def read_exactly(fd: int, n: int) -> bytes | None:
     """n bytes, or None at end of file (the parent closed the task pipe: no more work)."""
     got = b""
     while len(got) < n:
@@ -157,7 +157,7 @@ def _read_exactly(fd: int, n: int) -> bytes | None:
     return got
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]

@@ -16,6 +16,7 @@ import signal
 import struct
 
 from ...errors import EnvironmentProblem, OutputClosed
+from ..parallel import read_exactly, write_all
 
 AUTO_JOBS_BYTES = 64 << 20  # this much to replay is spread over one worker per core (forks cost ~10 ms each)
 
@@ -32,19 +33,10 @@ OP_WRITE, OP_NEXT = 1, 2
 
 
 def _read_exact(fd: int, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        got = os.read(fd, n - len(out))
-        if not got:
-            raise EOFError
-        out += got
-    return out
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+    got = read_exactly(fd, n)
+    if got is None:
+        raise EOFError
+    return got
 
 
 class _Worker:
@@ -70,7 +62,7 @@ class _Worker:
         return pickle.loads(_read_exact(self.results, n))
 
     def command(self, op: int, start: int = 0, stop: int = 0) -> None:
-        _write_all(self.commands, _CMD.pack(op, start, stop))
+        write_all(self.commands, _CMD.pack(op, start, stop))
 
 
 class RemoteChunk:
@@ -148,10 +140,10 @@ def _serve(chunks, encode_chunk, results: int, commands: int, out_fd: int) -> No
     for c in chunks:
         outcome, pieces, marks = encode_chunk(c)
         blob = pickle.dumps((outcome, marks), pickle.HIGHEST_PROTOCOL)
-        _write_all(results, _LEN.pack(len(blob)) + blob)
+        write_all(results, _LEN.pack(len(blob)) + blob)
         while True:
             op, start, stop = _CMD.unpack(_read_exact(commands, _CMD.size))
             if op == OP_NEXT:
                 break
             write(pieces[start:stop])
-            _write_all(results, b"\x01")
+            write_all(results, b"\x01")

@@ -442,7 +442,9 @@ def _until(cond, what, *procs, timeout=120.0):
     deadline = time.monotonic() + timeout
     while not cond():
         for p in procs:
-            assert p.poll() is None, f"waiting for {what}: {p.args[:3]} ended with {p.returncode}"
+            if p.poll() is not None:  # its stderr says why (a shipper's exit 7 once went unexplained)
+                err = p.stderr.read().decode("utf-8", "replace")[-2000:] if p.stderr else ""
+                raise AssertionError(f"waiting for {what}: {p.args[:3]} ended with {p.returncode}: {err}")
         assert time.monotonic() < deadline, f"still waiting for {what} after {timeout:.0f} s"
         time.sleep(0.02)
 

@@ -17,7 +17,7 @@ def _copy(ws: str, example: str, name: str) -> str:
     return dst
 
 
-def _flip(path: str, offset: int) -> None:
+def flip(path: str, offset: int) -> None:
     with open(path, "r+b") as f:
         f.seek(offset)
         b = f.read(1)
@@ -35,7 +35,7 @@ def workspace(ws: str) -> None:
     """d-* directories, each holding one kind of damage."""
     _cut(os.path.join(_copy(ws, "wal-healthy", "d-torn"), "wal-000002.bin"), 7)
     p = os.path.join(_copy(ws, "wal-healthy", "d-flip"), "wal-000000.bin")
-    _flip(p, os.path.getsize(p) // 2)
+    flip(p, os.path.getsize(p) // 2)
     os.remove(os.path.join(_copy(ws, "wal-healthy", "d-missing"), "wal-000001.bin"))
     os.makedirs(os.path.join(ws, "d-empty"))
     d = _copy(ws, "wal-healthy", "d-names")
@@ -43,9 +43,9 @@ def workspace(ws: str) -> None:
         f.write(b"not a chunk")
     d = _copy(ws, "checkpoints", "d-ckpt")
     names = sorted(os.listdir(d))
-    _flip(os.path.join(d, names[-1]), os.path.getsize(os.path.join(d, names[-1])) - 5)  # body SHA-256
+    flip(os.path.join(d, names[-1]), os.path.getsize(os.path.join(d, names[-1])) - 5)  # body SHA-256
     _cut(os.path.join(d, names[-2]), 1)  # size
-    _flip(os.path.join(d, names[0]), 1)  # magic
+    flip(os.path.join(d, names[0]), 1)  # magic
     d = _copy(ws, "tasks", "d-task-new")  # a task log with no plan yet: nothing to resume at
     for name in os.listdir(d):
         with open(os.path.join(d, name), "rb") as f:

@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from conftest import tree_digest
+from json_damage import flip
 from walctl.cli import run
 from walctl.ops import classes as K
 
@@ -38,14 +39,6 @@ def copy(tmp_path, example: str, name: str | None = None) -> str:
     dst = str(tmp_path / (name or example))
     shutil.copytree(os.path.join(EXAMPLES, example), dst)
     return dst
-
-
-def flip(path: str, offset: int) -> None:
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        b = f.read(1)
-        f.seek(offset)
-        f.write(bytes([b[0] ^ 0x10]))
 
 
 def test_verify_metrics_say_the_exit_code_every_class_bytes_records_and_keep_the_last_success(tmp_path, capsys):

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from conftest import make_chunk, write_dir
+from test_verify_subset import Ticks  # a clock that moves one second per read: progress driven by data, never sleeps
 from walctl.cli import progress as P
 from walctl.cli import run
 
@@ -201,17 +202,6 @@ def test_checkpoint_restore_counts_the_file_read_then_the_state_written(tmp_path
 
 
 # ---- rate, time left, where it goes, --progress=json (issue #26) ------------------------------------
-
-class Ticks:
-    """A clock that moves one second each time it is read: progress driven by the data, never by sleeps."""
-
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        self.t += 1.0
-        return self.t
-
 
 def _read_all(fd) -> bytes:
     import select

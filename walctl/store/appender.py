@@ -33,6 +33,7 @@ SYNC_BATCH = "batch"
 SYNC_NONE = "none"
 SYNC_POLICIES = (SYNC_ALWAYS, SYNC_BATCH, SYNC_NONE)
 WRITE_BUFFER_BYTES = 1 << 20
+POINTS_EVERY = 1024  # durable records between two updates of the points of the file being appended to
 
 
 class ChunkAppender(GroupCommit):
@@ -41,13 +42,18 @@ class ChunkAppender(GroupCommit):
                  max_chunk_bytes: int = 8 << 20, compress_threshold: int | None = None,
                  clock_ms=None, naming=chunk_name, file_header: bytes | None = None,
                  max_records_per_file: int | None = None, records_in_file: int = 0,
-                 chunk_first_sequence: int | None = None, on_closed=None):
+                 chunk_first_sequence: int | None = None, on_closed=None, on_durable=None):
         """naming/file_header/max_records_per_file describe the layout: V2 chunks by default; ADR-003
         segments pass segment_name, no header, and 10,000 entries per file.
         on_closed(items, durable_sequence): called once chunks closed for good are synced, with
         (name, first_seq, last_seq, records) for each (the ledger's seal lines); records_in_file and
-        chunk_first_sequence describe a continued chunk."""
+        chunk_first_sequence describe a continued chunk.
+        on_durable(name, first_seq, durable_sequence): records first_seq..durable_sequence of the file
+        being appended to are durable (every POINTS_EVERY records, and at flush and close): the sequence
+        index's points (store/seqpoints.py)."""
         self.on_closed = on_closed
+        self.on_durable = on_durable
+        self._noted = next_sequence - 1  # the durable sequence on_durable was last told
         self._closed_pending: list[tuple] = []
         self._chunk_first = chunk_first_sequence if chunk_exists else None
         self.naming = naming
@@ -143,6 +149,7 @@ class ChunkAppender(GroupCommit):
         with self._lock:
             self._check()
             self._sync_locked()
+            self._note_durable_locked(force=True)
             return self._durable
 
     def close(self) -> int:
@@ -158,6 +165,7 @@ class ChunkAppender(GroupCommit):
                 try:
                     if self._failed is None:
                         self._sync_locked()
+                        self._note_durable_locked(force=True)
                 finally:
                     self._close_fds()
                     self._stop_helper()
@@ -271,6 +279,8 @@ class ChunkAppender(GroupCommit):
         if self._always:
             self._write(data)  # O_DSYNC: durable when it returns
             self._durable = seq
+            if seq - self._noted >= POINTS_EVERY:
+                self._note_durable_locked()
         else:
             self._buf += data
             if self._batch:
@@ -304,6 +314,18 @@ class ChunkAppender(GroupCommit):
         if self._closed_pending and self.on_closed is not None:
             closed, self._closed_pending = self._closed_pending, []
             self._guard(self.on_closed, closed, self._durable)
+
+    def _note_durable_locked(self, force: bool = False) -> None:
+        """Tells on_durable how far the file being appended to is durable, every POINTS_EVERY records
+        (or now, `force`). A file rolled away is sealed instead: it is not told."""
+        upto = self._durable
+        if self.on_durable is None or upto <= self._noted or (not force and upto - self._noted < POINTS_EVERY):
+            return
+        self._noted = upto
+        if self._chunk_first is not None and upto >= self._chunk_first and self._fd is not None:
+            # the commit thread calls this too: what escapes a hint (a simulated crash, a bug) poisons the
+            # writer like a failed write, so that the appending thread sees it instead of waiting forever
+            self._guard(self.on_durable, self.naming(self._index), self._chunk_first, upto)
 
     def _roll_locked(self) -> None:
         if self.on_closed is not None:  # sealed once synced: at once, or (sync=none) at the next sync

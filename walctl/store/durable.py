@@ -133,16 +133,18 @@ def _write_streamed(fd: int, tmp: str, header_size: int, chunks, make_header, fs
     fs.fsync(fd, tmp)
 
 
-def append(path: str, data: bytes, fs=DEFAULT_FS) -> None:
-    """Appends and syncs; creates the file (and syncs its directory) when it is new."""
+def append(path: str, data: bytes, fs=DEFAULT_FS, sync: bool = True) -> None:
+    """Appends and syncs; creates the file (and syncs its directory) when it is new. `sync=False`: a hint
+    whose loss in a crash costs nothing (the sequence index's points): appended, never synced."""
     new = not fs.exists(path)
     fd = fs.open_append(path, create=True)
     try:
         fs.write(fd, data, path)
-        fs.fsync(fd, path)
+        if sync:
+            fs.fsync(fd, path)
     finally:
         fs.close(fd)
-    if new:
+    if new and sync:
         fs.fsync_dir(os.path.dirname(path) or ".")
 
 

@@ -28,7 +28,7 @@ HELPER_DEPTH = 2
 class GroupCommit:
     """The sync=batch half of ChunkAppender. Its own state is set by _init_group_commit; it also uses the
     appender's _lock, _cv, _buf, _pending, _pending_since, next_sequence, _durable, _failed, _stopping,
-    batch_ms, fs, _fd, _path, _write and _fsync_active."""
+    batch_ms, fs, _fd, _path, _write, _fsync_active and _note_durable_locked."""
 
     def _init_group_commit(self, batch: bool, sync_helper: bool, next_sequence: int) -> None:
         self._inflight: tuple[bytes, int] | None = None  # (group, its last sequence) being committed
@@ -110,6 +110,7 @@ class GroupCommit:
                 self._failed = EnvironmentProblem(f"fdatasync failed: {os.strerror(err)}", self._path)
             elif not err:
                 self._durable = max(self._durable, ticket)
+        self._note_durable_locked()
 
     def _helper_gone(self) -> None:
         """The helper died (killed, out of memory): sync what it may not have, then go on with the commit
@@ -155,6 +156,7 @@ class GroupCommit:
                         self._lock.acquire()
                     if error is None:
                         self._durable = max(self._durable, last)
+                        self._in_background(self._note_durable_locked)
                     elif self._failed is None:
                         self._failed = error
                     self._inflight = None

@@ -40,9 +40,11 @@ def read_ledger(directory: str, fs=DEFAULT_FS, name: str = L.LEDGER_NAME, check=
         return L.decode_ledger(buf, check)  # the mapping itself: every line is copied out, never the whole file
 
 
-def append_lines(directory: str, lines: list[bytes], fs=DEFAULT_FS, name: str = L.LEDGER_NAME) -> None:
+def append_lines(directory: str, lines: list[bytes], fs=DEFAULT_FS, name: str = L.LEDGER_NAME,
+                 sync: bool = True) -> None:
     """Durably appends whole lines (the caller holds the directory's lock; `name`: verify's runs file,
-    see ops/wal/coverage.py for why it needs no lock)."""
+    see ops/wal/coverage.py for why it needs no lock; `sync=False`: the sequence index's points, a hint
+    that need not survive a crash)."""
     if not lines:
         return
     durable.make_dir(ledger_dir(directory), fs)
@@ -60,7 +62,7 @@ def append_lines(directory: str, lines: list[bytes], fs=DEFAULT_FS, name: str = 
                                f"line: damaged, not torn (verify reports it); move {L.LEDGER_DIR}/ aside to go on "
                                f"without its expectations (nothing is read from it but them)", path, code=EXIT_CORRUPT)
             durable.truncate(path, keep, fs)  # the torn line was never acknowledged
-    durable.append(path, b"".join(lines), fs)
+    durable.append(path, b"".join(lines), fs, sync=sync)
 
 
 def file_identity(path: str, fs=DEFAULT_FS) -> dict:
@@ -93,8 +95,9 @@ class Sealer:
     file system of the crash tests) in the caller's thread. Every chunk handed over is already synced: a seal never claims bytes that were
     not durable. A crash before its line is written just leaves the chunk unsealed."""
 
-    def __init__(self, directory: str, fs, clock):
-        self.directory, self.fs, self.clock = directory, fs, clock
+    def __init__(self, directory: str, fs, clock, points=None):
+        """points: the writer's store/seqpoints.Keeper (None: no points)."""
+        self.directory, self.fs, self.clock, self.points = directory, fs, clock, points
         self.hwm_written = 0
         self.error: BaseException | None = None
         self._q: queue.Queue | None = None
@@ -106,13 +109,21 @@ class Sealer:
 
     def closed(self, items, hwm: int) -> None:
         """items: (file name, first_seq, last_seq, records) of chunks synced and closed for good."""
-        if self._q is not None:
-            self._q.put((list(items), hwm))
-        else:
-            self._do(items, hwm)
+        self._job(self._do, list(items), hwm)
+
+    def durable(self, name: str, first_seq: int, upto_seq: int) -> None:
+        """Records first_seq..upto_seq of the file `name` are durable: its points may reach them."""
+        if self.points is not None:
+            self._job(self.points.advance, name, first_seq, upto_seq)
 
     def hwm(self, seq: int) -> None:
         self.closed([], seq)
+
+    def _job(self, fn, *args) -> None:
+        if self._q is not None:
+            self._q.put((fn, args))
+        else:
+            fn(*args)
 
     def _do(self, items, hwm: int) -> None:
         ts = self.clock()
@@ -126,6 +137,8 @@ class Sealer:
             from .seqindex import refresh_index
 
             refresh_index(self.directory, self.fs, only={name for name, *_ in items})
+            if self.points is not None:
+                self.points.sealed({name for name, *_ in items})
 
     def _run(self) -> None:
         while True:
@@ -134,7 +147,7 @@ class Sealer:
                 return
             if self.error is None:
                 try:
-                    self._do(*job)
+                    job[0](*job[1])
                 except BaseException as e:  # noqa: BLE001 - raised by close()
                     self.error = e
 

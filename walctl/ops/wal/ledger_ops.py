@@ -90,10 +90,32 @@ def seal(directory: str, *, apply: bool = False, fs=DEFAULT_FS) -> SealReport:
 
         # after the seals it repeats (a crash before it leaves files unindexed), of files verify just read
         refresh_index(directory, fs, skip={f.file for f in rep.before.findings if f.exit_code})
+        _point_last(directory, rep.before, {i.file for i in todo}, now, fs)
         # each item reports the hash and size its ledger line records, not the plan's unknown hash
         items = tuple(i._replace(sha256=written[i.file].get("sha256"), size=written[i.file].get("size"))
                       if i.file in written else i for i in rep.items)
         return rep._replace(applied=bool(lines), items=items)
+
+
+def _point_last(directory: str, report: PathReport, sealed_now: set, now: str, fs) -> None:
+    """The sequence index's points of the last file (never sealed: it may still grow), when verify read
+    it clean up to at most a torn tail, so that a reader seeking in it starts near its target; the points
+    of files sealed are dropped (store/seqpoints.py)."""
+    from ...errors import EXIT_TORN
+    from ...format.names import parse_chunk_name
+    from ...store import seqpoints
+
+    exp = SL.read_ledger(directory, fs)
+    drop = set(L.fold(exp.lines).sealed) if exp is not None else set(sealed_now)
+    last = report.chunks[-1] if report.chunks else None
+    clean = last is not None and last.exit_code in (EXIT_OK, EXIT_TORN) and last.first_sequence is not None \
+        and L.is_log_file_name(last.file) and last.file not in drop
+    if last is not None and not clean:
+        drop.add(last.file)  # damage verify found: a point must not let a reader step over it
+    seqpoints.trim(directory, drop, fs)
+    if clean:
+        seqpoints.point_file(directory, last.file, last.first_sequence, parse_chunk_name(last.file) is not None,
+                             now, fs)
 
 
 def _plan_seal(directory: str, fs, locked: bool) -> SealReport:

@@ -208,7 +208,7 @@ def replay_v2(path: str, kind: str, out, opts: ReplayOptions, fs, out_fd: int | 
         source = _Sequential(todo, encode_chunk, out)
     try:
         return _emit_v2(path, kind, foreign, writer, opts, start, source, progress,
-                        todo[-1] if todo else None)._replace(index=sk)
+                        todo[-1] if todo else None, fs=fs)._replace(index=sk)
     finally:
         if parallel is not None:
             parallel.close()
@@ -244,7 +244,7 @@ class _Sequential:
 
 
 def _emit_v2(path, kind, foreign, writer, opts: ReplayOptions, start: int, source, progress=None,
-             last_chunk=None) -> ReplayReport:
+             last_chunk=None, *, fs) -> ReplayReport:
     """Renders the judge's verdicts chunk by chunk as a stream: what it may stream is written, what stops
     it (or, with skip_damaged, what it goes past) becomes a Blocked."""
     sink = _Sink(opts.limit)
@@ -275,7 +275,7 @@ def _emit_v2(path, kind, foreign, writer, opts: ReplayOptions, start: int, sourc
             source.draining = True  # the rest is read only for the verdict
         if ended_by in ("to", "limit"):
             break  # nothing after this chunk is needed; the verdict covers what was read
-    report = accepted_gaps_only(assemble(path, kind, read_chunks, outcomes, foreign, writer, False))
+    report = accepted_gaps_only(assemble(path, kind, read_chunks, outcomes, foreign, writer, False), fs)
     return ReplayReport(path, kind, sink.events, sink.first, sink.last, stopped, tuple(skipped), ended_by,
                         len(read_chunks), start, report)
 

@@ -67,7 +67,9 @@ def seek(directory: str, files: list, target: int, is_v2: bool, fs=DEFAULT_FS, c
     `covered`: skip as replay's covered prefix does (V2 replay); else only files the next one continues."""
     if target <= 1 or not files:
         return Seek(NOT_NEEDED, None, ())
-    return _checked(directory, fs, lambda entries, sealed: _walk(files, target, entries, sealed, is_v2, fs, covered))
+    points = _Points(directory, fs)
+    return _checked(directory, fs, lambda entries, sealed: _walk(files, target, entries, sealed, is_v2, fs, covered,
+                                                                 points), points)
 
 
 def seek_time(directory: str, files: list, since: int | None, until: int | None, fs=DEFAULT_FS) -> Seek:
@@ -81,15 +83,20 @@ def seek_time(directory: str, files: list, since: int | None, until: int | None,
     return _checked(directory, fs, lambda entries, sealed: _walk_time(files, since, until, entries, sealed, fs))
 
 
-def _checked(directory: str, fs, walk) -> Seek:
-    """`walk(entries, sealed)` when the index decodes and the directory has a ledger; else absent or stale."""
+def _checked(directory: str, fs, walk, points: "_Points | None" = None) -> Seek:
+    """`walk(entries, sealed)` when the index decodes and the directory has a ledger; else absent or stale.
+    With no index but `points` on disk, the walk goes on with no sealed file indexed."""
     from ...store.ledger import read_ledger
     from ...store.seqindex import read_index
 
     try:
         idx = read_index(directory, fs)
         if idx is None:
-            return NO_INDEX
+            if points is None or not points.on_disk():
+                return NO_INDEX
+            led = read_ledger(directory, fs)
+            got = walk({}, L.fold(led.lines).sealed if led is not None else {})
+            return got if got.start is not None or got.findings else NO_INDEX
         if idx.bad:
             b = idx.bad[0]
             return _stale(f"line {b.number} of {L.LEDGER_DIR}/{X.INDEX_NAME} is damaged ({b.reason})")
@@ -156,13 +163,18 @@ def v2_start(path: str, chunks: list, after: int, skip_damaged: bool, fs, first_
     return covered_prefix(paths, after, lambda p: None if p is None else first_seq_of(p)), 0, sk
 
 
-def _walk(files: list, target: int, entries: dict, sealed: dict, is_v2: bool, fs, covered: bool) -> Seek:
+def _walk(files: list, target: int, entries: dict, sealed: dict, is_v2: bool, fs, covered: bool,
+          points: "_Points | None" = None) -> Seek:
     last = len(files) - 1
     for i, (name, path) in enumerate(files):
         e = entries.get(name)
         if e is None or name not in sealed:
             # not indexed (the active file, one sealed since), or no longer sealed (a cut, a repair, a move
-            # the ledger recorded changed it on purpose): read from its start
+            # the ledger recorded changed it on purpose): read from its points, else from its start
+            entered = points.enter(i, name, path, target, is_v2) if points is not None and name not in sealed \
+                else None
+            if entered is not None:
+                return entered
             return Seek(USED, Start(i, 0, None), ()) if i else Seek(NOT_NEEDED, None, ())
         problem = _vouched(e, sealed[name], path, fs)
         if problem:
@@ -233,3 +245,45 @@ def _first_sequence(path: str, is_v2: bool, fs) -> int | None:
             return X.sequence_at(buf, 0, False) if len(buf) else None
     except WalctlError:
         return None
+
+
+class _Points:
+    """The points of files not sealed (`.walctl/points.jsonl`, format/seqpoints.py), read once, when a walk
+    reaches such a file. A file whose inode is not the one recorded, or that no longer reaches a mark, is
+    another file under that name (a rewrite, a cut): its points are not used, and that is no finding."""
+
+    def __init__(self, directory: str, fs):
+        self.directory, self.fs = directory, fs
+        self._read = False
+        self.lines = None
+
+    def on_disk(self) -> bool:
+        from ...store.seqpoints import points_path
+
+        return self.fs.exists(points_path(self.directory))
+
+    def enter(self, i: int, name: str, path: str, target: int, is_v2: bool) -> Seek | None:
+        """Where to start in the file at position `i` for `target`: None when its points cannot say."""
+        from ...format import seqpoints as P
+        from ...store.seqpoints import inode, read_points
+
+        if not self._read:
+            self._read, self.lines = True, read_points(self.directory, self.fs)
+        if self.lines is None:
+            return None
+        if self.lines.bad:
+            b = self.lines.bad[0]
+            return _stale(f"line {b.number} of {L.LEDGER_DIR}/{P.POINTS_NAME} is damaged ({b.reason})")
+        pts = P.latest(self.lines.lines).get(name)
+        if pts is None or target <= pts.first_seq:
+            return None
+        st = self.fs.stat(path)
+        if st.kind != "file" or (pts.ino and inode(path, self.fs) != pts.ino):
+            return None
+        mark = pts.mark_at_or_before(target, st.size)
+        if mark is None or mark[0] == pts.first_seq:
+            return None  # the file's first record: reading from its start is the same
+        problem = _record_claims(path, mark, is_v2, self.fs)
+        if problem:
+            return _stale(f"{P.POINTS_NAME}: {problem}", name, mark[1])
+        return Seek(USED, Start(i, mark[1], mark[0]), ())

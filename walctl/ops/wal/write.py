@@ -80,7 +80,7 @@ class WalWriter:
                 raise Refused(f"the next sequence would be {self.opened.first_sequence}, past the largest a "
                               f"record can hold ({MAX_SEQUENCE}): this directory can take no more events",
                               directory)
-            self._sealer = Sealer(directory, fs, utc_now)
+            self._sealer = Sealer(directory, fs, utc_now, self._points_keeper())
             self._sealer.hwm_written = self._issued
             if format == FORMAT_V2:
                 layout = dict(chunk_index=int(self.opened.chunk[4:-4]), records_in_file=self._in_last)
@@ -98,6 +98,7 @@ class WalWriter:
                 directory, next_sequence=self.opened.first_sequence, chunk_exists=self.opened.continued, fs=fs,
                 sync=sync, batch_records=batch_records, batch_ms=batch_ms, max_chunk_bytes=max_chunk_bytes,
                 compress_threshold=compress_threshold, clock_ms=clock_ms, on_closed=self._sealer.closed,
+                on_durable=self._sealer.durable,
                 chunk_first_sequence=self._first_in_last, **layout)
         except BaseException:
             if self._sealer is not None:
@@ -106,6 +107,22 @@ class WalWriter:
             raise
         if format == FORMAT_V2:
             self.append = self._appender.append  # the hot path skips a layer of calls
+
+    def _points_keeper(self):
+        """The sequence index's points of the file this writer appends to (store/seqpoints.py), after
+        dropping those of files sealed or gone since the last writer."""
+        from ...format import ledger as L
+        from ...store import seqpoints
+        from ...store.ledger import read_ledger
+
+        keeper = seqpoints.Keeper(self.directory, self.fs, self.format == FORMAT_V2, utc_now)
+        try:
+            led = read_ledger(self.directory, self.fs)
+        except WalctlError as e:  # _prepare read it already: this is a race, and points are only a hint
+            keeper.broken = e
+            return keeper
+        keeper.sealed(L.fold(led.lines).sealed if led is not None else ())
+        return keeper
 
     def append_entry(self, operation: str, data, timestamp: float | None = None) -> int:
         """ADR-003: appends {sequence, timestamp, operation, data, checksum}; returns the sequence."""

@@ -1,0 +1,142 @@
+"""Points in log files that are not sealed yet: `.walctl/points.jsonl` (docs/format.md, "The sequence index").
+Pure: lines <-> points, and the points of a file's records built from its bytes.
+
+The sequence index (format/seqindex.py) covers sealed files, whose bytes the ledger vouches for. The file
+a writer is still appending to has no seal, so a reader seeking in it would start at its first byte; here
+it finds a point to start at instead. One line per update, CRC'd as a ledger line (format/ledger.py, event
+`points`): `file`; `ino` (the file's inode when the line was written, 0 where the file system has none);
+`first_seq` (its first record); `marks` ([sequence, offset] of the first record and then one every
+MARK_RECORDS records or MARK_BYTES bytes, as the index has them, at most MAX_MARKS); `end` and `last_seq` (the record boundary
+after the last record examined, and that record's sequence). A later line for a file replaces an earlier
+one. Written by walctl's writer for records already durable, and by `seal --apply` for the records of the
+last file that verify read clean; a reader believes none of it before checking the inode, the size and
+the record at the mark it enters (ops/wal/seek.py).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .ledger import is_log_file_name
+from .record import HEADER_SIZE, Invalid, check_header, record_size
+from .seqindex import MARK_BYTES, MARK_RECORDS, sequence_at
+from .v2 import FILE_HEADER
+
+POINTS_NAME = "points.jsonl"
+POINTS = "points"
+_I64 = 1 << 63
+_FIELDS = ("file", "ino", "first_seq", "last_seq", "end", "marks")
+# A line must stay under the ledger's 64 KiB line bound: 1,024 marks of 20-digit numbers are ~43 KiB. A
+# file with more (a chunk far above the default 8 MiB of small records) is entered at its last mark.
+MAX_MARKS = 1024
+
+
+class Points(NamedTuple):
+    file: str
+    first_seq: int
+    marks: tuple  # (sequence, offset), both strictly rising; the first is (first_seq, the first record)
+    end: int  # the record boundary after last_seq: where examining goes on
+    last_seq: int  # first_seq - 1 while no record was examined
+    ino: int = 0
+
+    def mark_at_or_before(self, sequence: int, size: int) -> tuple[int, int] | None:
+        """The last mark at or below `sequence` that lies inside a file of `size` bytes."""
+        best = None
+        for m in self.marks:  # at most a few hundred: a file that is not sealed is one chunk or segment
+            if m[0] > sequence or m[1] >= size:
+                break
+            best = m
+        return best
+
+    def fields(self) -> dict:
+        return {"file": self.file, "ino": self.ino, "first_seq": self.first_seq, "last_seq": self.last_seq,
+                "end": self.end, "marks": [list(m) for m in self.marks]}
+
+
+def start(file: str, is_v2: bool, first_seq: int, ino: int = 0) -> Points:
+    """No record examined yet: the first one is at the file's first record boundary."""
+    return Points(file, first_seq, (), FILE_HEADER.size if is_v2 else 0, first_seq - 1, ino)
+
+
+def _int(v, lo: int = 0) -> bool:
+    return type(v) is int and lo <= v < _I64
+
+
+def check_points(event: str, fields: dict) -> str | None:
+    """Why a decoded line is not one walctl writes (its shape: what it claims is checked by readers)."""
+    if event != POINTS:
+        return f"unknown event {event!r}"
+    if sorted(fields) != sorted(_FIELDS):
+        return f"{POINTS}: fields are not {', '.join(_FIELDS)}"
+    if not is_log_file_name(fields["file"]):
+        return f"{POINTS}: file is not a chunk or segment name"
+    first, last, end, marks = fields["first_seq"], fields["last_seq"], fields["end"], fields["marks"]
+    if not (_int(fields["ino"]) and _int(first, 1) and _int(last) and _int(end) and last >= first - 1):
+        return f"{POINTS}: ino, first_seq, last_seq or end is not an integer in range"
+    if not isinstance(marks, list) or len(marks) > MAX_MARKS:
+        return f"{POINTS}: marks is not a list of at most {MAX_MARKS}"
+    prev = (first - 1, -1)
+    for m in marks:
+        if not (isinstance(m, list) and len(m) == 2 and _int(m[0]) and _int(m[1])):
+            return f"{POINTS}: a mark is not [sequence, offset]"
+        if not (m[0] > prev[0] and m[1] > prev[1] and m[0] <= last and m[1] < end):
+            return f"{POINTS}: mark {m} is out of order or past last_seq/end"
+        prev = (m[0], m[1])
+    if marks and marks[0][0] != first:
+        return f"{POINTS}: the first mark is not first_seq's"
+    return None
+
+
+def from_fields(fields: dict) -> Points:
+    """The points of a line that passed check_points."""
+    return Points(fields["file"], fields["first_seq"], tuple((s, o) for s, o in fields["marks"]), fields["end"],
+                  fields["last_seq"], fields["ino"])
+
+
+def latest(lines) -> dict:
+    """file -> its Points, from decoded lines in order (a later line replaces an earlier one)."""
+    return {ln.get("file"): from_fields(ln.fields) for ln in lines}
+
+
+def extend(buf, is_v2: bool, pts: Points, upto_seq: int, every_records: int | None = None,
+           every_bytes: int | None = None) -> Points:
+    """`pts` with the records of `buf` from `pts.end` through sequence `upto_seq` examined: hopping record to
+    record (a V2 header's CRC and sequence each time; a segment frame's length), a mark where one is due,
+    the record there checked whole (CRCs, an entry's checksum) and carrying first_seq + its position.
+    Stops at the first record that is incomplete or not the one expected: nothing past it is vouched for."""
+    every_records, every_bytes = every_records or MARK_RECORDS, every_bytes or MARK_BYTES
+    marks = list(pts.marks)
+    off, seq, size = pts.end, pts.last_seq, len(buf)
+    since = (seq - marks[-1][0] + 1) if marks else 0
+    while seq < upto_seq:
+        nxt = _next_record(buf, off, size, is_v2, seq + 1)
+        if nxt is None:
+            break
+        due = not marks or since >= every_records or off - marks[-1][1] >= every_bytes
+        if due:
+            if len(marks) >= MAX_MARKS or sequence_at(buf, off, is_v2) != seq + 1:
+                break
+            marks.append((seq + 1, off))
+            since = 0
+        since += 1
+        seq += 1
+        off = nxt
+    return pts._replace(marks=tuple(marks), end=off, last_seq=seq)
+
+
+def _next_record(buf, off: int, size: int, is_v2: bool, expect: int) -> int | None:
+    """Where the record at `off` ends, when it is whole (and, V2, its header checks and carries `expect`)."""
+    if is_v2:
+        if size - off < HEADER_SIZE:
+            return None
+        h = check_header(buf, off, size)
+        if type(h) is Invalid or h.sequence != expect or off + record_size(h) > size:
+            return None
+        return off + record_size(h)
+    from .segment import FRAME_LENGTH, MAX_FRAME_BYTES
+
+    if size - off < FRAME_LENGTH.size:
+        return None
+    (n,) = FRAME_LENGTH.unpack_from(buf, off)
+    if n == 0 or n > MAX_FRAME_BYTES or off + FRAME_LENGTH.size + n > size:
+        return None
+    return off + FRAME_LENGTH.size + n

@@ -67,6 +67,8 @@ def inspect(
     if payload not in PAYLOAD_MODES + ("none",):
         raise UsageError(f"--payload must be one of {', '.join(PAYLOAD_MODES)}, none (got {payload!r})")
     since_ms, until_ms = parse_time(since, "--since"), parse_time(until, "--until")
+    given = _given(from_seq, to_seq, types, memory_id, since, until, limit, hexdump, payload, strict)
+    _refuse_unused(given, follow, around_offset is not None or seq is not None or damaged)
     if follow:
         return _follow(path, jsonl, payload, from_seq, to_seq, limit, *follow_durations(interval, timeout))
     if around_offset is not None or seq is not None or damaged:
@@ -76,10 +78,12 @@ def inspect(
         return piece
     view = KINDS[detect_kind(path)].inspect
     if view in _OTHER_TOOLS:  # shown by the command that owns the artifact
+        _refuse(given, _FILTERS + ("--strict",), f"to {_NAMES[view]}: no WAL records there to filter")
         return _OTHER_TOOLS[view](path, jsonl)
     if view == VIEW_ENTRIES:
+        _refuse(given, ("--id", "--hexdump", "--payload"), _NOT_FOR_ENTRIES)
         with Bar("inspect", path_bytes(path), progress) as bar:
-            return show_entries(path, jsonl, from_seq, to_seq, types, limit, bar.callback, strict)
+            return show_entries(path, jsonl, from_seq, to_seq, types, limit, bar.callback, strict, since_ms, until_ms)
     flt = RecordFilter.from_options(from_seq, to_seq, types, memory_id, since_ms, until_ms, limit)
     with Bar("inspect", path_bytes(path), progress) as bar:
         walk = show_records(path, flt, jsonl, hexdump, payload, bar.callback, strict)
@@ -87,6 +91,37 @@ def inspect(
         return EXIT_OK
     _summarise(walk)
     raise typer.Exit(walk.report.exit_code)
+
+
+_NOT_FOR_ENTRIES = {
+    "--id": "to ADR-003 entries: they have no memoryId (--id filters V2 records)",
+    "--hexdump": "to ADR-003 entries (it dumps V2 records; an entry's bytes: --seq N or --around SEGMENT:OFFSET)",
+    "--payload": "to ADR-003 entries: their data is shown as JSON (--payload views V2 payloads)",
+}
+_FILTERS = ("--from", "--to", "--type", "--id", "--since", "--until", "--limit", "--hexdump", "--payload")
+
+
+def _given(from_seq, to_seq, types, memory_id, since, until, limit, hexdump, payload, strict) -> dict:
+    """option -> whether the command line gave it (a value other than its default)."""
+    return {"--from": from_seq is not None, "--to": to_seq is not None, "--type": bool(types),
+            "--id": memory_id is not None, "--since": since is not None, "--until": until is not None,
+            "--limit": limit is not None, "--hexdump": hexdump, "--payload": payload != "auto", "--strict": strict}
+
+
+def _refuse(given: dict, names, why) -> None:
+    """UsageError for the first of `names` given (a filter or view that would be silently ignored)."""
+    for name in names:
+        if given[name]:
+            reason = why[name] if isinstance(why, dict) else why
+            raise UsageError(f"{name} does not apply {reason}")
+
+
+def _refuse_unused(given: dict, follow: bool, forensic: bool) -> None:
+    if follow:
+        _refuse(given, ("--type", "--id", "--since", "--until", "--hexdump", "--strict"),
+                "with --follow (it applies --from, --to and --limit only)")
+    elif forensic:
+        _refuse(given, _FILTERS, "with --seq, --around or --damaged (they show bytes, unfiltered)")
 
 
 def _inspect_checkpoints(path: str, jsonl: bool) -> int:
@@ -113,6 +148,8 @@ def _inspect_workflows(path: str, jsonl: bool) -> int:
     return list_(root=path, workflow=None, json_out=jsonl)
 
 
+_NAMES = {VIEW_CHECKPOINTS: "checkpoints", VIEW_TASKLOGS: "task logs", VIEW_AGENTS: "an agent root",
+          VIEW_WORKFLOWS: "a workflow store"}
 # ops/kinds.py inspect view -> the command that shows it (for kinds that hold no records of their own)
 _OTHER_TOOLS = {VIEW_CHECKPOINTS: _inspect_checkpoints, VIEW_TASKLOGS: _inspect_tasklogs,
                 VIEW_AGENTS: _inspect_agents, VIEW_WORKFLOWS: _inspect_workflows}

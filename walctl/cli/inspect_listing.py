@@ -153,16 +153,18 @@ def _render_hexdump(walk) -> None:
             emit(line)
 
 
-def show_entries(path, jsonl, from_seq, to_seq, operations, limit, progress=None, strict=False) -> int:
-    """ADR-003 entries: one JSON object per entry with --jsonl, else a table; --type filters operations."""
+def show_entries(path, jsonl, from_seq, to_seq, operations, limit, progress=None, strict=False, since_ms=None,
+                 until_ms=None) -> int:
+    """ADR-003 entries: one JSON object per entry with --jsonl, else a table; --type filters operations,
+    --since/--until times (an entry's seconds x 1000, exactly), through the sequence index where it helps."""
     import json
 
     from ..ops.wal.segments import SegmentWalk, entry_json, select_entries
 
-    walk = SegmentWalk(path, strict=strict, progress=progress)
+    walk = SegmentWalk(path, strict=strict, progress=progress, seek_window=(since_ms, until_ms))
     shown = 0
     rows = []
-    for name, e in select_entries(walk, from_seq, to_seq, operations, limit):
+    for name, e in select_entries(walk, from_seq, to_seq, operations, limit, since_ms, until_ms):
         obj = entry_json(name, e)
         if jsonl:
             sys.stdout.write(json.dumps(obj, ensure_ascii=False, sort_keys=True) + "\n")
@@ -179,8 +181,7 @@ def show_entries(path, jsonl, from_seq, to_seq, operations, limit, progress=None
     rep = walk.report
     if rep is None:  # stopped by --limit
         return EXIT_OK
-    for f in rep.findings:
-        if f.exit_code:
-            warn_line(f"{rep.path}: {f.cls}: {f.one_line()}")
+    for f in [f for f in rep.findings if f.exit_code] + list(walk.seek.findings if walk.seek else ()):
+        warn_line(f"{rep.path}: {f.cls}: {f.one_line()}")
     sys.stderr.write(f"walctl: {shown} entries shown; {rep.path} is {rep.verdict} (exit {rep.exit_code})\n")
     raise typer.Exit(rep.exit_code)

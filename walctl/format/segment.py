@@ -3,12 +3,18 @@
 A body is a msgpack map (walctl writes these) or a UTF-8 JSON object (first byte `{`), detected per frame.
 An entry is valid when it has `sequence` (int >= 1), `timestamp`, `operation`, `data` or `params`, and a
 `checksum` equal to the lowercase hex SHA-256 of the canonical msgpack of the entry without it.
+
+An entry's `timestamp` is Unix seconds, an integer or a fraction (V2 records stamp milliseconds); where
+walctl compares it with a time in ms (inspect --since/--until, the sequence index) it takes ts x 1000
+exactly, a fraction at its decimal value (1.001 s is 1001 ms, not the binary float's 1000.9999...).
 """
 from __future__ import annotations
 
 import json
+import math
 import re
 import struct
+from decimal import Decimal
 from typing import NamedTuple
 
 from .jsonload import loads
@@ -117,6 +123,34 @@ def validate(e: dict) -> str | None:
         shape = "" if _HEX64.fullmatch(checksum) else " (not 64 lowercase hex digits)"
         return f"checksum mismatch (stored {checksum}{shape}, computed {computed})"
     return None
+
+
+def time_ms(ts):
+    """A valid entry's timestamp (seconds) in ms, exactly: an int's x 1000 (an int), a float's decimal value
+    (its shortest repr) x 1000 (a Decimal, +-Infinity for infinities: a JSON body may say so); None for NaN,
+    which no time window holds."""
+    if type(ts) is int:
+        return ts * 1000
+    if ts != ts:
+        return None
+    return Decimal(repr(ts)) * 1000 if math.isfinite(ts) else Decimal(ts)
+
+
+def in_window(ms, since: int | None, until: int | None) -> bool:
+    """Whether a time_ms value lies in since..until (ms, inclusive; None: open)."""
+    if ms is None:
+        return since is None and until is None
+    return (since is None or ms >= since) and (until is None or ms <= until)
+
+
+def body_timestamp(body):
+    """The timestamp of a frame body (msgpack map or JSON object), decoded without the checksum check (the
+    caller knows the bytes are sealed and intact); None when the body does not decode to a map."""
+    try:
+        value = loads(body, allow_nan=True) if body[:1] == b"{" else unpackb(body)
+    except ValueError:
+        return None
+    return value.get("timestamp") if isinstance(value, dict) else None
 
 
 class Frame(NamedTuple):

@@ -3,8 +3,9 @@ and the marks of a chunk or segment built from its bytes.
 
 One line per sealed log file: `v` (2), `file`, what the ledger's seal of it says (`size`, `sha256`,
 `records`, `first_seq`, `last_seq`), the file's `mtime_ns` when it was indexed, `min_ts`/`max_ts` (the
-least and greatest record timestamp of a V2 chunk: timestamps need not rise, so not the first and last;
-null for segments and empty chunks), `marks` ([sequence, offset] of a record every MARK_RECORDS records
+least and greatest record timestamp in ms: timestamps need not rise, so not the first and last; of a
+segment, whose entries stamp seconds, the floor and ceiling of its entries' times in ms; null for an
+empty file, and for a segment indexed before walctl recorded them or with a time it cannot hold), `marks` ([sequence, offset] of a record every MARK_RECORDS records
 or MARK_BYTES bytes, the first record always), and `crc32c` as a ledger line has it. A version-1 line
 (no `min_ts`/`max_ts`) still decodes, with no times; `seal --apply` writes it again as version 2. The index is a hint
 for readers: nothing in it is believed until the reader has checked it against the ledger's seal, the
@@ -190,20 +191,40 @@ def v2_offsets(buf, times: list | None = None) -> list:
     return out
 
 
-def segment_offsets(buf) -> list:
-    """Where each frame of a clean segment starts, hopping length to length (bodies are read only at the
-    marks: a sealer indexing the segment it just closed does not decode and hash 10,000 entries again)."""
-    from .segment import FRAME_LENGTH, MAX_FRAME_BYTES
+def segment_offsets(buf, times: list | None = None) -> list:
+    """Where each frame of a clean segment starts, hopping length to length (bodies are checked only at the
+    marks: a sealer indexing the segment it just closed does not hash 10,000 entries again). `times`, when
+    given, gets [floor, ceiling] of the entries' times in ms (each body decoded for its timestamp, not
+    checked), or [None, None] when one is not a finite number or the range leaves 64 bits."""
+    from .segment import FRAME_LENGTH, MAX_FRAME_BYTES, body_timestamp
 
     out = []
     off, end = 0, len(buf)
+    stamps = [] if times is not None else None
+    view = memoryview(buf)
     while end - off >= FRAME_LENGTH.size:
         (n,) = FRAME_LENGTH.unpack_from(buf, off)
         if n == 0 or n > MAX_FRAME_BYTES or off + FRAME_LENGTH.size + n > end:
             break
         out.append(off)
+        if stamps is not None:
+            stamps.append(body_timestamp(view[off + FRAME_LENGTH.size:off + FRAME_LENGTH.size + n]))
         off += FRAME_LENGTH.size + n
+    if times is not None:
+        times[:] = _ms_range(stamps)
     return out
+
+
+def _ms_range(stamps: list) -> list:
+    """[floor, ceiling] in ms of entry timestamps (seconds), or [None, None] when there is none to give."""
+    import math
+
+    from .segment import time_ms
+
+    if not stamps or any(type(t) is not int and (type(t) is not float or not math.isfinite(t)) for t in stamps):
+        return [None, None]  # a time that is not a finite number (NaN, Infinity in JSON) is no range
+    lo, hi = math.floor(time_ms(min(stamps))), math.ceil(time_ms(max(stamps)))
+    return [lo, hi] if -_I64 <= lo and hi < _I64 else [None, None]
 
 
 def sequence_at(buf, off: int, is_v2: bool) -> int | None:
@@ -217,6 +238,16 @@ def sequence_at(buf, off: int, is_v2: bool) -> int | None:
         return None
     fr = read_frame(buf, off)
     return None if fr.entry is None else fr.entry.sequence
+
+
+def segment_entry_at(buf, off: int) -> tuple[int, object] | None:
+    """(sequence, time in ms: segment.time_ms) of the intact entry (its checksum holds) at `off`."""
+    from .segment import read_frame, time_ms
+
+    if off >= len(buf):
+        return None
+    fr = read_frame(buf, off)
+    return None if fr.entry is None else (fr.entry.sequence, time_ms(fr.entry.value["timestamp"]))
 
 
 def v2_record_at(buf, off: int) -> tuple[int, int] | None:
@@ -235,7 +266,7 @@ def build_entry(buf, is_v2: bool, seal: dict, mtime_ns: int, every_records: int 
     are not what the seal says (size, record count, first and last sequence, sequences rising by one:
     the record at each mark carries first_seq + its position)."""
     times: list = [None, None]
-    offsets = v2_offsets(buf, times) if is_v2 else segment_offsets(buf)
+    offsets = v2_offsets(buf, times) if is_v2 else segment_offsets(buf, times)
     at = {off: i for i, off in enumerate(offsets)}
     kept = _mark_offsets(offsets, every_records, every_bytes)
     # the last record is read too (not kept as a mark unless it is one): it carries the seal's last sequence

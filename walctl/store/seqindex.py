@@ -44,7 +44,7 @@ def refresh_index(directory: str, fs=DEFAULT_FS, *, only=None, skip=()) -> list[
     have = old.entries if old is not None else {}
     keep = {f: e for f, e in have.items() if f in sealed and _describes(e, sealed[f].fields)
             and (only is not None and f not in only or _mtime(os.path.join(directory, f), fs) == e.mtime_ns
-                 and e.version == X.INDEX_VERSION)}  # seal --apply writes an older line again
+                 and e.version == X.INDEX_VERSION and not _untimed_segment(e))}  # seal --apply: built again
     added = []
     for name in sorted(set(sealed) - set(keep) - set(skip)):
         if only is not None and name not in only:
@@ -56,13 +56,20 @@ def refresh_index(directory: str, fs=DEFAULT_FS, *, only=None, skip=()) -> list[
             e = X.build_entry(buf, parse_chunk_name(name) is not None, sealed[name].fields, _mtime(path, fs))
         if e is not None:
             keep[name] = e
-            added.append(name)
+            if e != have.get(name):  # (a segment whose times cannot be given is built again the same)
+                added.append(name)
     dropped = old is not None and (len(keep) - len(added) != len(have) or old.bad)
     if added or dropped or (old is None and keep):
         durable.make_dir(os.path.join(directory, L.LEDGER_DIR), fs)
         durable.create_file(index_path(directory), b"".join(X.encode_entry(keep[f]) for f in sorted(keep)), fs,
                             replace=True)
     return added
+
+
+def _untimed_segment(e: X.IndexEntry) -> bool:
+    """A segment line without times that has entries: written before segments had them (or, built again
+    the same, one holding a time no line can: NaN, beyond 64 bits)."""
+    return e.min_ts is None and e.records > 0 and parse_chunk_name(e.file) is None
 
 
 def _mtime(path: str, fs) -> int | None:

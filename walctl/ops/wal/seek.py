@@ -72,15 +72,17 @@ def seek(directory: str, files: list, target: int, is_v2: bool, fs=DEFAULT_FS, c
                                                                  points), points)
 
 
-def seek_time(directory: str, files: list, since: int | None, until: int | None, fs=DEFAULT_FS) -> Seek:
-    """Where to start reading the V2 chunks `files` ((name, path) in the log's order) for records timed in
-    since..until (inclusive, ms; None: open): past the leading chunks whose [min_ts, max_ts] lies wholly
-    outside, each continued exactly by the next (the scan, which judges the whole log, has nothing to
-    say of them). Timestamps need not rise, so a chunk is skipped on its least and greatest, never on
-    its first and last; only a prefix is skipped."""
+def seek_time(directory: str, files: list, since: int | None, until: int | None, fs=DEFAULT_FS,
+              is_v2: bool = True) -> Seek:
+    """Where to start reading the V2 chunks (or, not `is_v2`, ADR-003 segments) `files` ((name, path) in the
+    log's order) for records timed in since..until (inclusive, ms; None: open): past the leading files
+    whose [min_ts, max_ts] lies wholly outside, each continued exactly by the next (the scan, which judges
+    the whole log, has nothing to say of them). Timestamps need not rise, so a file is skipped on its least
+    and greatest, never on its first and last; only a prefix is skipped."""
     if (since is None and until is None) or len(files) < 2:
         return Seek(NOT_NEEDED, None, ())
-    return _checked(directory, fs, lambda entries, sealed: _walk_time(files, since, until, entries, sealed, fs))
+    return _checked(directory, fs,
+                    lambda entries, sealed: _walk_time(files, since, until, entries, sealed, fs, is_v2))
 
 
 def _checked(directory: str, fs, walk, points: "_Points | None" = None) -> Seek:
@@ -108,41 +110,43 @@ def _checked(directory: str, fs, walk, points: "_Points | None" = None) -> Seek:
         return _stale(f"unreadable ({e.reason})")
 
 
-def _walk_time(files: list, since: int | None, until: int | None, entries: dict, sealed: dict, fs) -> Seek:
+def _walk_time(files: list, since: int | None, until: int | None, entries: dict, sealed: dict, fs,
+               is_v2: bool) -> Seek:
     skip = 0
     for i, (name, path) in enumerate(files[:-1]):  # the last file is never skipped
         e = entries.get(name)
         if e is None or name not in sealed or e.min_ts is None:
-            break  # not indexed, no longer sealed, or no times (a version-1 line, an empty chunk): read it
+            break  # not indexed, no longer sealed, or no times (a version-1 line, an empty file, a segment
+            # indexed before segments had times): read it
         problem = _vouched(e, sealed[name], path, fs)
         if problem:
             return _stale(problem, name)
         if not ((since is not None and e.max_ts < since) or (until is not None and e.min_ts > until)):
             break
         n = entries.get(files[i + 1][0])
-        first = n.first_seq if n is not None else _first_sequence(files[i + 1][1], True, fs)
+        first = n.first_seq if n is not None else _first_sequence(files[i + 1][1], is_v2, fs)
         if e.last_seq is None or first != e.last_seq + 1:
             break
-        problem = _marks_timed(path, e, fs)
+        problem = _marks_timed(path, e, fs, is_v2)
         if problem:
             return _stale(problem[0], name, problem[1])
         skip = i + 1
     return Seek(USED, Start(skip, 0, None), ()) if skip else Seek(NOT_NEEDED, None, ())
 
 
-def _marks_timed(path: str, e: X.IndexEntry, fs) -> tuple[str, int] | None:
+def _marks_timed(path: str, e: X.IndexEntry, fs, is_v2: bool = True) -> tuple[str, int] | None:
     """Why a record at the chunk's marks is not the intact one the index describes, in its time range
     (the range itself is the indexer's word, as the sequences between marks are: the file is unchanged
     since walctl indexed it; a line forged consistently with a good CRC is not caught, as a forged mark
-    between two checked ones is not)."""
+    between two checked ones is not). A segment's entry is timed in exact ms (format/segment.time_ms)."""
     with fs.map_read(path) as buf:
         for seq, off in e.marks:
-            got = X.v2_record_at(buf, off)
+            got = X.v2_record_at(buf, off) if is_v2 else X.segment_entry_at(buf, off)
             if got is None:
                 return f"no intact record at offset {off}", off
             if got[0] != seq:
                 return f"the record at offset {off} carries sequence {got[0]}, the index says {seq}", off
-            if not e.min_ts <= got[1] <= e.max_ts:
+            if got[1] is None or not e.min_ts <= got[1] <= e.max_ts:
                 return (f"the record at offset {off} is timed {got[1]}, outside the index's "
                         f"{e.min_ts}..{e.max_ts}"), off
     return None

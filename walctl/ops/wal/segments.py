@@ -63,11 +63,14 @@ class SegmentWalk:
     PathReport once the walk is done."""
 
     def __init__(self, path: str, fs=DEFAULT_FS, strict: bool = False, lock_held_by_us: bool = False,
-                 progress=None, seek_from: int = 0):
+                 progress=None, seek_from: int = 0, seek_window: tuple | None = None):
         self.path, self.fs, self.strict = path, fs, strict
         # > 1: only sequences >= seek_from are wanted; the sequence index may let the walk start past the
         # segments and entries before them (ops/wal/seek.py), and the report then covers what was read
         self.seek_from, self.seek = seek_from, None
+        # (since, until) ms: only entries timed in it are wanted (inspect): the walk may start past the
+        # leading segments wholly outside it
+        self.seek_window = seek_window
         self.progress = progress  # called with each segment's size once it is read
         self.lock_held_by_us = lock_held_by_us
         self.report: PathReport | None = None
@@ -102,11 +105,16 @@ class SegmentWalk:
 
     def _seek(self, segs: list, kind: str) -> tuple[list, int]:
         """(the segments to read, the offset to start the first at): all from 0 unless the index says less."""
-        from .seek import seek
+        from .seek import seek, seek_time
 
-        if self.seek_from <= 1 or not kind_of(kind).is_dir:
+        timed = self.seek_window is not None and self.seek_window != (None, None)
+        if (self.seek_from <= 1 and not timed) or not kind_of(kind).is_dir:
             return segs, 0
-        self.seek = seek(self.path, [(s.name, s.path) for s in segs], self.seek_from, False, self.fs)
+        files = [(s.name, s.path) for s in segs]
+        if self.seek_from > 1:
+            self.seek = seek(self.path, files, self.seek_from, False, self.fs)
+        else:
+            self.seek = seek_time(self.path, files, *self.seek_window, self.fs, is_v2=False)
         start = self.seek.start
         return (segs, 0) if start is None else (segs[start.file:], start.offset)
 
@@ -306,15 +314,19 @@ def _jsonable(v):
 
 
 def select_entries(walk, from_seq: int | None = None, to_seq: int | None = None, operations=None,
-                   limit: int | None = None):
+                   limit: int | None = None, since_ms: int | None = None, until_ms: int | None = None):
     """(segment name, entry) of a walk within the sequence bounds whose operation (or its value's) is one of
-    `operations`; stops after `limit`, leaving the walk unfinished (its report stays None)."""
+    `operations`, timed in since_ms..until_ms (seg.time_ms: seconds x 1000, exactly); stops after `limit`,
+    leaving the walk unfinished (its report stays None)."""
     ops = set(operations or ())
+    timed = since_ms is not None or until_ms is not None
     shown = 0
     for name, e in walk:
         if (from_seq is not None and e.sequence < from_seq) or (to_seq is not None and e.sequence > to_seq):
             continue
         if ops and e.operation not in ops and e.value.get("operation") not in ops:
+            continue
+        if timed and not seg.in_window(seg.time_ms(e.value["timestamp"]), since_ms, until_ms):
             continue
         yield name, e
         shown += 1

@@ -2,7 +2,9 @@
 run, in interleaved rounds:
 
 1. sealing costs <= 3% of sync=batch writer throughput (WalWriter with 8 MiB chunks, 256-byte payloads,
-   against the same writer whose seal step is replaced by a no-op);
+   against the same writer whose seal step is replaced by a no-op); 1s: the same for the ADR-003 segment
+   writer (10,000 entries a segment), and what indexing each sealed segment's times costs (min_ts/max_ts:
+   every body decoded once more) against the sealer indexing it without them;
 2. `walctl verify` of a fully sealed 256 MB directory >= 1.3x faster than of an identical copy without
    `.walctl/` (both --jobs 1, and both with the default jobs: the goal of issue #27, where sealed chunks are
    hashed by one process per core as unsealed ones are scanned);
@@ -11,7 +13,8 @@ run, in interleaved rounds:
 (archive push from seal lines: benchmarks/archive_throughput.py, "walctl push sealed".)
 
 Everything is generated under a fresh temporary directory, deleted at the end.
-Usage: python benchmarks/ledger_throughput.py [--mb 256] [--quick-mb 1024] [--repeat 5] [--only 1,2,3]
+Usage: python benchmarks/ledger_throughput.py [--mb 256] [--quick-mb 1024] [--repeat 5] [--only 1,1s,2,3]
+       [--entries 100000]
 """
 from __future__ import annotations
 
@@ -73,6 +76,63 @@ def sealing_cost(work: str, repeat: int) -> None:
     print(f"   no seal  {n / base:10.0f} rec/s   (median {base:.3f} s)")
     print(f"   sealing  {n / seal:10.0f} rec/s   (median {seal:.3f} s)  cost {100 * (seal / base - 1):+.1f}% "
           f"(goal <= 3%)")
+
+
+def segment_writer_run(d: str, n: int, sealing: str) -> float:
+    """sealing: "off" (the seal step a no-op), "no times" (segments indexed as before they had times),
+    "times" (as the sealer does now)."""
+    from walctl.format import seqindex as X
+    from walctl.ops.wal.write import WalWriter
+    from walctl.store.ledger import Sealer
+
+    saved, offsets, do = Sealer.closed, X.segment_offsets, Sealer._do
+    if sealing == "off":
+        Sealer.closed = lambda self, items, hwm: None
+    elif sealing == "no times":
+        X.segment_offsets = lambda buf, times=None: offsets(buf)
+
+    def timed_do(self, items, hwm):  # the sealer thread's CPU time for the segments it seals
+        t = time.thread_time()
+        do(self, items, hwm)
+        if items:
+            SEALER_CPU[sealing] = SEALER_CPU.get(sealing, []) + [(time.thread_time() - t) / len(items)]
+    Sealer._do = timed_do
+    try:
+        w = WalWriter(d, format="segments", sync="batch", batch_records=100)
+        data = {"content": "x" * 200, "tags": ["a", "b"]}
+        t = time.perf_counter()
+        for i in range(n):
+            w.append_entry("memory_add", data, 1795300000 + i / 1000)
+        w.close()
+        return time.perf_counter() - t
+    finally:
+        Sealer.closed, X.segment_offsets, Sealer._do = saved, offsets, do
+
+
+SEALER_CPU: dict = {}
+
+
+def segment_sealing_cost(work: str, repeat: int, n: int) -> None:
+    times = {"off": [], "no times": [], "times": []}
+    load = loadavg()
+    for r in range(repeat):
+        for name in times:
+            d = os.path.join(work, f"s-{name[:2]}-{r}")
+            times[name].append(segment_writer_run(d, n, name))
+            if name != "off":
+                with open(os.path.join(d, ".walctl", "index.jsonl"), "rb") as f:
+                    lines = f.read().count(b"\n")
+                assert lines >= n // 10_000 - 1, lines
+            shutil.rmtree(d)
+    base, old, new = (median(sorted(times[k])) for k in ("off", "no times", "times"))
+    print(f"1s. segment writer sync=batch, {n} entries of ~230 B, 10,000 a segment, {repeat} rounds (load {load})")
+    print(f"   no seal            {n / base:9.0f} entries/s (median {base:.3f} s)")
+    print(f"   sealing, no times  {n / old:9.0f} entries/s (median {old:.3f} s)  cost {100 * (old / base - 1):+.1f}%")
+    print(f"   sealing with times {n / new:9.0f} entries/s (median {new:.3f} s)  cost {100 * (new / base - 1):+.1f}% "
+          f"({100 * (new / old - 1):+.1f}% against no times)")
+    old_cpu, new_cpu = (1000 * median(sorted(SEALER_CPU[k])) for k in ("no times", "times"))
+    print(f"   sealer thread CPU a segment (median): {old_cpu:.1f} ms without times, {new_cpu:.1f} ms with")
+    print(f"   load after: {loadavg()}")
 
 
 def gen(d: str, mb: int) -> None:
@@ -165,13 +225,16 @@ def main() -> None:
     ap.add_argument("--mb", type=int, default=256)
     ap.add_argument("--quick-mb", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--only", default="1,2,3")
+    ap.add_argument("--only", default="1,1s,2,3")
+    ap.add_argument("--entries", type=int, default=100_000, help="1s: segment entries a round")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="walctl-ledger-bench-")
     try:
         only = set(args.only.split(","))
         if "1" in only:
             sealing_cost(work, args.repeat)
+        if "1s" in only:
+            segment_sealing_cost(work, args.repeat, args.entries)
         if "2" in only:
             sealed_verify(work, args.mb, args.repeat)
         if "3" in only:

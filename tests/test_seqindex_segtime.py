@@ -327,3 +327,40 @@ def test_build_entry_times_of_a_segment():
     body = b"".join(frames)
     e = X.build_entry(body, False, dict(seal_fields, size=len(body), records=3, last_seq=3), 0)
     assert (e.min_ts, e.max_ts) == (-2001, 7001)
+
+
+def _frames(entries, encoding="msgpack"):
+    body = b"".join(encode_frame(seal(e), encoding) for e in entries)
+    from walctl.format.seqindex import segment_offsets
+    return body, segment_offsets(body)
+
+
+def _entry(s, ts, data=None):
+    return {"sequence": s, "timestamp": ts, "operation": "memory_add", "data": data if data is not None else {"s": s}}
+
+
+RANGES = {  # timestamps (and data) -> the range, through the fast path or by decoding every body
+    "uint32": [_entry(s, T0 + (s * 7919) % 500) for s in range(1, 300)],
+    "float64": [_entry(s, T0 + ((s * 7919) % 500) / 1000) for s in range(1, 300)],
+    "mixed": [_entry(s, T0 + s if s % 2 else T0 - s + 0.5) for s in range(1, 300)],
+    "small-ints": [_entry(s, s % 130 - 30) for s in range(1, 300)],  # fixints, int8, uint8
+    "negative-floats": [_entry(s, -1.5 * s) for s in range(1, 50)],
+    "nested-timestamp": [_entry(s, T0 + s, {"timestamp": 1.0 if s == 7 else T0}) for s in range(1, 50)],
+    "the-key-in-a-value": [_entry(s, T0 + s, "timestamp\xcb" if s == 3 else "x") for s in range(1, 50)],
+    "one": [_entry(1, 2**32 + 5)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(RANGES))
+@pytest.mark.parametrize("encoding", ["msgpack", "json"])
+def test_timestamp_range_is_the_decoded_range(case, encoding, monkeypatch):
+    from walctl.format import segment
+    from walctl.format.segment import timestamp_range
+
+    if encoding == "msgpack" and case in ("uint32", "float64"):  # what the writer stamps: no body decoded
+        monkeypatch.setattr(segment, "body_timestamp", lambda body: pytest.fail("decoded"))
+    entries = RANGES[case]
+    body, offs = _frames(entries, encoding)
+    stamps = [e["timestamp"] for e in entries]
+    assert timestamp_range(body, offs, len(body)) == (min(stamps), max(stamps))
+    assert timestamp_range(body, [], 0) is None

@@ -10,6 +10,7 @@ exactly, a fraction at its decimal value (1.001 s is 1001 ms, not the binary flo
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -151,6 +152,34 @@ def body_timestamp(body):
     except ValueError:
         return None
     return value.get("timestamp") if isinstance(value, dict) else None
+
+
+# The key, and the value after it when it is what a writer stamping seconds now writes: a uint32 (an int) or
+# a float64. Matched by lookahead: a match consumes only the key, so no occurrence hides in a value.
+_STAMPED = re.compile(rb"timestamp(?:(?=\xce(.{4}))|(?=\xcb(.{8})))?", re.S)
+_BIG_DOUBLE_INF = b"\x7f\xf0"  # a big-endian float64 at or above this (or negative) is not a finite >= 0
+
+
+def timestamp_range(buf, frames: list, end: int) -> tuple | None:
+    """(least, greatest) timestamp of the valid entries framed at `frames` (offsets, in order; the last frame
+    ends at `end`); None when one is not a finite number (or there are none). `buf`: bytes or mmap.
+
+    Without decoding when every body is msgpack and the bytes `timestamp` occur in `buf` exactly once a
+    body: every msgpack spelling of a str holds its bytes and a valid entry has the key, so each occurrence
+    is then a top-level key and its value follows it; when all those values are uint32 (or all non-negative
+    finite float64), big-endian, their byte strings order as their numbers. Otherwise each body is decoded."""
+    n = FRAME_LENGTH.size
+    if frames and all(buf[a + n] != 0x7B for a in frames):
+        found = list(itertools.islice(_STAMPED.finditer(buf), len(frames) + 1))
+        if len(found) == len(frames):
+            for group, fmt, below in ((1, ">I", None), (2, ">d", _BIG_DOUBLE_INF)):
+                vals = [m[group] for m in found]
+                if None not in vals and (below is None or max(vals) < below):
+                    return struct.unpack(fmt, min(vals))[0], struct.unpack(fmt, max(vals))[0]
+    stamps = [body_timestamp(memoryview(buf)[a + n:b]) for a, b in zip(frames, frames[1:] + [end])]
+    if not stamps or any(type(t) is not int and (type(t) is not float or not math.isfinite(t)) for t in stamps):
+        return None
+    return min(stamps), max(stamps)
 
 
 class Frame(NamedTuple):

@@ -195,35 +195,31 @@ def segment_offsets(buf, times: list | None = None) -> list:
     """Where each frame of a clean segment starts, hopping length to length (bodies are checked only at the
     marks: a sealer indexing the segment it just closed does not hash 10,000 entries again). `times`, when
     given, gets [floor, ceiling] of the entries' times in ms (each body decoded for its timestamp, not
-    checked), or [None, None] when one is not a finite number or the range leaves 64 bits."""
-    from .segment import FRAME_LENGTH, MAX_FRAME_BYTES, body_timestamp
+    checked: format/segment.timestamp_range), or [None, None] when one is not a finite number or the range leaves 64 bits."""
+    from .segment import FRAME_LENGTH, MAX_FRAME_BYTES, timestamp_range
 
     out = []
     off, end = 0, len(buf)
-    stamps = [] if times is not None else None
-    view = memoryview(buf)
     while end - off >= FRAME_LENGTH.size:
         (n,) = FRAME_LENGTH.unpack_from(buf, off)
         if n == 0 or n > MAX_FRAME_BYTES or off + FRAME_LENGTH.size + n > end:
             break
         out.append(off)
-        if stamps is not None:
-            stamps.append(body_timestamp(view[off + FRAME_LENGTH.size:off + FRAME_LENGTH.size + n]))
         off += FRAME_LENGTH.size + n
     if times is not None:
-        times[:] = _ms_range(stamps)
+        times[:] = _ms_range(timestamp_range(buf, out, off))
     return out
 
 
-def _ms_range(stamps: list) -> list:
-    """[floor, ceiling] in ms of entry timestamps (seconds), or [None, None] when there is none to give."""
+def _ms_range(stamps: tuple | None) -> list:
+    """[floor, ceiling] in ms of the (least, greatest) entry timestamp (seconds), or [None, None]."""
     import math
 
     from .segment import time_ms
 
-    if not stamps or any(type(t) is not int and (type(t) is not float or not math.isfinite(t)) for t in stamps):
+    if stamps is None:
         return [None, None]  # a time that is not a finite number (NaN, Infinity in JSON) is no range
-    lo, hi = math.floor(time_ms(min(stamps))), math.ceil(time_ms(max(stamps)))
+    lo, hi = math.floor(time_ms(stamps[0])), math.ceil(time_ms(stamps[1]))
     return [lo, hi] if -_I64 <= lo and hi < _I64 else [None, None]
 
 

@@ -3,6 +3,8 @@ in the same run (interleaved rounds: a noisy moment on the shared machine hits e
 
 Goals:
 - `replay --after` of the last 10 entries and `inspect --seq N` take <= 2x `walctl --version`'s time;
+  so does `inspect --since T` of ADR-003 segments, T the time of the 10th entry from the end (the index's
+  min_ts/max_ts let it skip the sealed segments before; the last, active one is read);
 - and grow < 1.2x when the directory grows 10x: V2 chunks 256 MB -> 2.5 GB, ADR-003 segments 100k -> 1M
   entries (both sealed and indexed: `walctl seal --apply`; the writer's sealer indexes segments as it rolls);
 - recovery of a 50 MB checkpoint + 1,000 entries after it from the 1M-entry log <= 0.5 s (the phases are
@@ -12,7 +14,9 @@ Everything is generated in a temporary directory (gen_wal.py for V2, walctl's wr
 deleted at the end, unless --keep DIR names a directory to generate into once and reuse.
 
 Usage: python benchmarks/seek_throughput.py [--small-mb 256] [--factor 10] [--entries 100000] [--repeat 5]
-       [--keep DIR] [--scan]   (--scan: also time each command once without the index, for information)
+       [--keep DIR] [--scan] [--segments-only]
+       (--scan: also time each command once without the index, for information; --segments-only: no V2
+       directories and no recovery row, for a busy machine)
 """
 from __future__ import annotations
 
@@ -44,8 +48,12 @@ def segment_dir(path: str, entries: int) -> int:
 
         with WalWriter(path, format="segments", sync="none") as w:
             for i in range(entries):
-                w.append_entry("memory_add", {"content": f"memory {i} " + "x" * (i % 200)}, 1795300000 + i)
-    return _last(path)
+                w.append_entry("memory_add", {"content": f"memory {i} " + "x" * (i % 200)}, SEGMENT_T0 + i)
+    subprocess.run(walctl_cmd() + ["seal", "--apply", path], check=True, stdout=subprocess.DEVNULL)  # a --keep
+    return _last(path)  # directory made before segments had times gets them
+
+
+SEGMENT_T0 = 1795300000  # seconds: entry i (sequence i + 1) is stamped SEGMENT_T0 + i
 
 
 def _last(path: str) -> int:
@@ -54,10 +62,13 @@ def _last(path: str) -> int:
     return verify_path(path, quick=True).last_sequence
 
 
-def commands(path: str, last: int) -> dict:
+def commands(path: str, last: int, segments: bool) -> dict:
     w = walctl_cmd()
-    return {"replay --after last-10": [w + ["replay", "-q", "--jsonl", "--after", str(last - 10), path]],
-            "inspect --seq N": [w + ["inspect", "--seq", str(last * 3 // 4), path]]}
+    out = {"replay --after last-10": [w + ["replay", "-q", "--jsonl", "--after", str(last - 10), path]],
+           "inspect --seq N": [w + ["inspect", "--seq", str(last * 3 // 4), path]]}
+    if segments:  # sequence last-9 is entry last-10: the last 10 entries
+        out["inspect --since T"] = [w + ["inspect", "--jsonl", "--since", str((SEGMENT_T0 + last - 10) * 1000), path]]
+    return out
 
 
 def main() -> None:
@@ -68,6 +79,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--keep")
     ap.add_argument("--scan", action="store_true")
+    ap.add_argument("--segments-only", action="store_true")
     args = ap.parse_args()
     base = args.keep or tempfile.mkdtemp(prefix="walctl-seek-")
     try:
@@ -79,24 +91,23 @@ def main() -> None:
 
 def run(args, base: str) -> None:
     dirs = {}
-    for label, make, small, big in (("V2", v2_dir, args.small_mb, args.small_mb * args.factor),
-                                    ("segments", segment_dir, args.entries, args.entries * args.factor)):
+    for label, make, small, big in _kinds(args):
         for size in (small, big):
             path = os.path.join(base, f"{label}-{size}")
             dirs[(label, size)] = (path, make(path, size))
     print(f"load before: {open('/proc/loadavg').read().strip()}")
     configs = {"walctl --version": [walctl_cmd() + ["--version"]]}
     for (label, size), (path, last) in dirs.items():
-        for name, cmd in commands(path, last).items():
+        for name, cmd in commands(path, last, label == "segments").items():
             configs[f"{label} {size} {name}"] = cmd
     times = interleaved(configs, args.repeat)
     print(f"load after:  {open('/proc/loadavg').read().strip()}; {args.repeat} interleaved rounds")
     version = median(times["walctl --version"])
     print(f"{'':48} {'median s':>9} {'min s':>7} {'/ --version':>11} {'10x growth':>11}")
     print(f"{'walctl --version':48} {version:9.3f} {times['walctl --version'][0]:7.3f}")
-    for label, small, big in (("V2", args.small_mb, args.small_mb * args.factor),
-                              ("segments", args.entries, args.entries * args.factor)):
-        for name in ("replay --after last-10", "inspect --seq N"):
+    for label, _, small, big in _kinds(args):
+        for name in ("replay --after last-10", "inspect --seq N") + (("inspect --since T",) if label == "segments"
+                                                                     else ()):
             s, b = median(times[f"{label} {small} {name}"]), median(times[f"{label} {big} {name}"])
             unit = "MB" if label == "V2" else "entries"
             print(f"{label + ' ' + str(small) + ' ' + unit + ': ' + name:48} {s:9.3f} "
@@ -105,8 +116,17 @@ def run(args, base: str) -> None:
                   f"{times[f'{label} {big} {name}'][0]:7.3f} {b / version:10.2f}x {b / s:10.2f}x (goal < 1.2x)")
     if args.scan:
         scan_once(dirs)
+    if args.segments_only:
+        return
     seg_big = dirs[("segments", args.entries * args.factor)]
     recover_bench(base, *seg_big, args.repeat)
+
+
+def _kinds(args) -> tuple:
+    segments = ("segments", segment_dir, args.entries, args.entries * args.factor)
+    if args.segments_only:
+        return (segments,)
+    return (("V2", v2_dir, args.small_mb, args.small_mb * args.factor), segments)
 
 
 def scan_once(dirs: dict) -> None:
@@ -117,7 +137,7 @@ def scan_once(dirs: dict) -> None:
             continue
         os.rename(idx, idx + ".aside")
         try:
-            for name, cmd in commands(path, last).items():
+            for name, cmd in commands(path, last, label == "segments").items():
                 print(f"without the index: {label} {size} {name}: {timed(cmd):.3f} s")
         finally:
             os.rename(idx + ".aside", idx)

@@ -55,6 +55,9 @@ def workspace(ws: str) -> None:
     d = _copy(ws, "tasks", "d-tasks")
     _cut(os.path.join(d, sorted(os.listdir(d))[0]), 5)
     _cut(os.path.join(_copy(ws, "segments", "d-seg-torn"), "wal_00000002.log"), 3)
+    from walctl.cli import run
+
+    run(["seal", "--apply", _copy(ws, "segments", "d-seg-indexed")])  # inspect --since skips a segment
     d = _copy(ws, "agents-crashed", "d-agents")
     first = sorted(os.listdir(os.path.join(d, "agents")))[0]
     with open(os.path.join(d, "agents", first, "events.jsonl"), "ab") as f:
@@ -97,6 +100,8 @@ def cases(ws: str):
         ("map d-seg-torn", ["map", w("d-seg-torn"), "--json"], "doc", "walctl.map/2"),
         ("stats d-seg-torn", ["stats", w("d-seg-torn"), "--json"], "doc", "walctl.stats/2"),
         ("inspect d-seg-torn", ["inspect", w("d-seg-torn"), "--jsonl"], "jsonl", "walctl.entry/1"),
+        ("inspect --since d-seg-indexed", ["inspect", w("d-seg-indexed"), "--jsonl", "--since", "1795300035000",
+                                           "--until", "2026-11-21T22:27:18Z"], "jsonl", "walctl.entry/1"),
     ]
     t = w("d-tasks")
     torn = os.path.join(t, sorted(os.listdir(t))[0])

@@ -1,4 +1,4 @@
-"""`inspect --since/--until` on ADR-003 segments (docs/format.md sections 14 and 16): entries stamp Unix
+"""`inspect --since/--until` on ADR-003 segments (docs/format.md sections 6 and 16): entries stamp Unix
 seconds (an integer or a fraction), compared with T in ms as seconds x 1000 exactly (1.001 s is 1001 ms);
 the sequence index gives sealed segments their floor and ceiling in ms, and inspect starts past the
 leading segments wholly outside the window.

@@ -20,7 +20,7 @@ PAYLOAD_MODES = ("auto", "text", "hex", "base64", "json", "msgpack")
 HELP = """Show the records of a WAL chunk or directory, and the bytes around damage. Read-only.
 
 Reads past damage: every valid record is shown, damaged ranges are listed where they occur. Filters
-combine (AND). Payloads are shown decoded (inflated when compressed): as JSON, text or msgpack when
+combine (AND); one that cannot apply (--id on ADR-003 entries, --since with --follow) is refused. Payloads are shown decoded (inflated when compressed): as JSON, text or msgpack when
 they are one, else hex. Exit code as for verify (0 when --limit stopped the walk early).
 
 From a finding to its bytes: --damaged dumps every damaged region of a directory (fields named, CRCs
@@ -37,10 +37,10 @@ def inspect(
     jsonl: bool = typer.Option(False, "--jsonl", help="One JSON object per valid record on stdout."),
     from_seq: Optional[int] = typer.Option(None, "--from", help="Only sequences >= N."),
     to_seq: Optional[int] = typer.Option(None, "--to", help="Only sequences <= N."),
-    types: Optional[List[str]] = typer.Option(None, "--type", help="Only this event type (name or ordinal); repeatable."),
-    memory_id: Optional[str] = typer.Option(None, "--id", help="Only records with this memoryId."),
-    since: Optional[str] = typer.Option(None, "--since", help="Only timestamps >= T (epoch ms or ISO-8601)."),
-    until: Optional[str] = typer.Option(None, "--until", help="Only timestamps <= T (epoch ms or ISO-8601)."),
+    types: Optional[List[str]] = typer.Option(None, "--type", help="Only this event type (name or ordinal; ADR-003: the operation); repeatable."),
+    memory_id: Optional[str] = typer.Option(None, "--id", help="Only records with this memoryId (V2)."),
+    since: Optional[str] = typer.Option(None, "--since", help="Only timestamps >= T (epoch ms or ISO-8601; ADR-003 seconds x 1000)."),
+    until: Optional[str] = typer.Option(None, "--until", help="Only timestamps <= T (epoch ms or ISO-8601; ADR-003 seconds x 1000)."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Stop after N matching records."),
     payload: str = typer.Option("auto", "--payload", metavar="[" + "|".join((*PAYLOAD_MODES, "none")) + "]", help=f"Payload view: {', '.join(PAYLOAD_MODES)}, none."),
     hexdump: bool = typer.Option(False, "--hexdump", help="Annotated hex dump of each matching record."),

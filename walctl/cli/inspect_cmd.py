@@ -20,7 +20,8 @@ PAYLOAD_MODES = ("auto", "text", "hex", "base64", "json", "msgpack")
 HELP = """Show the records of a WAL chunk or directory, and the bytes around damage. Read-only.
 
 Reads past damage: every valid record is shown, damaged ranges are listed where they occur. Filters
-combine (AND); one that cannot apply (--id on ADR-003 entries, --since with --follow) is refused. Payloads are shown decoded (inflated when compressed): as JSON, text or msgpack when
+combine (AND); one that cannot apply (--id on ADR-003 entries, --since with --follow) is refused.
+Payloads are shown decoded (inflated when compressed): as JSON, text or msgpack when
 they are one, else hex. Exit code as for verify (0 when --limit stopped the walk early).
 
 From a finding to its bytes: --damaged dumps every damaged region of a directory (fields named, CRCs
@@ -68,7 +69,7 @@ def inspect(
         raise UsageError(f"--payload must be one of {', '.join(PAYLOAD_MODES)}, none (got {payload!r})")
     since_ms, until_ms = parse_time(since, "--since"), parse_time(until, "--until")
     given = _given(from_seq, to_seq, types, memory_id, since, until, limit, hexdump, payload, strict)
-    _refuse_unused(given, follow, around_offset is not None or seq is not None or damaged)
+    _refuse_unused(given, follow, around_offset is not None or seq is not None or damaged, path)
     if follow:
         return _follow(path, jsonl, payload, from_seq, to_seq, limit, *follow_durations(interval, timeout))
     if around_offset is not None or seq is not None or damaged:
@@ -116,10 +117,23 @@ def _refuse(given: dict, names, why) -> None:
             raise UsageError(f"{name} does not apply {reason}")
 
 
-def _refuse_unused(given: dict, follow: bool, forensic: bool) -> None:
+def _holds_segments(path: str) -> bool:
+    import os
+
+    from ..format.names import parse_segment_name
+    from ..ops.wal.segments import looks_like_segment_dir
+
+    if os.path.isdir(path):
+        return looks_like_segment_dir(path)
+    return parse_segment_name(os.path.basename(path)) is not None
+
+
+def _refuse_unused(given: dict, follow: bool, forensic: bool, path: str) -> None:
     if follow:
         _refuse(given, ("--type", "--id", "--since", "--until", "--hexdump", "--strict"),
                 "with --follow (it applies --from, --to and --limit only)")
+        if given["--payload"] and _holds_segments(path):
+            _refuse(given, ("--payload",), _NOT_FOR_ENTRIES)
     elif forensic:
         _refuse(given, _FILTERS, "with --seq, --around or --damaged (they show bytes, unfiltered)")
 

@@ -5,8 +5,9 @@ One line per sealed log file: `v` (2), `file`, what the ledger's seal of it says
 `records`, `first_seq`, `last_seq`), the file's `mtime_ns` when it was indexed, `min_ts`/`max_ts` (the
 least and greatest record timestamp in ms: timestamps need not rise, so not the first and last; of a
 segment, whose entries stamp seconds, the floor and ceiling of its entries' times in ms; null for an
-empty file, and for a segment indexed before walctl recorded them or with a time it cannot hold), `marks` ([sequence, offset] of a record every MARK_RECORDS records
-or MARK_BYTES bytes, the first record always), and `crc32c` as a ledger line has it. A version-1 line
+empty file, and for a segment indexed before walctl recorded them or with a time it cannot hold),
+`marks` ([sequence, offset] of a record every MARK_RECORDS records or MARK_BYTES bytes, the first record
+always), and `crc32c` as a ledger line has it. A version-1 line
 (no `min_ts`/`max_ts`) still decodes, with no times; `seal --apply` writes it again as version 2. The index is a hint
 for readers: nothing in it is believed until the reader has checked it against the ledger's seal, the
 file's stat data and the record at the offset (ops/wal/seek.py). A line that does not decode is reported by
@@ -195,7 +196,8 @@ def segment_offsets(buf, times: list | None = None) -> list:
     """Where each frame of a clean segment starts, hopping length to length (bodies are checked only at the
     marks: a sealer indexing the segment it just closed does not hash 10,000 entries again). `times`, when
     given, gets [floor, ceiling] of the entries' times in ms (each body decoded for its timestamp, not
-    checked: format/segment.timestamp_range), or [None, None] when one is not a finite number or the range leaves 64 bits."""
+    checked: format/segment.timestamp_range), or [None, None] when one is not a finite number or the range
+    leaves 64 bits."""
     from .segment import FRAME_LENGTH, MAX_FRAME_BYTES, timestamp_range
 
     out = []

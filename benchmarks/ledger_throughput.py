@@ -131,6 +131,9 @@ def segment_sealing_cost(work: str, repeat: int, n: int) -> None:
     print(f"   sealing with times {n / new:9.0f} entries/s (median {new:.3f} s)  cost {100 * (new / base - 1):+.1f}% "
           f"({100 * (new / old - 1):+.1f}% against no times)")
     old_cpu, new_cpu = (1000 * median(sorted(SEALER_CPU[k])) for k in ("no times", "times"))
+    lo = {k: min(v) for k, v in times.items()}
+    print(f"   of minimums: sealing {100 * (lo['no times'] / lo['off'] - 1):+.1f}% without times, "
+          f"{100 * (lo['times'] / lo['off'] - 1):+.1f}% with ({100 * (lo['times'] / lo['no times'] - 1):+.1f}%)")
     print(f"   sealer thread CPU a segment (median): {old_cpu:.1f} ms without times, {new_cpu:.1f} ms with")
     print(f"   load after: {loadavg()}")
 

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from conftest import make_chunk, tree_digest, write_dir
+from conftest import make_chunk, make_record, tree_digest, write_dir
 from simfs import SimCrash, SimFS
 from walctl.format import seqpoints as P
 from walctl.format.ledger import crc32c
@@ -122,11 +122,9 @@ def test_the_writer_keeps_points_of_the_last_file_only_at_the_records_the_walk_f
     recs = [(off, seq) for f, off, seq in _records(d) if f == last]
     expected = [list(r[::-1]) for i, r in enumerate(recs) if i % P.MARK_RECORDS == 0]
     assert objs[-1]["marks"] == expected and len(expected) >= 3
-    # a line is written when a mark is added: it says how far it examined, the record boundary after last_seq
-    first, upto, end = objs[-1]["first_seq"], objs[-1]["last_seq"], objs[-1]["end"]
-    at = {seq: off for off, seq in recs}
+    # a line is written when a mark is added: last_seq says how far the file was durable then
+    first, upto = objs[-1]["first_seq"], objs[-1]["last_seq"]
     assert first == recs[0][1] and expected[-1][0] <= upto <= recs[-1][1]
-    assert end == at.get(upto + 1, os.path.getsize(os.path.join(d, last)))
     assert objs[-1]["ino"] == os.stat(os.path.join(d, last)).st_ino
 
 
@@ -256,7 +254,29 @@ def test_a_writer_drops_points_of_files_sealed_or_gone_and_a_torn_tail_when_it_o
         w.append(1, b"m", b"one more")
     read = read_points(d)
     assert read.bad == () and read.torn_offset is None
-    assert [ln.get("file") for ln in read.lines] == [_files(d)[-1]]
+    assert {ln.get("file") for ln in read.lines} == {_files(d)[-1]}  # the ghost went; the last file's stayed
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["v2", "segments"])
+def test_a_writer_continuing_a_file_keeps_the_marks_before_its_own(logs, tmp_path, cli, which):
+    d = _copy(logs[which], tmp_path)
+    last = _files(d)[-1]
+    before = _line_objs(d)[-1]["marks"]
+    with WalWriter(d, format="v2" if which == 0 else "segments") as w:
+        for i in range(600):
+            if which == 0:
+                w.append(3, b"again", b"q%d" % i, 1795400000000 + i)
+            else:
+                w.append_entry("memory_add", {"again": i}, 1795400000 + i)
+    assert _files(d)[-1] == last  # the same file, continued
+    marks = _line_objs(d)[-1]["marks"]
+    recs = {seq: off for f, off, seq in _records(d) if f == last}
+    assert marks[:len(before)] == before  # what the first writer's records had, hopped again
+    assert all(recs[s] == off for s, off in marks) and len(marks) > len(before)
+    for seq in (marks[-1][0] + 1, marks[len(before)][0], before[-1][0] + 5):
+        assert _outputs(cli, d, seq) == _scan(cli, d, tmp_path, seq), seq
+    sk = _start(d, marks[-1][0] + 1)
+    assert (sk.start.offset, sk.start.sequence) == (marks[-1][1], marks[-1][0])
 
 
 def test_seal_records_points_of_the_last_file_once_and_only_when_it_reads_clean(tmp_path, cli):
@@ -297,6 +317,7 @@ def _simfs_session(fs) -> list:
 def test_a_crash_at_every_step_leaves_points_a_reader_can_trust(monkeypatch):
     monkeypatch.setattr("walctl.store.appender.POINTS_EVERY", 4)
     monkeypatch.setattr("walctl.format.seqpoints.MARK_RECORDS", 3)
+    monkeypatch.setattr("walctl.store.appender.MARK_RECORDS", 3)
     probe = SimFS(0)
     probe.makedirs_durable("/data")
     _simfs_session(probe)
@@ -326,11 +347,12 @@ def test_a_line_stays_under_the_line_bound_however_many_records_the_file_holds()
     from walctl.format import ledger as L
 
     chunk = make_chunk(range(1, 1 + 300_000), payload_for=lambda s: b"")
-    pts = P.extend(chunk, True, P.start("wal-000000.bin", True, 1), 10**9)
+    pts, end = P.scan(chunk, True, "wal-000000.bin", 1, 10**9)
+    size = len(make_record(1, b""))  # every record of this chunk has this size
+    assert pts.last_seq == P.MAX_MARKS * P.MARK_RECORDS and end == pts.marks[-1][1] + P.MARK_RECORDS * size
     assert len(pts.marks) == P.MAX_MARKS and pts.marks[-1][0] == 1 + (P.MAX_MARKS - 1) * P.MARK_RECORDS
     line = L.encode_line(P.POINTS, "2026-11-27T00:00:00Z", P.check_points,
                          **pts._replace(marks=tuple((s + 10**15, o + 10**10) for s, o in pts.marks),
-                                        first_seq=1 + 10**15, last_seq=pts.last_seq + 10**15,
-                                        end=pts.end + 10**10).fields())
+                                        first_seq=1 + 10**15, last_seq=pts.last_seq + 10**15).fields())
     assert len(line) < L.MAX_LINE_BYTES
     assert isinstance(L.decode_line(line.rstrip(b"\n"), check=P.check_points), L.Line)

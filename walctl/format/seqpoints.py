@@ -6,8 +6,8 @@ a writer is still appending to has no seal, so a reader seeking in it would star
 it finds a point to start at instead. One line per update, CRC'd as a ledger line (format/ledger.py, event
 `points`): `file`; `ino` (the file's inode when the line was written, 0 where the file system has none);
 `first_seq` (its first record); `marks` ([sequence, offset] of the first record and then one every
-MARK_RECORDS records or MARK_BYTES bytes, as the index has them, at most MAX_MARKS); `end` and `last_seq` (the record boundary
-after the last record examined, and that record's sequence). A later line for a file replaces an earlier
+MARK_RECORDS records or MARK_BYTES bytes, as the index has them, at most MAX_MARKS); `last_seq` (the
+last record vouched for: durable when the line was written). A later line for a file replaces an earlier
 one. Written by walctl's writer for records already durable, and by `seal --apply` for the records of the
 last file that verify read clean; a reader believes none of it before checking the inode, the size and
 the record at the mark it enters (ops/wal/seek.py).
@@ -24,7 +24,7 @@ from .v2 import FILE_HEADER
 POINTS_NAME = "points.jsonl"
 POINTS = "points"
 _I64 = 1 << 63
-_FIELDS = ("file", "ino", "first_seq", "last_seq", "end", "marks")
+_FIELDS = ("file", "ino", "first_seq", "last_seq", "marks")
 # A line must stay under the ledger's 64 KiB line bound: 1,024 marks of 20-digit numbers are ~43 KiB. A
 # file with more (a chunk far above the default 8 MiB of small records) is entered at its last mark.
 MAX_MARKS = 1024
@@ -34,8 +34,7 @@ class Points(NamedTuple):
     file: str
     first_seq: int
     marks: tuple  # (sequence, offset), both strictly rising; the first is (first_seq, the first record)
-    end: int  # the record boundary after last_seq: where examining goes on
-    last_seq: int  # first_seq - 1 while no record was examined
+    last_seq: int  # the last record vouched for (first_seq - 1: none)
     ino: int = 0
 
     def mark_at_or_before(self, sequence: int, size: int) -> tuple[int, int] | None:
@@ -49,12 +48,7 @@ class Points(NamedTuple):
 
     def fields(self) -> dict:
         return {"file": self.file, "ino": self.ino, "first_seq": self.first_seq, "last_seq": self.last_seq,
-                "end": self.end, "marks": [list(m) for m in self.marks]}
-
-
-def start(file: str, is_v2: bool, first_seq: int, ino: int = 0) -> Points:
-    """No record examined yet: the first one is at the file's first record boundary."""
-    return Points(file, first_seq, (), FILE_HEADER.size if is_v2 else 0, first_seq - 1, ino)
+                "marks": [list(m) for m in self.marks]}
 
 
 def _int(v, lo: int = 0) -> bool:
@@ -69,17 +63,17 @@ def check_points(event: str, fields: dict) -> str | None:
         return f"{POINTS}: fields are not {', '.join(_FIELDS)}"
     if not is_log_file_name(fields["file"]):
         return f"{POINTS}: file is not a chunk or segment name"
-    first, last, end, marks = fields["first_seq"], fields["last_seq"], fields["end"], fields["marks"]
-    if not (_int(fields["ino"]) and _int(first, 1) and _int(last) and _int(end) and last >= first - 1):
-        return f"{POINTS}: ino, first_seq, last_seq or end is not an integer in range"
+    first, last, marks = fields["first_seq"], fields["last_seq"], fields["marks"]
+    if not (_int(fields["ino"]) and _int(first, 1) and _int(last) and last >= first - 1):
+        return f"{POINTS}: ino, first_seq or last_seq is not an integer in range"
     if not isinstance(marks, list) or len(marks) > MAX_MARKS:
         return f"{POINTS}: marks is not a list of at most {MAX_MARKS}"
     prev = (first - 1, -1)
     for m in marks:
         if not (isinstance(m, list) and len(m) == 2 and _int(m[0]) and _int(m[1])):
             return f"{POINTS}: a mark is not [sequence, offset]"
-        if not (m[0] > prev[0] and m[1] > prev[1] and m[0] <= last and m[1] < end):
-            return f"{POINTS}: mark {m} is out of order or past last_seq/end"
+        if not (m[0] > prev[0] and m[1] > prev[1] and m[0] <= last):
+            return f"{POINTS}: mark {m} is out of order or past last_seq"
         prev = (m[0], m[1])
     if marks and marks[0][0] != first:
         return f"{POINTS}: the first mark is not first_seq's"
@@ -88,7 +82,7 @@ def check_points(event: str, fields: dict) -> str | None:
 
 def from_fields(fields: dict) -> Points:
     """The points of a line that passed check_points."""
-    return Points(fields["file"], fields["first_seq"], tuple((s, o) for s, o in fields["marks"]), fields["end"],
+    return Points(fields["file"], fields["first_seq"], tuple((s, o) for s, o in fields["marks"]),
                   fields["last_seq"], fields["ino"])
 
 
@@ -97,22 +91,20 @@ def latest(lines) -> dict:
     return {ln.get("file"): from_fields(ln.fields) for ln in lines}
 
 
-def extend(buf, is_v2: bool, pts: Points, upto_seq: int, every_records: int | None = None,
-           every_bytes: int | None = None) -> Points:
-    """`pts` with the records of `buf` from `pts.end` through sequence `upto_seq` examined: hopping record to
-    record (a V2 header's CRC and sequence each time; a segment frame's length), a mark where one is due,
-    the record there checked whole (CRCs, an entry's checksum) and carrying first_seq + its position.
-    Stops at the first record that is incomplete or not the one expected: nothing past it is vouched for."""
-    every_records, every_bytes = every_records or MARK_RECORDS, every_bytes or MARK_BYTES
-    marks = list(pts.marks)
-    off, seq, size = pts.end, pts.last_seq, len(buf)
-    since = (seq - marks[-1][0] + 1) if marks else 0
+def scan(buf, is_v2: bool, file: str, first_seq: int, upto_seq: int, ino: int = 0) -> tuple[Points, int]:
+    """(the points of the file's records from its first through sequence `upto_seq`, the offset after the
+    last one vouched for), hopping record to record (a V2 header's CRC and sequence each time; a segment
+    frame's length), with a mark where one is due whose record is checked whole. Stops at the first record
+    that is incomplete or not the one expected: nothing past it is vouched for."""
+    every_records, every_bytes = MARK_RECORDS, MARK_BYTES  # read now: tests make them small
+    marks: list = []
+    off, seq, size = FILE_HEADER.size if is_v2 else 0, first_seq - 1, len(buf)
+    since = 0
     while seq < upto_seq:
         nxt = _next_record(buf, off, size, is_v2, seq + 1)
         if nxt is None:
             break
-        due = not marks or since >= every_records or off - marks[-1][1] >= every_bytes
-        if due:
+        if not marks or since >= every_records or off - marks[-1][1] >= every_bytes:
             if len(marks) >= MAX_MARKS or sequence_at(buf, off, is_v2) != seq + 1:
                 break
             marks.append((seq + 1, off))
@@ -120,7 +112,18 @@ def extend(buf, is_v2: bool, pts: Points, upto_seq: int, every_records: int | No
         since += 1
         seq += 1
         off = nxt
-    return pts._replace(marks=tuple(marks), end=off, last_seq=seq)
+    return Points(file, first_seq, tuple(marks), seq, ino), off
+
+
+def checked(buf, is_v2: bool, marks) -> tuple:
+    """The leading `marks` whose records are intact and carry their sequence (a writer's own marks, checked
+    before they are written down: the first that is not so ends them)."""
+    out = []
+    for seq, off in marks:
+        if sequence_at(buf, off, is_v2) != seq:
+            break
+        out.append((seq, off))
+    return tuple(out)
 
 
 def _next_record(buf, off: int, size: int, is_v2: bool, expect: int) -> int | None:

@@ -111,10 +111,11 @@ class Sealer:
         """items: (file name, first_seq, last_seq, records) of chunks synced and closed for good."""
         self._job(self._do, list(items), hwm)
 
-    def durable(self, name: str, first_seq: int, upto_seq: int) -> None:
-        """Records first_seq..upto_seq of the file `name` are durable: its points may reach them."""
+    def durable(self, name: str, first_seq: int, upto_seq: int, marks: tuple) -> None:
+        """Records first_seq..upto_seq of the file `name` are durable, `marks` among them: its points may
+        reach them."""
         if self.points is not None:
-            self._job(self.points.advance, name, first_seq, upto_seq)
+            self._job(self.points.advance, name, first_seq, upto_seq, marks)
 
     def hwm(self, seq: int) -> None:
         self.closed([], seq)

@@ -60,31 +60,50 @@ def trim(directory: str, sealed, fs=DEFAULT_FS) -> None:
 
 class Keeper:
     """Points of the file a writer appends to. `advance` runs where the writer's ledger lines are written
-    (its sealer), with records it knows durable. Any failure here stops points for the rest of the
-    writer's life and nothing else: a missing point costs a reader time, never an answer, and a hint
-    must not fail a writer whose records are safe."""
+    (its sealer), with the marks the writer noted as it appended (store/appender.py) once their records
+    are durable: each is checked at its offset before it is written down. For a file the writer
+    continued, the records before its own are hopped once, and must end exactly where its first begins.
+    Any failure here stops points for the rest of the writer's life and nothing else: a missing point
+    costs a reader time, never an answer, and a hint must not fail a writer whose records are safe."""
 
     def __init__(self, directory: str, fs, is_v2: bool, clock):
         self.directory, self.fs, self.v2_chunks, self.clock = directory, fs, is_v2, clock
         self.cur: P.Points | None = None
+        self.dead: set = set()  # files whose points stopped (a mark that did not check): no more for them
         self.said: dict = {}  # file -> (ino, marks) of its last line: a line saying nothing new is not written
         self.broken: BaseException | None = None
 
-    def advance(self, name: str, first_seq: int, upto_seq: int) -> None:
-        if self.broken is not None or upto_seq < first_seq:
+    def advance(self, name: str, first_seq: int, upto_seq: int, marks: tuple) -> None:
+        if self.broken is not None or name in self.dead or upto_seq < first_seq:
             return
         try:
-            path = os.path.join(self.directory, name)
-            if self.cur is None or self.cur.file != name or self.cur.first_seq != first_seq:
-                self.cur = P.start(name, self.v2_chunks, first_seq, inode(path, self.fs))
-            with self.fs.map_read(path) as buf:
-                new = P.extend(buf, self.v2_chunks, self.cur, upto_seq)
-            if (new.ino, new.marks) != self.said.get(name):
-                record(self.directory, new, self.clock(), self.fs)
-                self.said[name] = (new.ino, new.marks)
-            self.cur = new
+            self._advance(name, first_seq, upto_seq, marks)
         except (WalctlError, OSError, ValueError) as e:
             self.broken = e
+
+    def _advance(self, name: str, first_seq: int, upto_seq: int, marks: tuple) -> None:
+        path = os.path.join(self.directory, name)
+        fresh = self.cur is None or self.cur.file != name or self.cur.first_seq != first_seq
+        if fresh and not marks:
+            return  # nothing to start from yet
+        with self.fs.map_read(path) as buf:
+            if fresh:
+                self.cur = P.Points(name, first_seq, (), first_seq - 1, inode(path, self.fs))
+                if marks[0][0] > first_seq:  # a continued file: what the writer found there, hopped once
+                    found, end = P.scan(buf, self.v2_chunks, name, first_seq, marks[0][0] - 1, self.cur.ino)
+                    if found.last_seq != marks[0][0] - 1 or end != marks[0][1]:
+                        self.dead.add(name)
+                        return
+                    self.cur = found
+            ok = P.checked(buf, self.v2_chunks, marks)
+        room = P.MAX_MARKS - len(self.cur.marks)
+        self.cur = self.cur._replace(marks=self.cur.marks + ok[:room], last_seq=upto_seq)
+        if len(ok) < len(marks):
+            self.dead.add(name)
+            self.cur = self.cur._replace(last_seq=ok[-1][0] if ok else self.cur.last_seq)
+        if (self.cur.ino, self.cur.marks) != self.said.get(name):
+            record(self.directory, self.cur, self.clock(), self.fs)
+            self.said[name] = (self.cur.ino, self.cur.marks)
 
     def sealed(self, names) -> None:
         """The files just sealed: their points are the index's job now."""
@@ -106,9 +125,8 @@ def point_file(directory: str, name: str, first_seq: int, is_v2: bool, ts: str, 
     --apply, for the last file, which verify just read clean; the caller holds the lock). True when a
     line was written."""
     path = os.path.join(directory, name)
-    pts = P.start(name, is_v2, first_seq, inode(path, fs))
     with fs.map_read(path) as buf:
-        pts = P.extend(buf, is_v2, pts, (1 << 63) - 1)
+        pts, _ = P.scan(buf, is_v2, name, first_seq, (1 << 63) - 1, inode(path, fs))
     read = read_points(directory, fs)
     have = P.latest(read.lines).get(name) if read is not None else None
     if not pts.marks or (have is not None and have == pts):

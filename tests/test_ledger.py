@@ -698,3 +698,28 @@ def test_verify_without_expectations_reports_exactly_what_the_ledger_rules_would
     assert fast.code == full.code
     strip = lambda doc: [{k: v for k, v in p.items() if k != "elapsed_s"} for p in doc["paths"]]  # noqa: E731
     assert strip(fast.json()) == strip(full.json())
+
+
+def test_the_crc_read_from_a_lines_own_bytes_agrees_with_the_rule(monkeypatch):
+    """decode_line checks a line walctl wrote from its bytes (crc_holds_as_written) instead of encoding it
+    again: over every one-byte change of real lines, the verdicts are those of the rule itself."""
+    import random
+
+    from walctl.format import ledger as L
+
+    lines = [L.encode_line(L.SEAL, "2026-11-27T00:00:00Z", file="wal-000001.bin", size=9, records=1, first_seq=1,
+                           last_seq=1, sha256="ab" * 32, stat={"ino": 5, "mtime_ns": 7}),
+             L.encode_line(L.CUT, "2026-11-27T00:00:00Z", file="wal-000002.bin", offset=8, bytes=3,
+                           last_seq_kept=None, evidence="q/x"),
+             L.encode_line(L.ACCEPT_LOSS, "2026-11-27T00:00:00Z", first_seq=3, last_seq=4, reason='a "crc32c":"x" é')]
+    rng = random.Random(5)
+    for line in lines:
+        raw = line.rstrip(b"\n")
+        assert L.crc_holds_as_written(raw, json.loads(raw)["crc32c"])
+        cases = [raw] + [raw[:i] + bytes([rng.randrange(256)]) + raw[i + 1:] for i in range(len(raw))]
+        fast = [L.decode_line(c) for c in cases]
+        with monkeypatch.context() as m:
+            m.setattr(L, "crc_holds_as_written", lambda raw, stored: False)
+            slow = [L.decode_line(c) for c in cases]
+        assert fast == slow
+        assert isinstance(fast[0], L.Line) and sum(isinstance(f, L.Line) for f in fast) < len(cases) // 2

@@ -268,6 +268,37 @@ def test_decoder_refuses_every_shape_a_writer_never_writes():
     assert len(X.decode_index(b"[" * 100_000 + b"\n").bad) == 1  # deep nesting is a bad line, not a crash
 
 
+def _marks_problem_by_loop(marks, first, last, size):
+    """The rule as one loop over the marks (the reference the whole-list passes must agree with)."""
+    prev = (-1, -1)
+    for m in marks:
+        if not (type(m) is list and len(m) == 2 and all(type(x) is int and 0 <= x < 1 << 63 for x in m)):
+            return "shape"
+        if not (m[0] > prev[0] and m[1] > prev[1] and first <= m[0] <= last and m[1] < size):
+            return "order"
+        prev = (m[0], m[1])
+    return None
+
+
+def test_the_marks_rule_in_whole_list_passes_is_the_loops():
+    import random
+
+    rng = random.Random(27)
+    atoms = [0, 1, 2, 5, 8, 9, 400, 999, 1000, -1, 1 << 63, True, 1.0, "1", None, [1], [1, 2, 3]]
+    for _ in range(4000):
+        n = rng.randrange(0, 5)
+        marks = [[rng.choice(atoms), rng.choice(atoms)] if rng.random() < 0.9 else rng.choice(atoms)
+                 for _ in range(n)]
+        if rng.random() < 0.5:  # mostly well-formed rising lists, to reach the order checks
+            seqs = sorted(rng.sample(range(0, 12), n))
+            marks = [[s, 8 + 40 * i + rng.choice((0, 0, -40))] for i, s in enumerate(seqs)]
+        ref = _marks_problem_by_loop(marks, 1, 10, 1000)
+        got = X._marks_problem(marks, 1, 10, 1000)
+        assert (ref is None) == (got is None), (marks, ref, got)
+        if ref == "shape":
+            assert got == "a mark is not [sequence, offset]", (marks, got)
+
+
 def test_the_writers_sealer_indexes_each_chunk_it_closes(tmp_path, cli):
     d = str(tmp_path / "w")
     import io

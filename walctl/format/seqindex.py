@@ -16,9 +16,10 @@ number and never used.
 from __future__ import annotations
 
 import json
+from operator import itemgetter, lt
 from typing import NamedTuple
 
-from .ledger import crc32c, is_log_file_name
+from .ledger import crc32c, crc_holds_as_written, is_log_file_name
 from .record import HEADER_SIZE, Invalid, check_header, record_size
 from .v2 import FILE_HEADER
 
@@ -107,13 +108,24 @@ def _problem(obj) -> str | None:
         return "first_seq..last_seq is not a range"
     if not isinstance(marks, list) or len(marks) > MAX_MARKS or (a is None and marks):
         return "marks is not a list of at most 65536 marks"
-    prev = (-1, -1)
-    for m in marks:
-        if not (isinstance(m, list) and len(m) == 2 and _int(m[0]) and _int(m[1])):
-            return "a mark is not [sequence, offset]"
-        if not (m[0] > prev[0] and m[1] > prev[1] and a <= m[0] <= b and m[1] < obj["size"]):
-            return f"mark {m} is out of order or outside the file"
-        prev = (m[0], m[1])
+    return _marks_problem(marks, a, b, obj["size"])
+
+
+def _marks_problem(marks: list, first, last, size: int) -> str | None:
+    """Why `marks` is not [[sequence, offset], ...] rising strictly in both, sequences in first..last and
+    offsets inside the file. Whole-list passes in C (map, min, max): a reader seeking in 320 chunks decodes
+    320 lines of ~100 marks, and a loop over them in Python was half of its time."""
+    if not marks:
+        return None
+    if set(map(type, marks)) != {list} or set(map(len, marks)) != {2}:
+        return "a mark is not [sequence, offset]"
+    seqs, offs = list(map(itemgetter(0), marks)), list(map(itemgetter(1), marks))
+    if set(map(type, seqs)) != {int} or set(map(type, offs)) != {int} or min(offs) < 0 or min(seqs) < 0 \
+            or max(seqs) >= _I64 or max(offs) >= _I64:
+        return "a mark is not [sequence, offset]"
+    if not (all(map(lt, seqs, seqs[1:])) and all(map(lt, offs, offs[1:]))
+            and first <= seqs[0] and seqs[-1] <= last and offs[-1] < size):
+        return "a mark is out of order or outside the file"
     return None
 
 
@@ -127,7 +139,7 @@ def decode_line(raw: bytes, number: int) -> IndexEntry | BadIndexLine:
     if not isinstance(obj, dict) or not isinstance(obj.get("crc32c"), str):
         return BadIndexLine(number, "no crc32c")
     stored = obj.pop("crc32c")
-    computed = f"{crc32c(_compact(obj)):08x}"
+    computed = stored if crc_holds_as_written(raw, stored) else f"{crc32c(_compact(obj)):08x}"
     if stored != computed:
         return BadIndexLine(number, f"CRC-32C mismatch (stored {stored[:8]!r}, computed {computed})")
     obj["crc32c"] = stored

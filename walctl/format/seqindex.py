@@ -147,7 +147,7 @@ def decode_line(raw: bytes, number: int) -> IndexEntry | BadIndexLine:
     if problem:
         return BadIndexLine(number, problem)
     return IndexEntry(obj["file"], obj["size"], obj["sha256"], obj["mtime_ns"], obj["records"], obj["first_seq"],
-                      obj["last_seq"], tuple((s, o) for s, o in obj["marks"]), obj.get("min_ts"), obj.get("max_ts"),
+                      obj["last_seq"], tuple(map(tuple, obj["marks"])), obj.get("min_ts"), obj.get("max_ts"),
                       obj["v"])
 
 

@@ -82,7 +82,7 @@ def check_points(event: str, fields: dict) -> str | None:
 
 def from_fields(fields: dict) -> Points:
     """The points of a line that passed check_points."""
-    return Points(fields["file"], fields["first_seq"], tuple((s, o) for s, o in fields["marks"]),
+    return Points(fields["file"], fields["first_seq"], tuple(map(tuple, fields["marks"])),
                   fields["last_seq"], fields["ino"])
 
 

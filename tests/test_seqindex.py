@@ -336,3 +336,43 @@ def test_a_cut_the_ledger_recorded_unindexes_the_file_without_a_warning(logs, tm
     doc = json.loads(r.err[r.err.index("{"):])
     assert doc["index"]["state"] in ("used", "not-needed") and doc["events"] == 5
     assert not [f for f in doc["findings"] if f["class"] == "index-stale"]
+
+
+@pytest.mark.parametrize("wrong", [None, "last_off", "mark", "times"])
+def test_the_sealers_line_from_the_writers_notes_is_the_line_built_from_the_bytes(tmp_path, monkeypatch, wrong):
+    """The writer's sealer indexes a chunk it wrote from what it noted while appending (marks, the last
+    record's offset, times), checked at a few records; a note that does not check is not used. Either way
+    the line is the one built from every record of the file."""
+    from walctl.ops.wal.write import WalWriter
+    from walctl.store import appender as A
+
+    if wrong is not None:
+        real = A.ChunkAppender._index_hint
+
+        def hint(self):
+            got = real(self)
+            if got is None:
+                return got
+            marks, last_off, lo, hi = got
+            return {"last_off": (marks, last_off + 1, lo, hi), "mark": (marks[:1] + ((marks[1][0] + 1, marks[1][1]),)
+                                                                        + marks[2:], last_off, lo, hi),
+                    "times": (marks, last_off, hi + 1, hi)}[wrong]
+        monkeypatch.setattr(A.ChunkAppender, "_index_hint", hint)
+    built = []
+    real_build = X.build_entry
+    monkeypatch.setattr(X, "build_entry", lambda *a, **k: built.append(1) or real_build(*a, **k))
+    d = str(tmp_path / "w")
+    with WalWriter(d, max_chunk_bytes=200_000) as w:
+        for i in range(9000):
+            w.append(i % 16, b"m%d" % (i % 5), b"x" * (i % 150), 1795300000000 + (i * 7919) % 5000)
+    written = open(index_path(d), "rb").read()
+    entries = read_index(d).entries
+    assert len(entries) >= 3 and all(len(e.marks) >= 2 for e in entries.values())
+    assert len(built) == (0 if wrong is None else len(entries))  # the notes, or (wrong) every record
+    os.unlink(index_path(d))
+    monkeypatch.undo()
+    from walctl.store.fs import DEFAULT_FS
+    from walctl.store.seqindex import refresh_index
+
+    refresh_index(d, DEFAULT_FS.beneath(d))  # from every record of every sealed chunk
+    assert open(index_path(d), "rb").read() == written

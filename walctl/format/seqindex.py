@@ -290,3 +290,26 @@ def build_entry(buf, is_v2: bool, seal: dict, mtime_ns: int, every_records: int 
         return None
     marks = tuple(zip(seqs, chosen))[:len(kept)]
     return IndexEntry(seal["file"], len(buf), seal["sha256"], mtime_ns, len(offsets), first, last, marks, *times)
+
+
+def entry_from_hint(buf, seal: dict, mtime_ns: int, marks: tuple, last_off: int, min_ts: int,
+                    max_ts: int) -> IndexEntry | None:
+    """The entry of a sealed V2 chunk from what its writer noted as it appended (store/appender.py): the
+    marks, where the last record starts, the least and greatest time. Checked, not believed: the seal's
+    size, count and range; every mark's record intact with its sequence, the first mark the seal's first
+    sequence; the last record intact with the seal's last sequence and ending where the file ends.
+    None when anything disagrees (the caller then builds the entry from every record)."""
+    first, last, records = seal.get("first_seq"), seal.get("last_seq"), seal.get("records")
+    if not marks or len(buf) != seal.get("size") or first is None or records != last - first + 1 \
+            or marks[0][0] != first or len(marks) > MAX_MARKS or not min_ts <= max_ts:
+        return None
+    if _marks_problem([list(m) for m in marks], first, last, len(buf)) is not None:
+        return None
+    if any(sequence_at(buf, off, True) != seq for seq, off in marks):
+        return None
+    h = check_header(buf, last_off, len(buf)) if last_off >= FILE_HEADER.size else None
+    if h is None or type(h) is Invalid or last_off + record_size(h) != len(buf) \
+            or sequence_at(buf, last_off, True) != last:
+        return None
+    return IndexEntry(seal["file"], len(buf), seal["sha256"], mtime_ns, records, first, last, tuple(marks),
+                      min_ts, max_ts)

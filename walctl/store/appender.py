@@ -106,6 +106,9 @@ class ChunkAppender(GroupCommit):
         self._marks_told = 0
         self._mark_n = MARK_RECORDS  # records since the last mark, itself included: the next one is a mark
         self._mark_off = 0
+        self._last_off = 0  # where the last record accepted starts
+        self._whole = False  # this writer wrote every record of the file with append(): the hint holds
+        self._ts_lo, self._ts_hi = 1 << 63, -(1 << 63)
 
     # ---- public ----
 
@@ -123,8 +126,12 @@ class ChunkAppender(GroupCommit):
             if self._failed is not None or self._fd is None:
                 self._check()
             seq = self.next_sequence
-            record = encode_record(seq, type_ordinal, memory_id,
-                                   self.clock_ms() if timestamp_ms is None else timestamp_ms, stored, flags)
+            ts = self.clock_ms() if timestamp_ms is None else timestamp_ms
+            record = encode_record(seq, type_ordinal, memory_id, ts, stored, flags)
+            if ts < self._ts_lo:  # the file's least and greatest time, for its index line (store/seqindex.py)
+                self._ts_lo = ts
+            if ts > self._ts_hi:
+                self._ts_hi = ts
             handed_off = self._accept_locked(record, seq)
         finally:
             lock.release()
@@ -153,6 +160,7 @@ class ChunkAppender(GroupCommit):
             if sequence < self.next_sequence:
                 raise ValueError(f"sequence {sequence} would go back (next is {self.next_sequence})")
             self._raw_records += 1
+            self._whole = False  # copied records: the index line is built from the file's bytes
             handed_off = self._accept_locked(record, sequence)
         if handed_off:
             time.sleep(0)
@@ -252,6 +260,8 @@ class ChunkAppender(GroupCommit):
         self._in_file = 0
         self._chunk_first = None
         self._marks, self._marks_told, self._mark_n = [], 0, MARK_RECORDS
+        self._whole = not self.max_records_per_file  # V2 chunks: append() notes times; segments: not
+        self._ts_lo, self._ts_hi = 1 << 63, -(1 << 63)
         self.chunks_created.append(self.naming(self._index))
         if self.sync != SYNC_NONE:
             # The new name must survive a crash before any record in it is acknowledged.
@@ -286,7 +296,7 @@ class ChunkAppender(GroupCommit):
         """Takes one encoded record (or frame) holding sequence `seq`: written now under sync=always, else
         gathered for its group. True when a group was handed to the commit thread."""
         self.next_sequence = seq + 1
-        off = self._size
+        self._last_off = off = self._size
         self._size = off + len(data)
         if not self._in_file:
             self._chunk_first = seq
@@ -353,10 +363,18 @@ class ChunkAppender(GroupCommit):
             self._guard(self.on_durable, self.naming(self._index), self._chunk_first, upto,
                         tuple(self._marks[told:new]))
 
+    def _index_hint(self):
+        """What the sealer needs to index the file being closed without reading every record again:
+        (marks, where the last record starts, least and greatest time), when this writer wrote all of it
+        with append(); None otherwise (store/seqindex.py then builds the line from the file's bytes)."""
+        if not self._whole or not self._in_file or self._ts_lo > self._ts_hi:
+            return None
+        return tuple(self._marks), self._last_off, self._ts_lo, self._ts_hi
+
     def _roll_locked(self) -> None:
         if self.on_closed is not None:  # sealed once synced: at once, or (sync=none) at the next sync
             self._closed_pending.append((self.naming(self._index), self._chunk_first, self.next_sequence - 1,
-                                         self._in_file))
+                                         self._in_file, self._index_hint()))
         if self.sync != SYNC_NONE:
             self._sync_locked()
         else:

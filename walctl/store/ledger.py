@@ -128,7 +128,8 @@ class Sealer:
             self._thread.start()
 
     def closed(self, items, hwm: int) -> None:
-        """items: (file name, first_seq, last_seq, records) of chunks synced and closed for good."""
+        """items: (file name, first_seq, last_seq, records[, index hint]) of chunks synced and closed for
+        good (the hint: store/appender.py _index_hint)."""
         self._job(self._do, list(items), hwm)
 
     def durable(self, name: str, first_seq: int, upto_seq: int, marks: tuple) -> None:
@@ -149,7 +150,7 @@ class Sealer:
     def _do(self, items, hwm: int) -> None:
         ts = self.clock()
         lines = [seal_line(os.path.join(self.directory, name), first, last, records, ts, self.fs)
-                 for name, first, last, records in items]
+                 for name, first, last, records, *_ in items]
         if hwm > self.hwm_written:
             lines.append(L.encode_line(L.HWM, ts, seq=hwm))
         append_lines(self.directory, lines, self.fs)
@@ -157,7 +158,8 @@ class Sealer:
         if items:  # the sequence index follows the seals it repeats (store/seqindex.py)
             from .seqindex import refresh_index
 
-            refresh_index(self.directory, self.fs, only={name for name, *_ in items})
+            refresh_index(self.directory, self.fs, only={name for name, *_ in items},
+                          hints={it[0]: it[4] for it in items if len(it) > 4 and it[4] is not None})
             if self.points is not None:
                 self.points.sealed({name for name, *_ in items})
 

@@ -31,14 +31,16 @@ def read_index(directory: str, fs=DEFAULT_FS) -> X.IndexRead | None:
         return X.decode_index(buf)
 
 
-def refresh_index(directory: str, fs=DEFAULT_FS, *, only=None, skip=()) -> list[str]:
+def refresh_index(directory: str, fs=DEFAULT_FS, *, only=None, skip=(), hints=None) -> list[str]:
     """Indexes every file the ledger seals that the index lacks or describes otherwise (another hash or
     size, another mtime: a copy, a rewrite; the caller has verified the sealed files or just wrote them),
     drops entries of files no longer sealed, writes lines of an older version again, and rewrites the index
     when that changed anything.
     Returns the names newly indexed. The caller holds the directory's lock. `only`: (re)build no other
     entries (a writer's sealer: the chunks it just closed); `skip`: files not to index (verify found them
-    damaged or unlike their seal)."""
+    damaged or unlike their seal); `hints`: file -> the writer's (marks, last record's offset, least and
+    greatest time) of a V2 chunk it wrote whole, so that its line is built from a few checked records
+    instead of a walk over all of them (the walk cost a sealing writer 76% of its throughput)."""
     sealed = _sealed(directory, fs)
     old = read_index(directory, fs)
     have = old.entries if old is not None else {}
@@ -52,8 +54,11 @@ def refresh_index(directory: str, fs=DEFAULT_FS, *, only=None, skip=()) -> list[
         path = os.path.join(directory, name)
         if not fs.exists(path) or fs.stat(path).kind != "file":
             continue
+        is_v2, hint = parse_chunk_name(name) is not None, (hints or {}).get(name)
         with fs.map_read(path) as buf:
-            e = X.build_entry(buf, parse_chunk_name(name) is not None, sealed[name].fields, _mtime(path, fs))
+            e = X.entry_from_hint(buf, sealed[name].fields, _mtime(path, fs), *hint) if hint and is_v2 else None
+            if e is None:
+                e = X.build_entry(buf, is_v2, sealed[name].fields, _mtime(path, fs))
         if e is not None:
             keep[name] = e
             if e != have.get(name):  # (a segment whose times cannot be given is built again the same)

@@ -121,7 +121,7 @@ class WalWriter:
         except WalctlError as e:  # _prepare read it already: this is a race, and points are only a hint
             keeper.broken = e
             return keeper
-        keeper.sealed(L.fold(led.lines).sealed if led is not None else ())
+        keeper.sealed(L.fold(led.lines).sealed if led is not None else (), at_open=True)
         return keeper
 
     def append_entry(self, operation: str, data, timestamp: float | None = None) -> int:

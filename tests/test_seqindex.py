@@ -14,6 +14,7 @@ import shutil
 import pytest
 
 from conftest import make_chunk, tree_digest, write_dir
+from seek_cases import replay_report, seq_outputs, seq_scan
 from walctl.format import seqindex as X
 from walctl.format.ledger import crc32c
 from walctl.ops.wal.replay import ReplayOptions, replay
@@ -157,24 +158,7 @@ CORRUPTIONS = {
 }
 
 
-def _outputs(cli, d: str, seq: int) -> list:
-    """What the readers say about `seq`: replay after it (and a window to it), inspect --seq of it."""
-    out = []
-    for args in (("replay", d, "--after", seq - 1), ("replay", d, "--after", max(seq - 300, 0), "--to", seq),
-                 ("inspect", d, "--seq", seq)):
-        r = cli(*args)
-        out.append((args[0], r.code, r.out))
-    return out
-
-
-def _scan(cli, d: str, tmp_path, seq: int) -> list:
-    plain = str(tmp_path / "plain")
-    shutil.copytree(d, plain)
-    if os.path.exists(index_path(plain)):
-        os.unlink(index_path(plain))
-    got = _outputs(cli, plain, seq)
-    shutil.rmtree(plain)
-    return [(a, c, o.replace(plain, d)) for a, c, o in got]
+_outputs, _scan = seq_outputs, seq_scan
 
 
 def _targets(d: str) -> list[int]:
@@ -210,8 +194,7 @@ def test_every_wrong_index_falls_back_to_the_scan_with_a_finding(logs, tmp_path,
         assert _outputs(cli, d, seq) == _scan(cli, d, tmp_path, seq), seq
     assert tree_digest(d) == before  # a read-only command never repairs the index
     # the finding: replay's report names what was wrong, as a warning
-    r = cli("replay", d, "--after", targets[0] - 1, "--report", "-", "--quiet")
-    doc = json.loads(r.err[r.err.index("{"):])
+    doc, r = replay_report(cli, d, targets[0] - 1)
     stale = [f for f in doc["findings"] if f["class"] == "index-stale"]
     assert doc["index"]["state"] == "stale" and len(stale) == 1 and stale[0]["exit_code"] == 0, doc["index"]
     assert "sequence index" in r.err.splitlines()[0]

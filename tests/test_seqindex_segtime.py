@@ -17,6 +17,7 @@ from fractions import Fraction
 
 import pytest
 
+from seek_cases import spoil_max_ts, touch
 from conftest import tree_digest
 from walctl.format import seqindex as X
 from walctl.format.ledger import crc32c
@@ -200,16 +201,10 @@ def _edit(file_no, **fields):
 
 
 def _touch(d):
-    p = os.path.join(d, "wal_00000001.log")
-    st = os.stat(p)
-    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    touch(os.path.join(d, "wal_00000001.log"))
 
 
-def _bad_crc(d):
-    with open(index_path(d), "rb") as f:
-        data = f.read()
-    with open(index_path(d), "wb") as f:
-        f.write(data.replace(b'"max_ts":', b'"max_ts":1', 1))
+_bad_crc = spoil_max_ts
 
 
 def _seconds(d):  # the line in seconds, as the entries stamp them: every mark is outside

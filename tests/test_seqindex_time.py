@@ -13,6 +13,7 @@ import shutil
 
 import pytest
 
+from seek_cases import spoil_max_ts, touch
 from conftest import TS0, tree_digest, write_dir
 from walctl.format import seqindex as X
 from walctl.format.ledger import crc32c
@@ -139,16 +140,10 @@ def _v1(d):
 
 
 def _touch(d):
-    p = os.path.join(d, "wal-000000.bin")
-    st = os.stat(p)
-    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    touch(os.path.join(d, "wal-000000.bin"))
 
 
-def _bad_crc(d):
-    with open(index_path(d), "rb") as f:
-        data = f.read()
-    with open(index_path(d), "wb") as f:
-        f.write(data.replace(b'"max_ts":', b'"max_ts":1', 1))
+_bad_crc = spoil_max_ts
 
 
 CORRUPTIONS = {

@@ -12,6 +12,7 @@ import shutil
 import pytest
 
 from conftest import make_chunk, make_record, tree_digest, write_dir
+from seek_cases import replay_report, seq_outputs, seq_scan
 from simfs import SimCrash, SimFS
 from walctl.format import seqpoints as P
 from walctl.format.ledger import crc32c
@@ -19,7 +20,6 @@ from walctl.ops.wal.records import Record, RecordWalk
 from walctl.ops.wal.replay import ReplayOptions, replay
 from walctl.ops.wal.segments import SegmentWalk
 from walctl.ops.wal.write import WalWriter
-from walctl.store.seqindex import index_path
 from walctl.store.seqpoints import points_path, read_points
 
 
@@ -82,24 +82,7 @@ def _write_objs(d: str, objs: list[dict]) -> None:
         f.write(out)
 
 
-def _outputs(cli, d: str, seq: int) -> list:
-    out = []
-    for args in (("replay", d, "--after", seq - 1), ("replay", d, "--after", max(seq - 300, 0), "--to", seq),
-                 ("inspect", d, "--seq", seq)):
-        r = cli(*args)
-        out.append((args[0], r.code, r.out))
-    return out
-
-
-def _scan(cli, d: str, tmp_path, seq: int) -> list:
-    plain = str(tmp_path / "plain")
-    shutil.copytree(d, plain)
-    for p in (index_path(plain), points_path(plain)):
-        if os.path.exists(p):
-            os.unlink(p)
-    got = _outputs(cli, plain, seq)
-    shutil.rmtree(plain)
-    return [(a, c, o.replace(plain, d)) for a, c, o in got]
+_outputs, _scan = seq_outputs, seq_scan
 
 
 def _targets(d: str) -> list[int]:
@@ -213,8 +196,7 @@ def test_every_wrong_point_falls_back_to_the_scan_with_a_finding(logs, tmp_path,
     for seq in targets:
         assert _outputs(cli, d, seq) == _scan(cli, d, tmp_path, seq), seq
     assert tree_digest(d) == before  # a read-only command never mends the points
-    r = cli("replay", d, "--after", targets[2] - 1, "--report", "-", "--quiet")
-    doc = json.loads(r.err[r.err.index("{"):])
+    doc, r = replay_report(cli, d, targets[2] - 1)
     stale = [f for f in doc["findings"] if f["class"] == "index-stale"]
     assert doc["index"]["state"] == "stale" and len(stale) == 1 and stale[0]["exit_code"] == 0, doc["index"]
     assert P.POINTS_NAME in stale[0]["reason"] and r.code == 0
@@ -228,8 +210,7 @@ def test_points_of_another_file_or_a_torn_line_are_no_finding(logs, tmp_path, cl
     QUIET[damage](d)
     for seq in targets:
         assert _outputs(cli, d, seq) == _scan(cli, d, tmp_path, seq), seq
-    r = cli("replay", d, "--after", targets[2] - 1, "--report", "-", "--quiet")
-    doc = json.loads(r.err[r.err.index("{"):])
+    doc, _ = replay_report(cli, d, targets[2] - 1)
     assert not [f for f in doc["findings"] if f["class"] == "index-stale"], doc["findings"]
     sk = _start(d, targets[2] - 1)
     if damage == "torn-tail":  # the whole lines before it still count

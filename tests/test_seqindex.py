@@ -247,6 +247,17 @@ def test_decoder_refuses_every_shape_a_writer_never_writes():
         o["crc32c"] = f"{crc32c(json.dumps(o, sort_keys=True, separators=(',', ':')).encode()):08x}"
         got = X.decode_index(json.dumps(o).encode() + b"\n")
         assert got.entries == {} and len(got.bad) == 1, (key, bad)
+    # a line as walctl writes it (compact, its CRC good) is decoded but for its marks, which are parsed and
+    # checked when a reader uses them: the same rule, and a problem a reader reports as index-stale
+    for bad in ([[1, 8], [1, 400]], [[1, 8], [5, 8]], [[0, 8]], [[1, 1000]], [[1, 8, 3]], "x", [[1, True]]):
+        o = dict(obj, marks=bad)
+        o.pop("crc32c")
+        o["crc32c"] = f"{crc32c(json.dumps(o, sort_keys=True, separators=(',', ':')).encode()):08x}"
+        got = X.decode_index(json.dumps(o, sort_keys=True, separators=(",", ":")).encode() + b"\n")
+        assert got.bad == () and X.marks_problem(got.entries["wal-000000.bin"]), bad
+        assert tuple(got.entries["wal-000000.bin"].marks) == ()
+    good = X.decode_index(line).entries["wal-000000.bin"]
+    assert X.marks_problem(good) is None and good.marks == ((1, 8), (5, 400)) and good.mark_at_or_before(6) == (5, 400)
     assert len(X.decode_index(line[:-1]).bad) == 1  # torn
     assert len(X.decode_index(b"[" * 100_000 + b"\n").bad) == 1  # deep nesting is a bad line, not a crash
 

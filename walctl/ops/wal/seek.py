@@ -141,6 +141,8 @@ def _marks_timed(path: str, e: X.IndexEntry, fs, is_v2: bool = True) -> tuple[st
     forged mark between two checked ones is not). Two records a file, as a sequence seek checks one: every
     mark of every skipped file made a time seek grow with the log (75 ms of 0.2 s at 1M entries). A
     segment's entry is timed in exact ms (format/segment.time_ms)."""
+    if X.marks_problem(e):
+        return f"the marks of its line: {X.marks_problem(e)}", None
     with fs.map_read(path) as buf:
         for seq, off in dict.fromkeys(e.marks[:1] + e.marks[-1:]):
             got = X.v2_record_at(buf, off) if is_v2 else X.segment_entry_at(buf, off)
@@ -187,6 +189,8 @@ def _walk(files: list, target: int, entries: dict, sealed: dict, is_v2: bool, fs
             return _stale(problem, name)
         if i < last and _skippable(e, files[i + 1], entries, target, is_v2, fs, covered):
             continue
+        if X.marks_problem(e):
+            return _stale(f"the marks of {name}'s line: {X.marks_problem(e)}", name)
         mark = e.mark_at_or_before(target)
         if mark is None:  # the target is before this file: it is read from its start
             return Seek(USED, Start(i, 0, None), ()) if i else Seek(NOT_NEEDED, None, ())

@@ -336,3 +336,14 @@ def test_a_line_stays_under_the_line_bound_however_many_records_the_file_holds()
                                         first_seq=1 + 10**15, last_seq=pts.last_seq + 10**15).fields())
     assert len(line) < L.MAX_LINE_BYTES
     assert isinstance(L.decode_line(line.rstrip(b"\n"), check=P.check_points), L.Line)
+
+
+def test_seal_seals_even_when_its_points_cannot_be_written(tmp_path, cli):
+    """Points are a hint: a `.walctl/points.jsonl` that is a directory stops them, not the seal."""
+    d = write_dir(tmp_path / "java", {0: make_chunk(range(1, 301)), 1: make_chunk(range(301, 601))})
+    os.makedirs(points_path(d))
+    r = cli("seal", d, "--apply")
+    assert r.code == 0 and "wal-000000.bin" in r.out, (r.out, r.err)
+    assert cli("verify", d).code == 0 and os.path.isdir(points_path(d))
+    for seq in (100, 450):
+        assert _outputs(cli, d, seq)[2][1] == 0

@@ -180,10 +180,12 @@ def _impossible(event, f: dict) -> str | None:
 
 
 def crc_holds_as_written(raw, stored: str) -> bool:
-    """True when `raw` is a line as walctl writes it, keys sorted and compact, and its CRC holds: then its
-    bytes without the `"crc32c":"..."` member (and one comma) are exactly the compact JSON the CRC covers,
-    so it is checked without encoding the decoded line again (a third of a decode). False sends the
-    caller to the rule itself (encode, then CRC), which gives the same answer for such a line."""
+    """True when the CRC holds over `raw`'s own bytes without the `"crc32c":"..."` member (and one comma):
+    for a line as walctl writes it, keys sorted and compact, those are exactly the compact JSON the CRC
+    covers, so it is checked without encoding the decoded line again. Weaker than the rule: a line with
+    escapes, spaces or a repeated key and a CRC over those bytes passes too. Used only for the sequence
+    index's lines, hints checked against the ledger and the files before use (ops/wal/seek.py); ledger
+    lines are always checked by the rule."""
     if type(raw) is not bytes or len(stored) != 8:
         return False
     member = b'"crc32c":"' + stored.encode("ascii", "replace") + b'"'
@@ -218,7 +220,7 @@ def decode_line(raw: bytes, number: int = 1, offset: int = 0, check=None) -> Lin
     if not isinstance(stored, str):
         return BadLine(number, offset, "no crc32c")
     try:
-        computed = stored if crc_holds_as_written(raw, stored) else f"{crc32c(_compact(obj)):08x}"
+        computed = f"{crc32c(_compact(obj)):08x}"
     except UnicodeEncodeError:  # a lone surrogate escape ("\ud800") in a key or string: no UTF-8 form
         return BadLine(number, offset, "a string holds a lone surrogate escape (not Unicode text)")
     if stored != computed:

@@ -347,3 +347,25 @@ def test_seal_seals_even_when_its_points_cannot_be_written(tmp_path, cli):
     assert cli("verify", d).code == 0 and os.path.isdir(points_path(d))
     for seq in (100, 450):
         assert _outputs(cli, d, seq)[2][1] == 0
+
+
+def test_cut_and_repair_drop_the_points_of_the_file_they_cut(logs, tmp_path, cli):
+    """A file cut in place keeps its inode: its points past the cut would name records a later writer puts
+    elsewhere, so the cut drops them first (a review found one index-stale warning per read after a cut)."""
+    d = _copy(logs[0], tmp_path)
+    last = _files(d)[-1]
+    marks = _line_objs(d)[-1]["marks"]
+    assert cli("cut", d, "--after", marks[-1][0] - 5, "--apply").code == 0
+    assert all(o["file"] != last for o in _line_objs(d))
+    # repair of a torn tail: the same
+    e = _copy(logs[0], tmp_path / "two")
+    with open(os.path.join(e, last), "ab") as f:
+        f.write(make_record(10**6, b"torn")[:30])
+    assert cli("repair", e, "--apply").code == 0
+    assert all(o["file"] != last for o in _line_objs(e))
+    with WalWriter(e) as w:  # the next writer gives the file points again
+        for i in range(600):
+            w.append(2, b"n", b"again %d" % i)
+    assert [o["file"] for o in _line_objs(e)][-1] == last
+    for seq in (_line_objs(e)[-1]["marks"][-1][0] + 1,):
+        assert _outputs(cli, e, seq) == _scan(cli, e, tmp_path, seq)

@@ -131,6 +131,16 @@ class Keeper:
         self.said = {f: (p.ino, p.marks) for f, p in P.latest(read.lines).items()} if read is not None else {}
 
 
+def forget(directory: str, names, fs=DEFAULT_FS) -> None:
+    """Drops the points of files about to be cut in place (repair, cut): their marks past the cut would
+    name records a later writer puts elsewhere. Before the cut, so that a crash leaves no point past it;
+    a failure leaves them, which readers check anyway."""
+    try:
+        trim(directory, set(names), fs)
+    except (WalctlError, OSError):
+        pass
+
+
 def point_file(directory: str, name: str, first_seq: int, is_v2: bool, ts: str, fs=DEFAULT_FS) -> bool:
     """Points of a whole file from its start, recorded unless its last line already says as much (seal
     --apply, for the last file, which verify just read clean; the caller holds the lock). True when a

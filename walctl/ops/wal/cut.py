@@ -21,7 +21,7 @@ from typing import NamedTuple
 from ...version import __version__
 from ...errors import EXIT_OK, EXIT_TORN, REASON_LOCKED, EnvironmentProblem, Refused, UnsupportedInput, UsageError
 from ...format import ledger as L
-from ...store import durable, ledger, quarantine as q
+from ...store import durable, ledger, quarantine as q, seqpoints
 from ...store.contain import refuse_links
 from ...store.fs import DEFAULT_FS
 from ...store.lock import DirectoryLock, holder_text
@@ -231,6 +231,7 @@ def _act(directory: str, plan: CutReport, fs) -> list[dict]:
         evidence.append(kept)
         ledger.record(directory, L.CUT, now, fs, file=t.file, offset=t.offset, bytes=t.length, last_seq_kept=n,
                       evidence=kept["evidence"])
+        seqpoints.forget(directory, [t.file], fs)
         durable.truncate(path, t.offset, fs)
     if plan.rewind:
         ledger.record(directory, L.REWIND, now, fs, last_seq_kept=n, last_seq=plan.issued, reason=why)

@@ -18,7 +18,7 @@ from typing import NamedTuple
 from ...version import __version__
 from ...errors import EXIT_OK, EXIT_TORN, REASON_LOCKED, EnvironmentProblem, Refused
 from ...format.ledger import CUT, is_log_file_name
-from ...store import ledger, quarantine
+from ...store import ledger, quarantine, seqpoints
 from ...store import durable
 from ...store.fs import DEFAULT_FS
 from ...store.oserror import require_dir
@@ -149,6 +149,7 @@ def _repair(path, apply, max_drop_bytes, fs) -> RepairReport:
                 last_kept = next((c.last_sequence for c in before.chunks if c.file == cut.file), None)
                 ledger.record(path, CUT, now, fs, file=cut.file, offset=cut.offset, bytes=cut.length,
                               last_seq_kept=last_kept, evidence=kept["evidence"])
+                seqpoints.forget(path, [cut.file], fs)
             durable.truncate(chunk_path, cut.offset, fs)
         else:
             evidence.append(quarantine.move_in_recorded(

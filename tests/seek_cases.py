@@ -56,3 +56,33 @@ def spoil_max_ts(d: str) -> None:
         data = f.read()
     with open(index_path(d), "wb") as f:
         f.write(data.replace(b'"max_ts":', b'"max_ts":1', 1))
+
+
+def json_lines(path: str) -> list[dict]:
+    """The objects of a file of JSON lines (the index's, the points')."""
+    with open(path, "rb") as f:
+        return [json.loads(x) for x in f.read().splitlines() if x.strip()]
+
+
+def write_json_lines(path: str, objs: list[dict], fix_crc: bool = True) -> None:
+    """`objs` as compact JSON lines, each with the CRC-32C walctl gives it (unless not `fix_crc`)."""
+    from walctl.format.ledger import crc32c
+
+    out = b""
+    for o in objs:
+        o = dict(o)
+        if fix_crc:
+            o.pop("crc32c", None)
+            o["crc32c"] = f"{crc32c(json.dumps(o, sort_keys=True, separators=(',', ':')).encode()):08x}"
+        out += json.dumps(o, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+    with open(path, "wb") as f:
+        f.write(out)
+
+
+def edit_index_line(file_no: int, **fields):
+    """A corruption: index line `file_no` with `fields` changed, its CRC made good again."""
+    def corrupt(d):
+        objs = json_lines(index_path(d))
+        objs[file_no].update(fields)
+        write_json_lines(index_path(d), objs)
+    return corrupt

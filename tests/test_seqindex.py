@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from conftest import make_chunk, tree_digest, write_dir
-from seek_cases import replay_report, seq_outputs, seq_scan
+from seek_cases import json_lines, replay_report, seq_outputs, seq_scan, write_json_lines
 from walctl.format import seqindex as X
 from walctl.format.ledger import crc32c
 from walctl.ops.wal.replay import ReplayOptions, replay
@@ -68,21 +68,11 @@ def _copy(src: str, tmp_path) -> str:
 
 
 def _lines(d: str) -> list[dict]:
-    with open(index_path(d), "rb") as f:
-        return [json.loads(x) for x in f.read().splitlines()]
+    return json_lines(index_path(d))
 
 
 def _write_lines(d: str, objs: list[dict], fix_crc: bool = True) -> None:
-    out = b""
-    for o in objs:
-        o = dict(o)
-        if fix_crc:
-            o.pop("crc32c", None)
-            body = json.dumps(o, sort_keys=True, separators=(",", ":")).encode()
-            o["crc32c"] = f"{crc32c(body):08x}"
-        out += json.dumps(o, sort_keys=True, separators=(",", ":")).encode() + b"\n"
-    with open(index_path(d), "wb") as f:
-        f.write(out)
+    write_json_lines(index_path(d), objs, fix_crc)
 
 
 def _edit_marks(fn):
@@ -287,7 +277,7 @@ def test_the_marks_rule_in_whole_list_passes_is_the_loops():
             seqs = sorted(rng.sample(range(0, 12), n))
             marks = [[s, 8 + 40 * i + rng.choice((0, 0, -40))] for i, s in enumerate(seqs)]
         ref = _marks_problem_by_loop(marks, 1, 10, 1000)
-        got = X._marks_problem(marks, 1, 10, 1000)
+        got = X.marks_shape_problem(marks, 1, 10, 1000)
         assert (ref is None) == (got is None), (marks, ref, got)
         if ref == "shape":
             assert got == "a mark is not [sequence, offset]", (marks, got)

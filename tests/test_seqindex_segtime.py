@@ -17,10 +17,9 @@ from fractions import Fraction
 
 import pytest
 
-from seek_cases import spoil_max_ts, touch
+from seek_cases import edit_index_line, json_lines, spoil_max_ts, touch, write_json_lines
 from conftest import tree_digest
 from walctl.format import seqindex as X
-from walctl.format.ledger import crc32c
 from walctl.format.segment import encode_frame, seal
 from walctl.ops.wal.segments import SegmentWalk, select_entries
 from walctl.store.seqindex import index_path, read_index
@@ -72,19 +71,11 @@ def _copy(src, tmp_path, name="seg") -> str:
 
 
 def _lines(d):
-    with open(index_path(d), "rb") as f:
-        return [json.loads(x) for x in f.read().splitlines()]
+    return json_lines(index_path(d))
 
 
 def _write(d, objs):
-    out = b""
-    for o in objs:
-        o = dict(o)
-        o.pop("crc32c", None)
-        o["crc32c"] = f"{crc32c(json.dumps(o, sort_keys=True, separators=(',', ':')).encode()):08x}"
-        out += json.dumps(o, sort_keys=True, separators=(",", ":")).encode() + b"\n"
-    with open(index_path(d), "wb") as f:
-        f.write(out)
+    write_json_lines(index_path(d), objs)
 
 
 def _ms(s: int) -> int:
@@ -192,12 +183,7 @@ def test_a_good_index_gives_the_scans_bytes(log, tmp_path, cli):
             assert [json.loads(x)["sequence"] for x in out.splitlines()] == _brute(*w), w
 
 
-def _edit(file_no, **fields):
-    def corrupt(d):
-        objs = _lines(d)
-        objs[file_no].update(fields)
-        _write(d, objs)
-    return corrupt
+_edit = edit_index_line
 
 
 def _touch(d):

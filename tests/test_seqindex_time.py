@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from seek_cases import spoil_max_ts, touch
+from seek_cases import edit_index_line, json_lines, spoil_max_ts, touch, write_json_lines
 from conftest import TS0, tree_digest, write_dir
 from walctl.format import seqindex as X
 from walctl.format.ledger import crc32c
@@ -54,20 +54,11 @@ def _copy(src, tmp_path) -> str:
 
 
 def _lines(d):
-    with open(index_path(d), "rb") as f:
-        return [json.loads(x) for x in f.read().splitlines()]
+    return json_lines(index_path(d))
 
 
 def _write(d, objs, fix_crc=True):
-    out = b""
-    for o in objs:
-        o = dict(o)
-        if fix_crc:
-            o.pop("crc32c", None)
-            o["crc32c"] = f"{crc32c(json.dumps(o, sort_keys=True, separators=(',', ':')).encode()):08x}"
-        out += json.dumps(o, sort_keys=True, separators=(",", ":")).encode() + b"\n"
-    with open(index_path(d), "wb") as f:
-        f.write(out)
+    write_json_lines(index_path(d), objs, fix_crc)
 
 
 WINDOWS = [(TS0 + 2 * PER + 5, None), (TS0 + 2 * PER + 5, TS0 + 2 * PER + 20), (TS0 + 3 * PER + 1, None),
@@ -123,12 +114,7 @@ def test_a_good_index_gives_the_scans_bytes_and_skips_chunks_wholly_outside(log,
     assert walk.seek.start is None and seqs == [PER + 1]
 
 
-def _edit(file_no, **fields):
-    def corrupt(d):
-        objs = _lines(d)
-        objs[file_no].update(fields)
-        _write(d, objs)
-    return corrupt
+_edit = edit_index_line
 
 
 def _v1(d):

@@ -12,10 +12,9 @@ import shutil
 import pytest
 
 from conftest import make_chunk, make_record, tree_digest, write_dir
-from seek_cases import replay_report, seq_outputs, seq_scan
+from seek_cases import json_lines, replay_report, seq_outputs, seq_scan, write_json_lines
 from simfs import SimCrash, SimFS
 from walctl.format import seqpoints as P
-from walctl.format.ledger import crc32c
 from walctl.ops.wal.records import Record, RecordWalk
 from walctl.ops.wal.replay import ReplayOptions, replay
 from walctl.ops.wal.segments import SegmentWalk
@@ -66,20 +65,11 @@ def _records(d: str) -> list[tuple[str, int, int]]:
 
 
 def _line_objs(d: str) -> list[dict]:
-    with open(points_path(d), "rb") as f:
-        return [json.loads(x) for x in f.read().splitlines() if x.strip()]
+    return json_lines(points_path(d))
 
 
 def _write_objs(d: str, objs: list[dict]) -> None:
-    out = b""
-    for o in objs:
-        o = dict(o)
-        o.pop("crc32c", None)
-        body = json.dumps(o, sort_keys=True, separators=(",", ":")).encode()
-        o["crc32c"] = f"{crc32c(body):08x}"
-        out += json.dumps(o, sort_keys=True, separators=(",", ":")).encode() + b"\n"
-    with open(points_path(d), "wb") as f:
-        f.write(out)
+    write_json_lines(points_path(d), objs)
 
 
 _outputs, _scan = seq_outputs, seq_scan

@@ -188,6 +188,18 @@ class Frame(NamedTuple):
     kind: str  # "ok" | "incomplete" | "invalid" | "legacy"
 
 
+def frame_end(buf, off: int) -> int | None:
+    """Where the frame at `off` ends, when its length is one a frame may have and it fits in `buf` (its body
+    is not read: the hop of readers that check bodies elsewhere, the sequence index's)."""
+    end = len(buf)
+    if end - off < FRAME_LENGTH.size:
+        return None
+    (n,) = FRAME_LENGTH.unpack_from(buf, off)
+    if n == 0 or n > MAX_FRAME_BYTES or off + FRAME_LENGTH.size + n > end:
+        return None
+    return off + FRAME_LENGTH.size + n
+
+
 def read_frame(buf, off: int, view: memoryview | None = None) -> Frame:
     """The frame at `off`. `view`: a memoryview of buf, when the caller reads many frames of it."""
     end = len(buf)

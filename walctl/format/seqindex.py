@@ -108,10 +108,10 @@ def _problem(obj) -> str | None:
         return "first_seq..last_seq is not a range"
     if not isinstance(marks, list) or len(marks) > MAX_MARKS or (a is None and marks):
         return "marks is not a list of at most 65536 marks"
-    return _marks_problem(marks, a, b, obj["size"])
+    return marks_shape_problem(marks, a, b, obj["size"])
 
 
-def _marks_problem(marks: list, first, last, size: int) -> str | None:
+def marks_shape_problem(marks: list, first, last, size: int) -> str | None:
     """Why `marks` is not [[sequence, offset], ...] rising strictly in both, sequences in first..last and
     offsets inside the file. Whole-list passes in C (map, min, max): a reader seeking in 320 chunks decodes
     320 lines of ~100 marks, and a loop over them in Python was half of its time."""
@@ -149,7 +149,7 @@ class LazyMarks:
             if not isinstance(got, list) or len(got) > MAX_MARKS or (self._first is None and got):
                 self._problem = "marks is not a list of at most 65536 marks"
             else:
-                self._problem = _marks_problem(got, self._first, self._last, self._size)
+                self._problem = marks_shape_problem(got, self._first, self._last, self._size)
             self._v = () if self._problem else tuple(map(tuple, got))
         return self._v
 
@@ -294,16 +294,13 @@ def segment_offsets(buf, times: list | None = None) -> list:
     given, gets [floor, ceiling] of the entries' times in ms (each body decoded for its timestamp, not
     checked: format/segment.timestamp_range), or [None, None] when one is not a finite number or the range
     leaves 64 bits."""
-    from .segment import FRAME_LENGTH, MAX_FRAME_BYTES, timestamp_range
+    from .segment import frame_end, timestamp_range
 
     out = []
-    off, end = 0, len(buf)
-    while end - off >= FRAME_LENGTH.size:
-        (n,) = FRAME_LENGTH.unpack_from(buf, off)
-        if n == 0 or n > MAX_FRAME_BYTES or off + FRAME_LENGTH.size + n > end:
-            break
+    off = 0
+    while (nxt := frame_end(buf, off)) is not None:
         out.append(off)
-        off += FRAME_LENGTH.size + n
+        off = nxt
     if times is not None:
         times[:] = _ms_range(timestamp_range(buf, out, off))
     return out
@@ -387,7 +384,7 @@ def entry_from_hint(buf, seal: dict, mtime_ns: int, marks: tuple, last_off: int,
     if not marks or len(buf) != seal.get("size") or first is None or records != last - first + 1 \
             or marks[0][0] != first or len(marks) > MAX_MARKS or not min_ts <= max_ts:
         return None
-    if _marks_problem([list(m) for m in marks], first, last, len(buf)) is not None:
+    if marks_shape_problem([list(m) for m in marks], first, last, len(buf)) is not None:
         return None
     if any(sequence_at(buf, off, True) != seq for seq, off in marks):
         return None

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from .ledger import is_log_file_name
 from .record import HEADER_SIZE, Invalid, check_header, record_size
-from .seqindex import MARK_BYTES, MARK_RECORDS, sequence_at
+from .seqindex import MARK_BYTES, MARK_RECORDS, marks_shape_problem, sequence_at
 from .v2 import FILE_HEADER
 
 POINTS_NAME = "points.jsonl"
@@ -68,13 +68,9 @@ def check_points(event: str, fields: dict) -> str | None:
         return f"{POINTS}: ino, first_seq or last_seq is not an integer in range"
     if not isinstance(marks, list) or len(marks) > MAX_MARKS:
         return f"{POINTS}: marks is not a list of at most {MAX_MARKS}"
-    prev = (first - 1, -1)
-    for m in marks:
-        if not (isinstance(m, list) and len(m) == 2 and _int(m[0]) and _int(m[1])):
-            return f"{POINTS}: a mark is not [sequence, offset]"
-        if not (m[0] > prev[0] and m[1] > prev[1] and m[0] <= last):
-            return f"{POINTS}: mark {m} is out of order or past last_seq"
-        prev = (m[0], m[1])
+    problem = marks_shape_problem(marks, first, last, _I64)  # the index's rule; no size to bound offsets by
+    if problem:
+        return f"{POINTS}: {problem}"
     if marks and marks[0][0] != first:
         return f"{POINTS}: the first mark is not first_seq's"
     return None
@@ -135,11 +131,6 @@ def _next_record(buf, off: int, size: int, is_v2: bool, expect: int) -> int | No
         if type(h) is Invalid or h.sequence != expect or off + record_size(h) > size:
             return None
         return off + record_size(h)
-    from .segment import FRAME_LENGTH, MAX_FRAME_BYTES
+    from .segment import frame_end
 
-    if size - off < FRAME_LENGTH.size:
-        return None
-    (n,) = FRAME_LENGTH.unpack_from(buf, off)
-    if n == 0 or n > MAX_FRAME_BYTES or off + FRAME_LENGTH.size + n > size:
-        return None
-    return off + FRAME_LENGTH.size + n
+    return frame_end(buf, off)

@@ -102,12 +102,16 @@ class ChunkAppender(GroupCommit):
     def _init_marks(self, on_durable, next_sequence: int) -> None:
         self.on_durable = on_durable
         self._noted = next_sequence - 1  # the durable sequence on_durable was last told
+        self._last_off = 0  # where the last record accepted starts
+        self._new_file_notes(whole=False)  # a continued file: others' records come first
+
+    def _new_file_notes(self, whole: bool) -> None:
+        """What this writer notes of the file it starts appending to (_index_hint, on_durable)."""
         self._marks: list = []  # of the file being appended to, by this writer
         self._marks_told = 0
         self._mark_n = MARK_RECORDS  # records since the last mark, itself included: the next one is a mark
         self._mark_off = 0
-        self._last_off = 0  # where the last record accepted starts
-        self._whole = False  # this writer wrote every record of the file with append(): the hint holds
+        self._whole = whole  # this writer wrote every record of the file with append(): the hint holds
         self._ts_lo, self._ts_hi = 1 << 63, -(1 << 63)
 
     # ---- public ----
@@ -259,9 +263,7 @@ class ChunkAppender(GroupCommit):
         self._size = len(header)
         self._in_file = 0
         self._chunk_first = None
-        self._marks, self._marks_told, self._mark_n = [], 0, MARK_RECORDS
-        self._whole = not self.max_records_per_file  # V2 chunks: append() notes times; segments: not
-        self._ts_lo, self._ts_hi = 1 << 63, -(1 << 63)
+        self._new_file_notes(whole=not self.max_records_per_file)  # V2 chunks: append() notes times; segments: not
         self.chunks_created.append(self.naming(self._index))
         if self.sync != SYNC_NONE:
             # The new name must survive a crash before any record in it is acknowledged.
